@@ -1,0 +1,410 @@
+//! What a job is: [`NewJob`] (the builder), [`JobRecord`] (a stored row), [`JobStatus`],
+//! [`AttemptRecord`].
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::clock::{duration_to_ms, system_time_to_ms};
+use crate::error::{Error, Result};
+
+/// The queue a job goes to unless [`NewJob::queue`] says otherwise.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Attempts a job gets unless [`NewJob::max_attempts`] says otherwise (the schema's default).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 6;
+/// The largest payload [`Queue::enqueue`](crate::Queue::enqueue) accepts unless configured
+/// otherwise: 64 KiB of JSON text.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
+/// Where a job is in its life. The text forms are the `status` column's values.
+///
+/// ```text
+/// queued ──claim──► running ──success──► succeeded
+///   ▲                 │ ├──retryable error──► failed ──(run_at due)──claim──► running
+///   │                 │ ├──permanent error / attempts spent──► dead ──requeue──► (new job)
+///   └──snooze/release─┘ └──cancel──► cancelled
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatus {
+    /// Waiting for its `run_at`, never attempted (or snoozed, or released).
+    Queued,
+    /// Claimed by a worker under a lease.
+    Running,
+    /// Finished successfully.
+    Succeeded,
+    /// An attempt failed; the next one is scheduled at `run_at`.
+    Failed,
+    /// Attempts spent or failed permanently; waits for a person (requeue or discard).
+    Dead,
+    /// Cancelled before it finished.
+    Cancelled,
+}
+
+impl JobStatus {
+    /// Every status, in life-cycle order.
+    pub const ALL: [JobStatus; 6] = [
+        JobStatus::Queued,
+        JobStatus::Running,
+        JobStatus::Succeeded,
+        JobStatus::Failed,
+        JobStatus::Dead,
+        JobStatus::Cancelled,
+    ];
+
+    /// The status word stored in the `status` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+            JobStatus::Dead => "dead",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// True for succeeded, dead and cancelled: no worker will run the job again by itself.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobStatus::Succeeded | JobStatus::Dead | JobStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobStatus {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<JobStatus> {
+        JobStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == s)
+            .ok_or_else(|| {
+                Error::invalid_job(format!(
+                    "unknown status {s:?}: expected one of queued, running, succeeded, failed, dead, cancelled"
+                ))
+            })
+    }
+}
+
+/// A job to enqueue: a job type, a JSON payload, and options.
+///
+/// ```
+/// use litejobs::NewJob;
+/// use serde_json::json;
+/// use std::time::Duration;
+/// let job = NewJob::new("deliver_webhook", json!({"event_id": 7}))
+///     .queue("webhooks")
+///     .priority(10)
+///     .max_attempts(8)
+///     .delay(Duration::from_secs(60))
+///     .timeout(Duration::from_secs(10))
+///     .idempotency_key("webhook:order:123:event:paid")
+///     .group_key("endpoint:crm");
+/// assert_eq!(job.job_type(), "deliver_webhook");
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a NewJob does nothing until it is enqueued"]
+pub struct NewJob {
+    pub(crate) job_type: String,
+    pub(crate) payload: Payload,
+    pub(crate) queue: String,
+    pub(crate) priority: i64,
+    pub(crate) max_attempts: i64,
+    pub(crate) run_at: Option<RunAt>,
+    pub(crate) timeout_ms: Option<i64>,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) group_key: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Payload {
+    Value(serde_json::Value),
+    /// JSON text from outside (CLI, stdin), checked at enqueue.
+    Text(String),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum RunAt {
+    At(i64),
+    After(i64),
+}
+
+impl NewJob {
+    /// A job of `job_type` with a JSON payload, for the default queue, priority 0, due now.
+    pub fn new(job_type: impl Into<String>, payload: serde_json::Value) -> NewJob {
+        NewJob::with_payload(job_type.into(), Payload::Value(payload))
+    }
+
+    /// A job whose payload is JSON text, e.g. read from a command line or another program.
+    /// The text is checked at enqueue: invalid JSON is refused with
+    /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob).
+    pub fn from_json_text(job_type: impl Into<String>, payload: impl Into<String>) -> NewJob {
+        NewJob::with_payload(job_type.into(), Payload::Text(payload.into()))
+    }
+
+    /// A job whose payload is any serde-serializable value.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob) if the value cannot be
+    /// represented as JSON (e.g. a map with non-string keys).
+    pub fn typed<T: Serialize>(job_type: impl Into<String>, payload: &T) -> Result<NewJob> {
+        let value = serde_json::to_value(payload).map_err(|e| {
+            Error::invalid_job(format!("payload cannot be serialized as JSON: {e}"))
+        })?;
+        Ok(NewJob::new(job_type, value))
+    }
+
+    fn with_payload(job_type: String, payload: Payload) -> NewJob {
+        NewJob {
+            job_type,
+            payload,
+            queue: DEFAULT_QUEUE.to_string(),
+            priority: 0,
+            max_attempts: i64::from(DEFAULT_MAX_ATTEMPTS),
+            run_at: None,
+            timeout_ms: None,
+            idempotency_key: None,
+            group_key: None,
+        }
+    }
+
+    /// The job type given to [`NewJob::new`].
+    pub fn job_type(&self) -> &str {
+        &self.job_type
+    }
+
+    /// The named queue. Defaults to `"default"`.
+    pub fn queue(mut self, queue: impl Into<String>) -> NewJob {
+        self.queue = queue.into();
+        self
+    }
+
+    /// Higher runs first within its queue. Defaults to 0; negative values are allowed.
+    pub fn priority(mut self, priority: i64) -> NewJob {
+        self.priority = priority;
+        self
+    }
+
+    /// Attempts before the job is dead. Must be at least 1. Defaults to
+    /// [`DEFAULT_MAX_ATTEMPTS`].
+    pub fn max_attempts(mut self, max_attempts: u32) -> NewJob {
+        self.max_attempts = i64::from(max_attempts);
+        self
+    }
+
+    /// Due `delay` after enqueue (by the queue's clock). Replaces an earlier `run_at`.
+    pub fn delay(mut self, delay: Duration) -> NewJob {
+        self.run_at = Some(RunAt::After(duration_to_ms(delay)));
+        self
+    }
+
+    /// Due at `when`. Replaces an earlier `delay`.
+    pub fn run_at(mut self, when: SystemTime) -> NewJob {
+        self.run_at = Some(RunAt::At(system_time_to_ms(when)));
+        self
+    }
+
+    /// Per-attempt time limit. Defaults to the job type's timeout in the worker.
+    pub fn timeout(mut self, timeout: Duration) -> NewJob {
+        self.timeout_ms = Some(duration_to_ms(timeout));
+        self
+    }
+
+    /// Deduplication key: while a queued, running, failed or succeeded job holds it (and
+    /// for the remembered-key window after success), enqueue returns that job's id and
+    /// inserts nothing.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> NewJob {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// At most one job with this key runs at a time, in (priority, run time, id) order.
+    pub fn group_key(mut self, key: impl Into<String>) -> NewJob {
+        self.group_key = Some(key.into());
+        self
+    }
+}
+
+/// A stored job, as read by [`Queue::job`](crate::Queue::job) and the listing calls.
+///
+/// Times are milliseconds since the Unix epoch, as in the schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct JobRecord {
+    /// Row id, never reused.
+    pub id: i64,
+    /// Named queue.
+    pub queue: String,
+    /// Handler name.
+    pub job_type: String,
+    /// The payload as stored. Views for people should mask secrets first.
+    pub payload: serde_json::Value,
+    /// Where the job is in its life.
+    pub status: JobStatus,
+    /// Higher runs first.
+    pub priority: i64,
+    /// Attempts started so far.
+    pub attempts: i64,
+    /// Attempts allowed.
+    pub max_attempts: i64,
+    /// When the job is next due.
+    pub run_at: i64,
+    /// When it was enqueued.
+    pub created_at: i64,
+    /// When litejobs last changed it.
+    pub updated_at: i64,
+    /// When the latest attempt started.
+    pub started_at: Option<i64>,
+    /// When it reached a final status.
+    pub finished_at: Option<i64>,
+    /// The worker holding the lease, while running.
+    pub locked_by: Option<String>,
+    /// When the lease expires, while running.
+    pub locked_until: Option<i64>,
+    /// The latest failure's message.
+    pub last_error: Option<String>,
+    /// The latest HTTP status code (webhooks).
+    pub last_status_code: Option<i64>,
+    /// Deduplication key.
+    pub idempotency_key: Option<String>,
+    /// Ordering key.
+    pub group_key: Option<String>,
+    /// Per-attempt time limit in ms, if set on the job.
+    pub timeout_ms: Option<i64>,
+    /// The handler's stored result.
+    pub result: Option<serde_json::Value>,
+    /// The handler's latest progress.
+    pub progress: Option<serde_json::Value>,
+    /// Who requeued this dead job.
+    pub requeued_by: Option<String>,
+    /// When it was requeued.
+    pub requeued_at: Option<i64>,
+    /// Why it was requeued.
+    pub requeue_reason: Option<String>,
+    /// The id of the new job the requeue created.
+    pub requeued_as: Option<i64>,
+}
+
+/// One row of a job's attempt history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct AttemptRecord {
+    /// The job.
+    pub job_id: i64,
+    /// Attempt number, from 1.
+    pub attempt: i64,
+    /// The worker that ran it.
+    pub worker: Option<String>,
+    /// When it started (ms).
+    pub started_at: Option<i64>,
+    /// When it ended (ms).
+    pub finished_at: i64,
+    /// `succeeded`, `failed`, `timed_out`, `released`, `snoozed`, `cancelled`, `dead` or `lost`.
+    pub outcome: String,
+    /// The error message, if it failed.
+    pub error: Option<String>,
+    /// HTTP status code (webhooks).
+    pub status_code: Option<i64>,
+    /// How long it ran (ms).
+    pub duration_ms: Option<i64>,
+}
+
+/// Checks a job against the limits and returns its payload as JSON text.
+pub(crate) fn validate(job: &NewJob, max_payload_bytes: usize) -> Result<String> {
+    if job.job_type.trim().is_empty() {
+        return Err(Error::invalid_job("job_type must not be empty"));
+    }
+    if job.queue.trim().is_empty() {
+        return Err(Error::invalid_job("queue must not be empty"));
+    }
+    if job.max_attempts < 1 {
+        return Err(Error::invalid_job(format!(
+            "max_attempts must be at least 1, got {}",
+            job.max_attempts
+        )));
+    }
+    if let Some(timeout) = job.timeout_ms {
+        if timeout < 1 {
+            return Err(Error::invalid_job("timeout must be at least 1 ms"));
+        }
+    }
+    if job.idempotency_key.as_deref().is_some_and(str::is_empty) {
+        return Err(Error::invalid_job("idempotency_key must not be empty"));
+    }
+    if job.group_key.as_deref().is_some_and(str::is_empty) {
+        return Err(Error::invalid_job("group_key must not be empty"));
+    }
+    let text = match &job.payload {
+        Payload::Value(value) => serde_json::to_string(value)
+            .map_err(|e| Error::invalid_job(format!("payload cannot be serialized: {e}")))?,
+        Payload::Text(text) => {
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+                return Err(Error::invalid_job(format!(
+                    "payload is not valid JSON: {e}"
+                )));
+            }
+            text.clone()
+        }
+    };
+    if text.len() > max_payload_bytes {
+        return Err(Error::invalid_job(format!(
+            "payload is {} bytes, over the limit of {} bytes",
+            text.len(),
+            max_payload_bytes
+        )));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+    use serde_json::json;
+
+    #[test]
+    fn status_words_round_trip() {
+        for status in JobStatus::ALL {
+            assert_eq!(status.as_str().parse::<JobStatus>().ok(), Some(status));
+        }
+        assert!("done".parse::<JobStatus>().is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field_and_the_limit() {
+        let err = validate(&NewJob::new("", json!({})), 100)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("job_type must not be empty"));
+
+        let big = NewJob::new("t", json!({"s": "x".repeat(200)}));
+        let err = validate(&big, 100).err().map(|e| (e.kind(), e.to_string()));
+        let (kind, msg) = err.expect("oversized payload must be refused");
+        assert_eq!(kind, ErrorKind::InvalidJob);
+        assert!(msg.contains("over the limit of 100 bytes"), "{msg}");
+
+        let zero = NewJob::new("t", json!({})).max_attempts(0);
+        let msg = validate(&zero, 100)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.contains("max_attempts must be at least 1"), "{msg}");
+
+        let bad = NewJob::from_json_text("t", "{not json");
+        let msg = validate(&bad, 100)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.starts_with("payload is not valid JSON"), "{msg}");
+    }
+}

@@ -1,0 +1,71 @@
+//! # litejobs
+//!
+//! Embedded background jobs on one SQLite file: record a job row and answer your user at
+//! once; worker threads claim due rows atomically, run your blocking handlers, and write back
+//! success, a retry with backoff, or a dead-letter state a person can inspect and requeue.
+//! No broker, no async runtime.
+//!
+//! ## Brief overview
+//! - [`Queue`] opens (creates, migrates) the database and enqueues [`NewJob`]s, alone, in a
+//!   batch, or inside your own transaction with [`enqueue_in`].
+//! - [`Queue::job`], [`Queue::list`] and [`Queue::stats`] read jobs back as [`JobRecord`]s.
+//! - [`Clock`] is where every component reads the time; [`ManualClock`] moves it in tests.
+//! - [`Error`] with [`ErrorKind`] is the one error type.
+//!
+//! ```
+//! use litejobs::{NewJob, Queue, JobStatus};
+//! use serde_json::json;
+//! # fn main() -> litejobs::Result<()> {
+//! let queue = Queue::open_in_memory()?;
+//! let id = queue.enqueue(NewJob::new("send_email", json!({"user_id": 42})).queue("mail"))?;
+//! assert_eq!(queue.job(id)?.map(|j| j.status), Some(JobStatus::Queued));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## The schema is a contract
+//! `schema.sql` at the top of the repository documents every table and column, so programs
+//! in any language can `INSERT INTO jobs (job_type, payload) VALUES (...)` and let litejobs
+//! run the row. Times are milliseconds since the Unix epoch.
+//!
+//! ## Log levels
+//! `info`: schema migrations, worker start and stop. `warn`: retried database errors.
+//! `debug`: per-batch activity. Payloads are never logged.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod admin;
+mod clock;
+mod error;
+mod events;
+mod job;
+mod queue;
+mod storage;
+mod wake;
+
+pub use admin::{JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, ErrorKind, Result};
+pub use events::Event;
+pub use job::{
+    AttemptRecord, JobRecord, JobStatus, NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_QUEUE,
+};
+pub use queue::{
+    enqueue_in, Queue, QueueBuilder, DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_WINDOW,
+    DEFAULT_POOL_SIZE,
+};
+pub use storage::Synchronous;
+
+/// The schema version this build of litejobs writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = storage::migrate::SCHEMA_VERSION;
+
+#[cfg(test)]
+mod tests {
+    fn assert_traits<T: Clone + Send + Sync + 'static>() {}
+
+    #[test]
+    fn queue_is_clone_send_sync_static() {
+        assert_traits::<crate::Queue>();
+    }
+}

@@ -1,0 +1,349 @@
+//! [`Queue`]: open a database, enqueue jobs, read them back.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::events::{Event, EventHub};
+use crate::job::{validate, AttemptRecord, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES};
+use crate::storage::{self, Db, DbConfig, Synchronous};
+use crate::wake::WakeList;
+
+/// How long a write waits for another process's lock before giving up with
+/// [`ErrorKind::Busy`](crate::ErrorKind::Busy), unless configured otherwise.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections in a queue's pool unless configured otherwise.
+pub const DEFAULT_POOL_SIZE: u32 = 16;
+/// How long keys of succeeded jobs are remembered unless configured otherwise: 7 days.
+pub const DEFAULT_IDEMPOTENCY_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A handle on one litejobs database: enqueue jobs, read them, start workers on it.
+///
+/// # About threads and cloning
+/// `Queue` is `Clone + Send + Sync + 'static`. Clones are cheap (one `Arc`) and share one
+/// connection pool, one clock, and one wake-up list, so a job enqueued through any clone
+/// wakes every idle worker of this process at once. Writes from the threads of one process
+/// take turns on an in-process gate before SQLite's write lock; other processes on the same
+/// file are waited out up to the busy timeout.
+///
+/// ```
+/// use litejobs::{NewJob, Queue};
+/// use serde_json::json;
+/// # fn main() -> litejobs::Result<()> {
+/// let queue = Queue::open_in_memory()?;
+/// let id = queue.enqueue(NewJob::new("send_email", json!({"user_id": 42})))?;
+/// let job = queue.job(id)?.expect("just enqueued");
+/// assert_eq!(job.status.as_str(), "queued");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Db,
+    clock: Arc<dyn Clock>,
+    max_payload_bytes: usize,
+    idempotency_window: Duration,
+    wake: WakeList,
+    events: EventHub,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue").field("db", &self.inner.db).finish()
+    }
+}
+
+/// Options for opening a [`Queue`]. Made by [`Queue::builder`].
+#[derive(Clone)]
+#[must_use = "a QueueBuilder does nothing until open() is called"]
+pub struct QueueBuilder {
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    pool_size: u32,
+    max_payload_bytes: usize,
+    idempotency_window: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for QueueBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueBuilder")
+            .field("synchronous", &self.synchronous)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("pool_size", &self.pool_size)
+            .field("max_payload_bytes", &self.max_payload_bytes)
+            .finish()
+    }
+}
+
+impl Default for QueueBuilder {
+    fn default() -> Self {
+        QueueBuilder {
+            synchronous: Synchronous::Normal,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            pool_size: DEFAULT_POOL_SIZE,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl QueueBuilder {
+    /// `PRAGMA synchronous` for every connection. Defaults to [`Synchronous::Normal`].
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// How long a write waits for another process's lock. Defaults to
+    /// [`DEFAULT_BUSY_TIMEOUT`] (5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Connections in the pool (at least 1). Defaults to [`DEFAULT_POOL_SIZE`] (16).
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// The largest payload enqueue accepts, in bytes of JSON text. Defaults to
+    /// [`DEFAULT_MAX_PAYLOAD_BYTES`] (64 KiB).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// How long idempotency keys of succeeded jobs are remembered, also after the job is
+    /// pruned. Defaults to [`DEFAULT_IDEMPOTENCY_WINDOW`] (7 days).
+    pub fn idempotency_window(mut self, window: Duration) -> Self {
+        self.idempotency_window = window;
+        self
+    }
+
+    /// The clock every component reads. Defaults to the wall clock; tests pass a
+    /// [`ManualClock`](crate::ManualClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    fn db_config(&self) -> Result<DbConfig> {
+        if self.pool_size == 0 {
+            return Err(Error::invalid_config("pool_size must be at least 1, got 0"));
+        }
+        Ok(DbConfig {
+            synchronous: self.synchronous,
+            busy_timeout: self.busy_timeout,
+            pool_size: self.pool_size,
+        })
+    }
+
+    /// Opens or creates the database file and migrates it (WAL mode).
+    ///
+    /// # Errors
+    /// [`NotADatabase`](crate::ErrorKind::NotADatabase) for a file that is not SQLite,
+    /// [`ForeignDatabase`](crate::ErrorKind::ForeignDatabase) for another program's `jobs`
+    /// table, [`NewerSchema`](crate::ErrorKind::NewerSchema) for a file from a newer
+    /// litejobs. In each case the file is left untouched.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Queue> {
+        let db = Db::open(path.as_ref(), &self.db_config()?)?;
+        Ok(self.into_queue(db))
+    }
+
+    /// Opens a private in-memory database shared by this queue's clones (no WAL).
+    pub fn open_in_memory(self) -> Result<Queue> {
+        let db = Db::open_in_memory(&self.db_config()?)?;
+        Ok(self.into_queue(db))
+    }
+
+    fn into_queue(self, db: Db) -> Queue {
+        Queue {
+            inner: Arc::new(Inner {
+                db,
+                clock: self.clock,
+                max_payload_bytes: self.max_payload_bytes,
+                idempotency_window: self.idempotency_window,
+                wake: WakeList::default(),
+                events: EventHub::default(),
+            }),
+        }
+    }
+}
+
+impl Queue {
+    /// Opens or creates the database file with default options; see [`QueueBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Queue> {
+        QueueBuilder::default().open(path)
+    }
+
+    /// A private in-memory database for tests, shared by this queue's clones.
+    pub fn open_in_memory() -> Result<Queue> {
+        QueueBuilder::default().open_in_memory()
+    }
+
+    /// Options for opening a queue.
+    pub fn builder() -> QueueBuilder {
+        QueueBuilder::default()
+    }
+
+    /// Enqueues one job in its own transaction and wakes idle workers of this process.
+    /// Returns the new job's id, or the id of the job already holding its idempotency key.
+    ///
+    /// # Errors
+    /// [`InvalidJob`](crate::ErrorKind::InvalidJob) for an empty type, invalid or oversized
+    /// payload, or `max_attempts` of 0; [`Busy`](crate::ErrorKind::Busy) when another process
+    /// held the lock past the busy timeout; [`DiskFull`](crate::ErrorKind::DiskFull).
+    pub fn enqueue(&self, job: NewJob) -> Result<i64> {
+        let payload = validate(&job, self.inner.max_payload_bytes)?;
+        let now = self.now_ms();
+        let inserted = self
+            .inner
+            .db
+            .write(|tx| storage::jobs::insert(tx, &job, &payload, now))?;
+        if inserted.created {
+            self.after_enqueue(&[(inserted.id, &job)]);
+        }
+        Ok(inserted.id)
+    }
+
+    /// Enqueues many jobs in one transaction: all are inserted or none. Returns their ids in
+    /// order (an idempotency key already held gives the holder's id).
+    ///
+    /// # Errors
+    /// As [`Queue::enqueue`]; a refused job refuses the whole batch, and the message says
+    /// which job (by index).
+    pub fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<i64>> {
+        let payloads = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| {
+                validate(job, self.inner.max_payload_bytes)
+                    .map_err(|e| e.prefixed(&format!("job {i} of the batch")))
+            })
+            .collect::<Result<Vec<String>>>()?;
+        let now = self.now_ms();
+        let inserted = self.inner.db.write(|tx| {
+            jobs.iter()
+                .zip(&payloads)
+                .map(|(job, payload)| storage::jobs::insert(tx, job, payload, now))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let created: Vec<(i64, &NewJob)> = inserted
+            .iter()
+            .zip(&jobs)
+            .filter(|(ins, _)| ins.created)
+            .map(|(ins, job)| (ins.id, job))
+            .collect();
+        self.after_enqueue(&created);
+        Ok(inserted.into_iter().map(|ins| ins.id).collect())
+    }
+
+    /// Enqueues inside the caller's own transaction (R22), with this queue's payload limit
+    /// and clock: the job commits with the caller's change, or not at all. Call
+    /// [`Queue::notify`] after the commit to wake workers at once.
+    pub fn enqueue_in(&self, conn: &Connection, job: NewJob) -> Result<i64> {
+        let payload = validate(&job, self.inner.max_payload_bytes)?;
+        Ok(storage::jobs::insert(conn, &job, &payload, self.now_ms())?.id)
+    }
+
+    fn after_enqueue(&self, jobs: &[(i64, &NewJob)]) {
+        if jobs.is_empty() {
+            return;
+        }
+        if self.inner.events.has_subscribers() {
+            for (id, job) in jobs {
+                self.inner.events.send(Event::Enqueued {
+                    id: *id,
+                    job_type: job.job_type.clone(),
+                    queue: job.queue.clone(),
+                });
+            }
+        }
+        self.notify();
+    }
+
+    /// Wakes this process's idle workers now, e.g. after committing a transaction that used
+    /// [`enqueue_in`]. Rows written by other processes are found at the next poll.
+    pub fn notify(&self) {
+        self.inner.wake.wake_all();
+    }
+
+    /// One job by id, or `None`.
+    pub fn job(&self, id: i64) -> Result<Option<JobRecord>> {
+        self.inner.db.read(|conn| storage::read::job(conn, id))
+    }
+
+    /// A job's attempt history, oldest first: every failed, timed-out or released attempt,
+    /// and a success that followed failures.
+    pub fn attempts(&self, id: i64) -> Result<Vec<AttemptRecord>> {
+        self.inner.db.read(|conn| storage::read::attempts(conn, id))
+    }
+
+    /// Now, by this queue's clock (milliseconds since the Unix epoch).
+    pub fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    /// Subscribes to progress events (enqueued, started, finished, ...). Events sent while
+    /// nobody listens are not kept; a dropped receiver unsubscribes.
+    pub fn subscribe(&self) -> crossbeam_channel::Receiver<Event> {
+        self.inner.events.subscribe()
+    }
+
+    pub(crate) fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    pub(crate) fn events(&self) -> &EventHub {
+        &self.inner.events
+    }
+
+    pub(crate) fn wake_list(&self) -> &WakeList {
+        &self.inner.wake
+    }
+
+    pub(crate) fn idempotency_window(&self) -> Duration {
+        self.inner.idempotency_window
+    }
+}
+
+/// Enqueues inside the caller's own rusqlite transaction (R22), with the default payload
+/// limit and the wall clock. The job commits with the caller's change or not at all.
+///
+/// ```
+/// use litejobs::{enqueue_in, NewJob, Queue};
+/// use serde_json::json;
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("app.db");
+/// let queue = Queue::open(&path)?;
+/// let mut conn = rusqlite::Connection::open(&path)?;
+/// conn.execute_batch("CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)")?;
+/// let tx = conn.transaction()?;
+/// tx.execute("INSERT INTO users (email) VALUES (?1)", ["ada@example.com"])?;
+/// let uid = tx.last_insert_rowid();
+/// enqueue_in(&tx, NewJob::new("send_email", json!({"user_id": uid})))?;
+/// tx.commit()?;
+/// queue.notify();
+/// # Ok(())
+/// # }
+/// ```
+pub fn enqueue_in(conn: &Connection, job: NewJob) -> Result<i64> {
+    let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
+    Ok(storage::jobs::insert(conn, &job, &payload, SystemClock.now_ms())?.id)
+}

@@ -1,0 +1,115 @@
+//! Schema versions through `PRAGMA user_version`, applied in one transaction on open.
+//!
+//! Before anything is written the file is classified; a file that is not SQLite, a SQLite
+//! file whose `jobs` table is not ours, or a file from a newer litejobs is refused with a
+//! clear error and left untouched.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`. Files are frozen once released;
+/// `schema.sql` is kept equal to the result of all of them (tests/schema.rs proves it).
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+
+/// The schema version this build writes and understands.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Columns that mark a `jobs` table as litejobs'.
+const SIGNATURE_COLUMNS: &[&str] = &[
+    "id",
+    "queue",
+    "job_type",
+    "payload",
+    "status",
+    "run_at",
+    "attempts",
+    "max_attempts",
+    "locked_by",
+    "locked_until",
+];
+
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    /// No litejobs schema yet (the file may hold the application's own tables).
+    Empty,
+    /// A litejobs schema at this version, at most `SCHEMA_VERSION`.
+    Ours(i64),
+}
+
+fn classify(conn: &Connection) -> Result<State> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    let jobs_columns = {
+        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('jobs')")?;
+        let names = stmt.query_map([], |row| row.get::<_, String>(0))?;
+        names.collect::<rusqlite::Result<Vec<String>>>()?
+    };
+    if jobs_columns.is_empty() {
+        if version == 0 {
+            return Ok(State::Empty);
+        }
+        return Err(Error::new(
+            ErrorKind::ForeignDatabase,
+            format!(
+                "not a litejobs database: user_version is {version} but there is no jobs table \
+                 (another program's schema?); the file was not changed"
+            ),
+        ));
+    }
+    let missing: Vec<&str> = SIGNATURE_COLUMNS
+        .iter()
+        .copied()
+        .filter(|c| !jobs_columns.iter().any(|have| have == c))
+        .collect();
+    if !missing.is_empty() || version == 0 {
+        let why = if missing.is_empty() {
+            "its user_version is 0".to_string()
+        } else {
+            format!("it lacks the columns {}", missing.join(", "))
+        };
+        return Err(Error::new(
+            ErrorKind::ForeignDatabase,
+            format!(
+                "the jobs table in this file is not litejobs' ({why}); the file was not changed"
+            ),
+        ));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(Error::new(
+            ErrorKind::NewerSchema,
+            format!(
+                "database schema version {version} is newer than this litejobs understands \
+                 ({SCHEMA_VERSION}); upgrade litejobs. The file was not changed"
+            ),
+        ));
+    }
+    Ok(State::Ours(version))
+}
+
+/// Refuses a foreign, newer or non-SQLite file, and brings an empty or older one to
+/// [`SCHEMA_VERSION`] in one transaction. `wal` turns on WAL mode before the first write.
+pub(crate) fn check_and_migrate(conn: &Connection, wal: bool) -> Result<()> {
+    if classify(conn)? == State::Ours(SCHEMA_VERSION) {
+        return Ok(());
+    }
+    if wal {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+    }
+    // Another process may be migrating at the same moment: take the write lock, then look
+    // again.
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+    let version = match classify(&tx)? {
+        State::Ours(v) => v,
+        State::Empty => 0,
+    };
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let to = index as i64 + 1;
+        tx.execute_batch(sql).map_err(|e| {
+            Error::from(e).prefixed(&format!("migration to schema version {to} failed"))
+        })?;
+        log::info!("litejobs: migrated database schema from version {version} to {to}");
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
