@@ -38,6 +38,9 @@ pub enum ErrorKind {
     Database,
     /// A file-system error outside SQLite.
     Io,
+    /// [`Worker::shutdown`](crate::Worker::shutdown): handlers were still running after the
+    /// grace period; their jobs were released for another worker.
+    ShutdownTimeout,
 }
 
 impl ErrorKind {
@@ -54,6 +57,7 @@ impl ErrorKind {
             ErrorKind::ForeignDatabase => "foreign database",
             ErrorKind::Database => "database error",
             ErrorKind::Io => "i/o error",
+            ErrorKind::ShutdownTimeout => "shutdown timeout",
         }
     }
 }

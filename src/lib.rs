@@ -36,26 +36,41 @@
 
 mod admin;
 mod clock;
+mod context;
+mod dead_letter;
 mod error;
 mod events;
+mod handler;
 mod job;
+mod maintenance;
 mod queue;
+mod retry;
 mod storage;
+pub mod testing;
 mod wake;
+mod worker;
 
 pub use admin::{JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use context::JobContext;
 pub use error::{Error, ErrorKind, Result};
 pub use events::Event;
+pub use handler::{Handler, JobError};
 pub use job::{
     AttemptRecord, JobRecord, JobStatus, NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_QUEUE,
 };
+pub use maintenance::reaper::DEFAULT_REAP_INTERVAL;
 pub use queue::{
     enqueue_in, Queue, QueueBuilder, DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_POOL_SIZE,
 };
+pub use retry::{RetryPolicy, DEFAULT_RETRY_BASE, DEFAULT_RETRY_JITTER, DEFAULT_RETRY_MAX_DELAY};
 pub use storage::Synchronous;
+pub use worker::{
+    Worker, WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_JOB_TIMEOUT, DEFAULT_LEASE_GRACE,
+    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_GRACE,
+};
 
 /// The schema version this build of litejobs writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = storage::migrate::SCHEMA_VERSION;

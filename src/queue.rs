@@ -305,10 +305,6 @@ impl Queue {
         &self.inner.db
     }
 
-    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
-        &self.inner.clock
-    }
-
     pub(crate) fn events(&self) -> &EventHub {
         &self.inner.events
     }

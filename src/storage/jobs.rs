@@ -82,3 +82,353 @@ pub(crate) fn find_key_holder(conn: &Connection, key: &str, now: i64) -> Result<
         .query_row(params![key, now], |row| row.get(0))
         .optional()?)
 }
+
+/// What a dispatcher asks for in one claim: due jobs of one queue whose type it can run.
+#[derive(Debug)]
+pub(crate) struct ClaimRequest<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) job_types: &'a [String],
+    /// Each type's timeout in ms (aligned with `job_types`), for jobs without their own.
+    pub(crate) type_timeouts_ms: &'a [i64],
+    pub(crate) limit: usize,
+    pub(crate) worker_id: &'a str,
+    pub(crate) lease_grace_ms: i64,
+}
+
+/// A row moved to `running` by a claim.
+#[derive(Debug, Clone)]
+pub(crate) struct ClaimedRow {
+    pub(crate) id: i64,
+    pub(crate) queue: String,
+    pub(crate) job_type: String,
+    pub(crate) payload: String,
+    pub(crate) priority: i64,
+    pub(crate) run_at: i64,
+    pub(crate) attempt: i64,
+    pub(crate) max_attempts: i64,
+    pub(crate) timeout_ms: Option<i64>,
+    pub(crate) locked_until: i64,
+    pub(crate) idempotency_key: Option<String>,
+    pub(crate) group_key: Option<String>,
+}
+
+/// Claims up to `limit` due jobs of one queue in (priority DESC, run_at, id) order, moving
+/// them to `running` under a lease. Skips a paused queue, types this worker cannot run, and
+/// any job whose group key already has a running job or an earlier due job (R13).
+/// Must run inside a write transaction (the dispatcher's `BEGIN IMMEDIATE`).
+pub(crate) fn claim(
+    conn: &Connection,
+    req: &ClaimRequest<'_>,
+    now: i64,
+) -> Result<Vec<ClaimedRow>> {
+    if req.limit == 0 || req.job_types.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n = req.job_types.len();
+    let type_params: Vec<String> = (0..n).map(|i| format!("?{}", i + 7)).collect();
+    let lease_cases: String = (0..n)
+        .map(|i| format!(" WHEN ?{} THEN ?{}", i + 7, i + 7 + n))
+        .collect();
+    // The type list is fixed per worker, so this text (and its cached statement) is too.
+    // The lease is the job's timeout (its own, else its type's) plus the grace.
+    let sql = format!(
+        "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_by = ?1,
+                locked_until = ?2 + COALESCE(timeout_ms, CASE job_type{lease_cases} ELSE ?3 END) + ?4, started_at = ?2, updated_at = ?2
+         WHERE id IN (
+            SELECT j.id FROM jobs j
+            WHERE j.queue = ?5 AND j.status IN ('queued', 'failed') AND j.run_at <= ?2
+              AND j.job_type IN ({types})
+              AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
+              AND (j.group_key IS NULL OR (
+                   NOT EXISTS (SELECT 1 FROM jobs r
+                               WHERE r.group_key = j.group_key AND r.status = 'running')
+                   AND j.id = (SELECT g.id FROM jobs g
+                               WHERE g.group_key = j.group_key
+                                 AND g.status IN ('queued', 'failed') AND g.run_at <= ?2
+                               ORDER BY g.priority DESC, g.run_at, g.id LIMIT 1)))
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT ?6)
+         RETURNING id, queue, job_type, payload, priority, run_at, attempts, max_attempts,
+                   timeout_ms, locked_until, idempotency_key, group_key",
+        types = type_params.join(", "),
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut args: Vec<rusqlite::types::Value> = vec![
+        req.worker_id.to_string().into(),
+        now.into(),
+        req.type_timeouts_ms
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .into(),
+        req.lease_grace_ms.into(),
+        req.queue.to_string().into(),
+        (req.limit as i64).into(),
+    ];
+    args.extend(req.job_types.iter().map(|t| t.clone().into()));
+    args.extend(req.type_timeouts_ms.iter().map(|&ms| ms.into()));
+    let mut rows = stmt
+        .query_map(rusqlite::params_from_iter(args), |row| {
+            Ok(ClaimedRow {
+                id: row.get(0)?,
+                queue: row.get(1)?,
+                job_type: row.get(2)?,
+                payload: row.get(3)?,
+                priority: row.get(4)?,
+                run_at: row.get(5)?,
+                attempt: row.get(6)?,
+                max_attempts: row.get(7)?,
+                timeout_ms: row.get(8)?,
+                locked_until: row.get(9)?,
+                idempotency_key: row.get(10)?,
+                group_key: row.get(11)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    // RETURNING gives no order; hand jobs out in claim order.
+    rows.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.run_at.cmp(&b.run_at))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(rows)
+}
+
+/// True when a claim could find work: some job of these types in this queue is due.
+/// A cheap read that spares an idle worker the write lock on every poll.
+pub(crate) fn any_due(
+    conn: &Connection,
+    queue: &str,
+    job_types: &[String],
+    now: i64,
+) -> Result<bool> {
+    if job_types.is_empty() {
+        return Ok(false);
+    }
+    let type_params: Vec<String> = (0..job_types.len())
+        .map(|i| format!("?{}", i + 3))
+        .collect();
+    let sql = format!(
+        "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status IN ('queued', 'failed')
+                        AND run_at <= ?2 AND job_type IN ({}))
+                AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused = 1)",
+        type_params.join(", ")
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut args: Vec<rusqlite::types::Value> = vec![queue.to_string().into(), now.into()];
+    args.extend(job_types.iter().map(|t| t.clone().into()));
+    Ok(stmt.query_row(rusqlite::params_from_iter(args), |row| row.get(0))?)
+}
+
+/// The lease a write is fenced by: the job is still running under this worker's claim of
+/// this attempt. A late result of a reaped or timed-out attempt matches nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease<'a> {
+    pub(crate) job_id: i64,
+    pub(crate) attempt: i64,
+    pub(crate) worker_id: &'a str,
+}
+
+/// Sets a new lease expiry (heartbeat) and optionally progress. False when the lease is gone.
+pub(crate) fn extend_lease(
+    conn: &Connection,
+    lease: Lease<'_>,
+    until: i64,
+    progress: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE jobs SET locked_until = MAX(locked_until, ?1), progress = COALESCE(?2, progress),
+                         updated_at = ?3
+         WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6",
+    )?;
+    let n = stmt.execute(params![
+        until,
+        progress,
+        now,
+        lease.job_id,
+        lease.worker_id,
+        lease.attempt
+    ])?;
+    Ok(n == 1)
+}
+
+/// Marks a job succeeded with its result. False when the lease is gone.
+pub(crate) fn succeed(
+    conn: &Connection,
+    lease: Lease<'_>,
+    result: Option<&str>,
+    progress: Option<&str>,
+    now: i64,
+) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1, locked_by = NULL,
+                         locked_until = NULL, result = ?2, progress = COALESCE(?3, progress)
+         WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6",
+    )?;
+    let n = stmt.execute(params![
+        now,
+        result,
+        progress,
+        lease.job_id,
+        lease.worker_id,
+        lease.attempt
+    ])?;
+    Ok(n == 1)
+}
+
+/// Remembers a succeeded job's idempotency key for the window (R12).
+pub(crate) fn remember_key(
+    conn: &Connection,
+    key: &str,
+    job_id: i64,
+    now: i64,
+    window_ms: i64,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO idempotency_keys (key, job_id, completed_at, expires_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id,
+             completed_at = excluded.completed_at, expires_at = excluded.expires_at",
+    )?;
+    stmt.execute(params![key, job_id, now, now.saturating_add(window_ms)])?;
+    Ok(())
+}
+
+/// True when `key` is remembered as completed (not expired).
+pub(crate) fn key_remembered(conn: &Connection, key: &str, now: i64) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE key = ?1 AND expires_at > ?2)",
+    )?;
+    Ok(stmt.query_row(params![key, now], |row| row.get(0))?)
+}
+
+/// What happens to a job after a failed attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AfterFailure {
+    /// Due again at this time (status `failed`).
+    RetryAt(i64),
+    /// Attempts spent or permanent error (status `dead`).
+    Dead,
+}
+
+/// Records a failed attempt: `failed` with a new run time, or `dead`. False when the lease
+/// is gone.
+pub(crate) fn fail(
+    conn: &Connection,
+    lease: Lease<'_>,
+    after: AfterFailure,
+    error: &str,
+    status_code: Option<i64>,
+    now: i64,
+) -> Result<bool> {
+    let n = match after {
+        AfterFailure::RetryAt(run_at) => conn
+            .prepare_cached(
+                "UPDATE jobs SET status = 'failed', run_at = ?1, last_error = ?2,
+                        last_status_code = ?3, updated_at = ?4, locked_by = NULL, locked_until = NULL
+                 WHERE id = ?5 AND status = 'running' AND locked_by = ?6 AND attempts = ?7",
+            )?
+            .execute(params![
+                run_at,
+                error,
+                status_code,
+                now,
+                lease.job_id,
+                lease.worker_id,
+                lease.attempt
+            ])?,
+        AfterFailure::Dead => conn
+            .prepare_cached(
+                "UPDATE jobs SET status = 'dead', finished_at = ?1, last_error = ?2,
+                        last_status_code = ?3, updated_at = ?1, locked_by = NULL, locked_until = NULL
+                 WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6",
+            )?
+            .execute(params![
+                now,
+                error,
+                status_code,
+                lease.job_id,
+                lease.worker_id,
+                lease.attempt
+            ])?,
+    };
+    Ok(n == 1)
+}
+
+/// Puts a running job back without spending its attempt: snoozed until `run_at`, or
+/// released (shutdown, lost lease check) due at once. False when the lease is gone.
+pub(crate) fn put_back(conn: &Connection, lease: Lease<'_>, run_at: i64, now: i64) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE jobs SET status = CASE WHEN attempts > 1 THEN 'failed' ELSE 'queued' END,
+                         attempts = attempts - 1, run_at = ?1, updated_at = ?2,
+                         locked_by = NULL, locked_until = NULL
+         WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
+    )?;
+    let n = stmt.execute(params![
+        run_at,
+        now,
+        lease.job_id,
+        lease.worker_id,
+        lease.attempt
+    ])?;
+    Ok(n == 1)
+}
+
+/// Cancels a running job at its handler's request. False when the lease is gone.
+pub(crate) fn cancel_running(
+    conn: &Connection,
+    lease: Lease<'_>,
+    reason: &str,
+    now: i64,
+) -> Result<bool> {
+    let mut stmt = conn.prepare_cached(
+        "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1, last_error = ?2,
+                         locked_by = NULL, locked_until = NULL
+         WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
+    )?;
+    let n = stmt.execute(params![
+        now,
+        reason,
+        lease.job_id,
+        lease.worker_id,
+        lease.attempt
+    ])?;
+    Ok(n == 1)
+}
+
+/// Reaps running jobs whose lease expired before `now` (R9): each gets a `lost` attempt
+/// row, then becomes due at once, or dead when its attempts are spent (a job that kills its
+/// worker every time must not crash-loop). Never touches a live lease. Returns the count.
+pub(crate) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
+    conn.prepare_cached(
+        "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
+                                   error, duration_ms)
+         SELECT id, attempts, locked_by, started_at, ?1, 'lost',
+                'lease expired: the worker ' || COALESCE(locked_by, '?') ||
+                ' died or hung while running attempt ' || attempts,
+                ?1 - COALESCE(started_at, ?1)
+         FROM jobs WHERE status = 'running' AND locked_until < ?1",
+    )?
+    .execute([now])?;
+    let dead = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = 'dead', finished_at = ?1, updated_at = ?1,
+                    last_error = 'the worker died or hung while running attempt ' || attempts ||
+                                 ' of ' || max_attempts || ' (lease expired); attempts spent',
+                    locked_by = NULL, locked_until = NULL
+             WHERE status = 'running' AND locked_until < ?1 AND attempts >= max_attempts",
+        )?
+        .execute([now])?;
+    let retried = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = 'failed', run_at = ?1, updated_at = ?1,
+                    last_error = 'the worker died or hung while running attempt ' || attempts ||
+                                 ' (lease expired)',
+                    locked_by = NULL, locked_until = NULL
+             WHERE status = 'running' AND locked_until < ?1",
+        )?
+        .execute([now])?;
+    Ok(dead + retried)
+}

@@ -7,6 +7,8 @@
 //!
 //! A second backend (e.g. PostgreSQL) would replace this module behind the same functions.
 
+pub(crate) mod dead_letter;
+pub(crate) mod history;
 pub(crate) mod jobs;
 pub(crate) mod migrate;
 pub(crate) mod read;
@@ -130,11 +132,6 @@ impl Db {
             _anchor: anchor,
             in_memory,
         })
-    }
-
-    /// True for [`Db::open_in_memory`].
-    pub(crate) fn is_in_memory(&self) -> bool {
-        self.in_memory
     }
 
     /// A pooled connection for reads (or for statements that manage their own transaction).

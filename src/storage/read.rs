@@ -157,7 +157,7 @@ pub(crate) fn stats(conn: &Connection, now: i64) -> Result<Stats> {
         )?
         .query_row([now], |row| row.get(0))?;
     let dead_last_hour: i64 = conn
-        .prepare_cached("SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND updated_at >= ?1")?
+        .prepare_cached("SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1")?
         .query_row(params![now - 3_600_000], |row| row.get(0))?;
     Ok(Stats {
         counts,

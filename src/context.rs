@@ -1,0 +1,233 @@
+//! [`JobContext`]: what a handler sees of its job and what it can tell the runtime.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+
+use crate::clock::{duration_to_ms, ms_to_system_time};
+use crate::error::{Error, ErrorKind, Result};
+use crate::handler::JobError;
+use crate::storage::jobs::{self, ClaimedRow};
+use crate::worker::completer::LeaseKeeper;
+use crate::Queue;
+
+/// One attempt of one job, as its handler sees it: the payload, the attempt number, the
+/// deadline, and ways to heartbeat, report progress, store a result and guard side effects.
+pub struct JobContext {
+    pub(crate) row: Arc<ClaimedRow>,
+    payload: serde_json::Value,
+    queue: Queue,
+    timeout: Duration,
+    deadline_ms: i64,
+    lease_grace_ms: i64,
+    worker_id: Arc<str>,
+    lease: LeaseKeeper,
+    stop: Arc<AtomicBool>,
+    pub(crate) result: Mutex<Option<String>>,
+    pub(crate) progress: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobContext")
+            .field("id", &self.row.id)
+            .field("job_type", &self.row.job_type)
+            .field("attempt", &self.row.attempt)
+            .finish()
+    }
+}
+
+impl JobContext {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        row: Arc<ClaimedRow>,
+        payload: serde_json::Value,
+        queue: Queue,
+        timeout: Duration,
+        started_at_ms: i64,
+        lease_grace_ms: i64,
+        worker_id: Arc<str>,
+        lease: LeaseKeeper,
+        stop: Arc<AtomicBool>,
+    ) -> JobContext {
+        JobContext {
+            row,
+            payload,
+            queue,
+            timeout,
+            deadline_ms: started_at_ms.saturating_add(duration_to_ms(timeout)),
+            lease_grace_ms,
+            worker_id,
+            lease,
+            stop,
+            result: Mutex::new(None),
+            progress: Mutex::new(None),
+        }
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> i64 {
+        self.row.id
+    }
+
+    /// The job type.
+    pub fn job_type(&self) -> &str {
+        &self.row.job_type
+    }
+
+    /// The queue the job came from.
+    pub fn queue_name(&self) -> &str {
+        &self.row.queue
+    }
+
+    /// The JSON payload.
+    pub fn payload(&self) -> &serde_json::Value {
+        &self.payload
+    }
+
+    /// The payload as a typed value. A payload that does not fit `T` is a permanent error:
+    /// retrying cannot fix it.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> std::result::Result<T, JobError> {
+        T::deserialize(&self.payload).map_err(|e| {
+            JobError::permanent(format!(
+                "payload does not match the {} job's type: {e}",
+                self.row.job_type
+            ))
+        })
+    }
+
+    /// This attempt's number, from 1.
+    pub fn attempt(&self) -> u32 {
+        u32::try_from(self.row.attempt).unwrap_or(u32::MAX)
+    }
+
+    /// Attempts the job gets in all.
+    pub fn max_attempts(&self) -> u32 {
+        u32::try_from(self.row.max_attempts).unwrap_or(u32::MAX)
+    }
+
+    /// True when this is the job's last attempt: a retryable error will make it dead.
+    pub fn is_last_attempt(&self) -> bool {
+        self.row.attempt >= self.row.max_attempts
+    }
+
+    /// The job's idempotency key, if it has one.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.row.idempotency_key.as_deref()
+    }
+
+    /// The job's group key, if it has one.
+    pub fn group_key(&self) -> Option<&str> {
+        self.row.group_key.as_deref()
+    }
+
+    /// This attempt's time limit.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// When this attempt is timed out (by the queue's clock). Past it the attempt is
+    /// recorded as timed out, its thread is replaced, and its result is discarded.
+    pub fn deadline(&self) -> std::time::SystemTime {
+        ms_to_system_time(self.deadline_ms)
+    }
+
+    /// True once the attempt should stop: it timed out, or the worker is shutting down and
+    /// the grace period is over. Long handlers check this between steps.
+    pub fn should_stop(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Extends the lease by the job's timeout plus the grace from now, and saves progress
+    /// set with [`set_progress`](JobContext::set_progress). Long jobs call it now and then
+    /// so the reaper knows they are alive.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidState`] when the lease is gone (the job was reaped or timed out
+    /// and may be running elsewhere): the handler should stop.
+    pub fn heartbeat(&self) -> Result<()> {
+        let until = self
+            .queue
+            .now_ms()
+            .saturating_add(duration_to_ms(self.timeout))
+            .saturating_add(self.lease_grace_ms);
+        let progress = self.lock_progress().clone();
+        if self
+            .lease
+            .extend(&self.queue, &self.row, &self.worker_id, until, progress)?
+        {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidState,
+                format!("job {} lost its lease; stop this attempt", self.row.id),
+            ))
+        }
+    }
+
+    /// Records progress (JSON), saved at the next heartbeat and when the attempt ends.
+    pub fn set_progress(&self, progress: serde_json::Value) {
+        *self.lock_progress() = Some(progress.to_string());
+    }
+
+    /// Stores a result (JSON) with the job when the attempt succeeds.
+    pub fn set_result(&self, result: serde_json::Value) {
+        *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result.to_string());
+    }
+
+    /// The key under which this job's side effect is recorded: its idempotency key, or its
+    /// id when it has none.
+    fn effect_key(&self) -> String {
+        match &self.row.idempotency_key {
+            Some(key) => format!("effect:{key}"),
+            None => format!("effect:job:{}", self.row.id),
+        }
+    }
+
+    /// True when an earlier attempt of this job (or of a job with the same idempotency key)
+    /// recorded its side effect as done with [`mark_effect_done`](JobContext::mark_effect_done),
+    /// e.g. before a crash kept it from writing its success back (R12).
+    pub fn effect_done(&self) -> Result<bool> {
+        let key = self.effect_key();
+        let now = self.queue.now_ms();
+        self.queue
+            .db()
+            .read(|conn| jobs::key_remembered(conn, &key, now))
+    }
+
+    /// Records, in its own committed transaction, that this job's side effect happened.
+    pub fn mark_effect_done(&self) -> Result<()> {
+        let key = self.effect_key();
+        let now = self.queue.now_ms();
+        let window = duration_to_ms(self.queue.idempotency_window());
+        let id = self.row.id;
+        self.queue
+            .db()
+            .write(|tx| jobs::remember_key(tx, &key, id, now, window))
+    }
+
+    /// Runs `effect` once across attempts: skipped (returning `Ok(false)`) when an earlier
+    /// attempt already recorded it, otherwise run and recorded (`Ok(true)`). Use it for the
+    /// one step that must not repeat, such as sending the email.
+    pub fn once(
+        &self,
+        effect: impl FnOnce() -> std::result::Result<(), JobError>,
+    ) -> std::result::Result<bool, JobError> {
+        if self.effect_done().map_err(storage_failure)? {
+            return Ok(false);
+        }
+        effect()?;
+        self.mark_effect_done().map_err(storage_failure)?;
+        Ok(true)
+    }
+
+    fn lock_progress(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn storage_failure(err: Error) -> JobError {
+    JobError::retry(format!("could not check the side-effect record: {err}"))
+}

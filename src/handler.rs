@@ -1,0 +1,121 @@
+//! What user code implements ([`Handler`]) and the closed set of outcomes it returns
+//! ([`JobError`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::context::JobContext;
+
+/// Runs jobs of one type on a worker's blocking threads.
+///
+/// Closures `Fn(&JobContext) -> Result<(), JobError>` are handlers, so most code never
+/// names this trait.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs one attempt. `Ok(())` succeeds (with the result set by
+    /// [`JobContext::set_result`], if any); an `Err` says what happens next.
+    fn run(&self, ctx: &JobContext) -> Result<(), JobError>;
+}
+
+impl<F> Handler for F
+where
+    F: Fn(&JobContext) -> Result<(), JobError> + Send + Sync + 'static,
+{
+    fn run(&self, ctx: &JobContext) -> Result<(), JobError> {
+        self(ctx)
+    }
+}
+
+/// A handler's failed outcome. Each constructor says what happens to the job's status and
+/// attempts.
+///
+/// Any `std::error::Error` converts into [`JobError::retry`], so `?` works in handlers.
+pub struct JobError {
+    pub(crate) action: Action,
+    pub(crate) message: String,
+    pub(crate) status_code: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    Retry,
+    RetryAfter(Duration),
+    Permanent,
+    Snooze(Duration),
+    Cancel,
+}
+
+impl JobError {
+    /// A retryable failure: the attempt is spent and the job runs again after its type's
+    /// retry policy delay (status `failed`), or becomes `dead` if that was its last attempt.
+    pub fn retry(message: impl Into<String>) -> JobError {
+        JobError::new(Action::Retry, message.into())
+    }
+
+    /// A retryable failure with a set delay (e.g. an HTTP `Retry-After`): the attempt is
+    /// spent and the job runs again after `delay`, or becomes `dead` if that was its last
+    /// attempt.
+    pub fn retry_after(delay: Duration, message: impl Into<String>) -> JobError {
+        JobError::new(Action::RetryAfter(delay), message.into())
+    }
+
+    /// A permanent failure: the job becomes `dead` at once, whatever attempts are left.
+    pub fn permanent(message: impl Into<String>) -> JobError {
+        JobError::new(Action::Permanent, message.into())
+    }
+
+    /// Not now: the job goes back to `queued`, due after `delay`, and the attempt is not
+    /// counted. No attempt history row is written.
+    pub fn snooze(delay: Duration) -> JobError {
+        JobError::new(
+            Action::Snooze(delay),
+            format!("snoozed for {} ms", delay.as_millis()),
+        )
+    }
+
+    /// The job is no longer wanted: it becomes `cancelled` with `reason` as its last error.
+    pub fn cancel(reason: impl Into<String>) -> JobError {
+        JobError::new(Action::Cancel, reason.into())
+    }
+
+    /// Attaches an HTTP status code, kept in the job's `last_status_code` and the attempt
+    /// history.
+    pub fn with_status_code(mut self, code: u16) -> JobError {
+        self.status_code = Some(i64::from(code));
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn new(action: Action, message: String) -> JobError {
+        JobError {
+            action,
+            message,
+            status_code: None,
+        }
+    }
+}
+
+impl fmt::Debug for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobError")
+            .field("action", &self.action)
+            .field("message", &self.message)
+            .field("status_code", &self.status_code)
+            .finish()
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for JobError {
+    fn from(err: E) -> JobError {
+        JobError::retry(err.to_string())
+    }
+}

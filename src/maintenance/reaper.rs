@@ -1,0 +1,38 @@
+//! The reaper (R9): running jobs whose lease expired (their worker crashed or hung, in any
+//! process) become due again, or dead when their attempts are spent. It runs at worker
+//! start-up and then every interval; its SQL only touches expired leases, so several
+//! processes may reap at once.
+
+use std::time::{Duration, Instant};
+
+/// How often a worker reaps unless configured otherwise.
+pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(15);
+
+/// When the next reap is due.
+#[derive(Debug)]
+pub(crate) struct Reaper {
+    interval: Duration,
+    next: Instant,
+}
+
+impl Reaper {
+    /// Due at once (start-up), then every `interval`.
+    pub(crate) fn new(interval: Duration) -> Reaper {
+        Reaper {
+            interval,
+            next: Instant::now(),
+        }
+    }
+
+    pub(crate) fn due(&self, now: Instant) -> bool {
+        now >= self.next
+    }
+
+    pub(crate) fn next(&self) -> Instant {
+        self.next
+    }
+
+    pub(crate) fn ran(&mut self, now: Instant) {
+        self.next = now + self.interval;
+    }
+}

@@ -1,0 +1,151 @@
+//! Helpers for testing code that uses litejobs (R26): run every due job on the calling
+//! thread with [`drain`], move time with [`ManualClock`](crate::ManualClock), and use an
+//! in-memory database with [`Queue::open_in_memory`](crate::Queue::open_in_memory).
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::clock::duration_to_ms;
+use crate::error::Result;
+use crate::job::JobStatus;
+use crate::storage::jobs::{self, ClaimRequest};
+use crate::worker::completer::{self, Completion, LeaseKeeper};
+use crate::worker::executor::{run_attempt, AttemptEnv};
+use crate::WorkerBuilder;
+
+/// Jobs claimed per round of [`drain`].
+const DRAIN_BATCH: usize = 64;
+/// Rounds after which [`drain`] stops even if jobs keep coming due (e.g. a handler that
+/// snoozes for zero seconds).
+const DRAIN_MAX_ROUNDS: usize = 10_000;
+
+/// What a [`drain`] did, counted by the status each attempt left its job in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct DrainReport {
+    /// Attempts that succeeded.
+    pub succeeded: usize,
+    /// Attempts that failed with a retry scheduled.
+    pub failed: usize,
+    /// Attempts after which the job was dead.
+    pub dead: usize,
+    /// Attempts that snoozed (or were released) back to queued.
+    pub snoozed: usize,
+    /// Attempts that cancelled their job.
+    pub cancelled: usize,
+}
+
+impl DrainReport {
+    /// All attempts run.
+    pub fn attempts(&self) -> usize {
+        self.succeeded + self.failed + self.dead + self.snoozed + self.cancelled
+    }
+}
+
+/// Runs every due job of the builder's queues and types on the calling thread, through the
+/// same claim, executor and completer code as a started worker, until none is due by the
+/// queue's clock. Retries scheduled in the future stay: advance the
+/// [`ManualClock`](crate::ManualClock) and drain again. Timeouts are not enforced (the
+/// handler runs inline).
+///
+/// ```
+/// use litejobs::{testing, JobError, ManualClock, NewJob, Queue, Worker, JobStatus};
+/// use serde_json::json;
+/// use std::time::Duration;
+/// # fn main() -> litejobs::Result<()> {
+/// let clock = ManualClock::starting_now();
+/// let queue = Queue::builder().clock(clock.clone()).open_in_memory()?;
+/// let worker = Worker::builder(&queue)
+///     .handler("flaky", |ctx: &litejobs::JobContext| {
+///         if ctx.attempt() < 2 { Err(JobError::retry("not yet")) } else { Ok(()) }
+///     });
+/// let id = queue.enqueue(NewJob::new("flaky", json!({})))?;
+/// assert_eq!(testing::drain(&worker)?.failed, 1);
+/// clock.advance(Duration::from_secs(60)); // past the backoff
+/// assert_eq!(testing::drain(&worker)?.succeeded, 1);
+/// assert_eq!(queue.job(id)?.map(|j| j.status), Some(JobStatus::Succeeded));
+/// # Ok(())
+/// # }
+/// ```
+pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
+    let queue = builder.queue_handle();
+    let registry = &builder.registry;
+    let job_types = registry.job_types();
+    let timeouts: Vec<i64> = job_types
+        .iter()
+        .map(|t| registry.type_timeout_ms(t))
+        .collect();
+    let worker_id: Arc<str> = Arc::from(format!("drain:{}", std::process::id()));
+    let grace_ms = builder.lease_grace_ms();
+    let window_ms = duration_to_ms(queue.idempotency_window());
+    let mut report = DrainReport::default();
+    for _ in 0..DRAIN_MAX_ROUNDS {
+        let now = queue.now_ms();
+        let claimed = queue.db().write(|tx| {
+            let mut all = Vec::new();
+            for (name, _) in &builder.queues {
+                let req = ClaimRequest {
+                    queue: name,
+                    job_types: &job_types,
+                    type_timeouts_ms: &timeouts,
+                    limit: DRAIN_BATCH,
+                    worker_id: &worker_id,
+                    lease_grace_ms: grace_ms,
+                };
+                all.extend(jobs::claim(tx, &req, now)?);
+            }
+            Ok(all)
+        })?;
+        if claimed.is_empty() {
+            break;
+        }
+        let completions: Vec<Completion> = claimed
+            .into_iter()
+            .map(|row| {
+                let row = Arc::new(row);
+                let started_at = queue.now_ms();
+                let outcome = run_attempt(
+                    registry,
+                    queue,
+                    &row,
+                    AttemptEnv {
+                        worker_id: &worker_id,
+                        lease_grace_ms: grace_ms,
+                        keeper: LeaseKeeper::Direct,
+                        stop: Arc::new(AtomicBool::new(false)),
+                        started_at,
+                    },
+                );
+                Completion {
+                    row,
+                    started_at,
+                    finished_at: queue.now_ms(),
+                    outcome,
+                }
+            })
+            .collect();
+        let now = queue.now_ms();
+        let applied = queue.db().write(|tx| {
+            completions
+                .iter()
+                .map(|c| completer::write_completion(tx, &worker_id, c, now, window_ms))
+                .collect::<Result<Vec<bool>>>()
+        })?;
+        for (c, ok) in completions.iter().zip(applied) {
+            if !ok {
+                continue;
+            }
+            completer::announce(queue.events(), c);
+            match completer::status_after(c) {
+                JobStatus::Succeeded => report.succeeded += 1,
+                JobStatus::Failed => report.failed += 1,
+                JobStatus::Dead => report.dead += 1,
+                JobStatus::Cancelled => report.cancelled += 1,
+                JobStatus::Queued | JobStatus::Running => report.snoozed += 1,
+            }
+        }
+    }
+    Ok(report)
+}

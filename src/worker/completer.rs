@@ -1,0 +1,240 @@
+//! The completer: writes attempt outcomes in batches, each write fenced by the lease.
+//!
+//! It is not a thread of its own: its batch rides in the dispatcher's transaction together
+//! with the next claim (SPEC: completing one batch and claiming the next in one transaction
+//! measured fastest, and one writer per process avoids busy sleeps). [`drain`] uses the same
+//! code on the caller's thread.
+//!
+//! [`drain`]: crate::testing::drain
+
+use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Sender};
+use rusqlite::Connection;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::events::{Event, EventHub};
+use crate::job::JobStatus;
+use crate::storage::history::{self, AttemptRow};
+use crate::storage::jobs::{self, AfterFailure, ClaimedRow, Lease};
+use crate::Queue;
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub(crate) enum Outcome {
+    Succeeded {
+        result: Option<String>,
+        progress: Option<String>,
+    },
+    Failed {
+        after: AfterFailure,
+        error: String,
+        status_code: Option<i64>,
+        timed_out: bool,
+    },
+    Snoozed {
+        until: i64,
+    },
+    Cancelled {
+        reason: String,
+    },
+    /// Given back unfinished (shutdown): due again at once, attempt not spent.
+    Released,
+}
+
+impl Outcome {
+    /// The job's status once this outcome is written.
+    fn status(&self, attempt: i64) -> JobStatus {
+        match self {
+            Outcome::Succeeded { .. } => JobStatus::Succeeded,
+            Outcome::Failed {
+                after: AfterFailure::RetryAt(_),
+                ..
+            } => JobStatus::Failed,
+            Outcome::Failed {
+                after: AfterFailure::Dead,
+                ..
+            } => JobStatus::Dead,
+            Outcome::Snoozed { .. } => JobStatus::Queued,
+            Outcome::Cancelled { .. } => JobStatus::Cancelled,
+            Outcome::Released if attempt > 1 => JobStatus::Failed,
+            Outcome::Released => JobStatus::Queued,
+        }
+    }
+}
+
+/// One finished attempt, on its way to the database.
+#[derive(Debug, Clone)]
+pub(crate) struct Completion {
+    pub(crate) row: Arc<ClaimedRow>,
+    pub(crate) started_at: i64,
+    pub(crate) finished_at: i64,
+    pub(crate) outcome: Outcome,
+}
+
+/// Messages to the dispatcher thread, the process's one writer.
+#[derive(Debug)]
+pub(crate) enum WriterMsg {
+    Complete(Completion),
+    /// Heartbeat: extend the lease (and save progress); the reply says whether it held.
+    Extend {
+        row: Arc<ClaimedRow>,
+        until: i64,
+        progress: Option<String>,
+        reply: Sender<bool>,
+    },
+}
+
+/// How a handler's heartbeat reaches the database: through the worker's writer thread, or
+/// directly when jobs run on the caller's thread ([`drain`](crate::testing::drain)).
+#[derive(Debug, Clone)]
+pub(crate) enum LeaseKeeper {
+    Writer(Sender<WriterMsg>),
+    Direct,
+}
+
+impl LeaseKeeper {
+    pub(crate) fn extend(
+        &self,
+        queue: &Queue,
+        row: &Arc<ClaimedRow>,
+        worker_id: &str,
+        until: i64,
+        progress: Option<String>,
+    ) -> Result<bool> {
+        match self {
+            LeaseKeeper::Writer(tx) => {
+                let (reply, answer) = bounded(1);
+                let msg = WriterMsg::Extend {
+                    row: Arc::clone(row),
+                    until,
+                    progress,
+                    reply,
+                };
+                let stopped = || Error::new(ErrorKind::InvalidState, "the worker has stopped");
+                tx.send(msg).map_err(|_| stopped())?;
+                answer.recv().map_err(|_| stopped())
+            }
+            LeaseKeeper::Direct => {
+                let now = queue.now_ms();
+                let lease = lease_of(row, worker_id);
+                queue
+                    .db()
+                    .write(|tx| jobs::extend_lease(tx, lease, until, progress.as_deref(), now))
+            }
+        }
+    }
+}
+
+fn lease_of<'a>(row: &ClaimedRow, worker_id: &'a str) -> Lease<'a> {
+    Lease {
+        job_id: row.id,
+        attempt: row.attempt,
+        worker_id,
+    }
+}
+
+/// Writes one completion. Returns false when the lease was gone (a late result after a
+/// timeout, a reap or a release: nothing changed).
+pub(crate) fn write_completion(
+    conn: &Connection,
+    worker_id: &str,
+    c: &Completion,
+    now: i64,
+    idempotency_window_ms: i64,
+) -> Result<bool> {
+    let lease = lease_of(&c.row, worker_id);
+    let attempt_row = |outcome: &'static str, error: Option<&'static str>| AttemptRow {
+        job_id: c.row.id,
+        attempt: c.row.attempt,
+        worker: worker_id,
+        started_at: c.started_at,
+        finished_at: c.finished_at,
+        outcome,
+        error,
+        status_code: None,
+    };
+    match &c.outcome {
+        Outcome::Succeeded { result, progress } => {
+            if !jobs::succeed(conn, lease, result.as_deref(), progress.as_deref(), now)? {
+                return Ok(false);
+            }
+            if c.row.attempt > 1 {
+                // A success after failures belongs in the history; a first-try success is
+                // recorded on the job row alone (the fast path writes one row).
+                history::insert(conn, &attempt_row("succeeded", None))?;
+            }
+            if let Some(key) = &c.row.idempotency_key {
+                jobs::remember_key(conn, key, c.row.id, now, idempotency_window_ms)?;
+            }
+        }
+        Outcome::Failed {
+            after,
+            error,
+            status_code,
+            timed_out,
+        } => {
+            if !jobs::fail(conn, lease, *after, error, *status_code, now)? {
+                return Ok(false);
+            }
+            let outcome = if *timed_out { "timed_out" } else { "failed" };
+            history::insert(
+                conn,
+                &AttemptRow {
+                    error: Some(error),
+                    status_code: *status_code,
+                    ..attempt_row(outcome, None)
+                },
+            )?;
+        }
+        Outcome::Snoozed { until } => {
+            return jobs::put_back(conn, lease, *until, now);
+        }
+        Outcome::Cancelled { reason } => {
+            if !jobs::cancel_running(conn, lease, reason, now)? {
+                return Ok(false);
+            }
+            history::insert(
+                conn,
+                &AttemptRow {
+                    error: Some(reason),
+                    ..attempt_row("cancelled", None)
+                },
+            )?;
+        }
+        Outcome::Released => {
+            if !jobs::put_back(conn, lease, now, now)? {
+                return Ok(false);
+            }
+            history::insert(
+                conn,
+                &attempt_row("released", Some("released unfinished at worker shutdown")),
+            )?;
+        }
+    }
+    Ok(true)
+}
+
+/// The job's status once `c` is written.
+pub(crate) fn status_after(c: &Completion) -> JobStatus {
+    c.outcome.status(c.row.attempt)
+}
+
+/// Tells subscribers what was written (after the commit).
+pub(crate) fn announce(events: &EventHub, c: &Completion) {
+    if !events.has_subscribers() {
+        return;
+    }
+    let error = match &c.outcome {
+        Outcome::Failed { error, .. } => Some(error.clone()),
+        Outcome::Cancelled { reason } => Some(reason.clone()),
+        _ => None,
+    };
+    events.send(Event::Finished {
+        id: c.row.id,
+        job_type: c.row.job_type.clone(),
+        attempt: c.row.attempt,
+        status: status_after(c),
+        error,
+    });
+}

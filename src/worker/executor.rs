@@ -1,0 +1,359 @@
+//! Executor threads: run one handler at a time, catch panics, enforce the deadline with the
+//! dispatcher's help, and hand each outcome to the writer.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::clock::duration_to_ms;
+use crate::context::JobContext;
+use crate::events::Event;
+use crate::handler::{Action, JobError};
+use crate::retry::jitter_sample;
+use crate::storage::jobs::{AfterFailure, ClaimedRow};
+use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterMsg};
+use crate::worker::registry::Registry;
+use crate::Queue;
+
+/// What every executor thread of a worker shares.
+pub(crate) struct ExecShared {
+    pub(crate) queue: Queue,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) worker_id: Arc<str>,
+    pub(crate) writer: Sender<WriterMsg>,
+    /// Set at shutdown: jobs taken from the channel now are released, not run.
+    pub(crate) stopping: AtomicBool,
+    pub(crate) lease_grace_ms: i64,
+}
+
+/// One executor thread's current attempt, shared with the dispatcher so it can time the
+/// attempt out. Whoever moves it out of `Running` first decides the outcome.
+#[derive(Default)]
+pub(crate) struct Slot {
+    state: Mutex<SlotState>,
+}
+
+#[derive(Default)]
+enum SlotState {
+    #[default]
+    Idle,
+    Running(Running),
+    /// Timed out or given up at shutdown: the thread's late result is discarded and the
+    /// thread ends; a replacement took its place.
+    Abandoned,
+}
+
+/// An attempt in progress.
+pub(crate) struct Running {
+    pub(crate) row: Arc<ClaimedRow>,
+    pub(crate) deadline: Instant,
+    pub(crate) timeout: Duration,
+    pub(crate) started_at: i64,
+    pub(crate) stop: Arc<AtomicBool>,
+}
+
+impl Slot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start(&self, running: Running) {
+        *self.lock() = SlotState::Running(running);
+    }
+
+    /// Back to idle; false when the dispatcher abandoned the attempt first.
+    fn finish(&self) -> bool {
+        let mut state = self.lock();
+        match *state {
+            SlotState::Abandoned => false,
+            _ => {
+                *state = SlotState::Idle;
+                true
+            }
+        }
+    }
+
+    /// The running attempt's deadline.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match &*self.lock() {
+            SlotState::Running(r) => Some(r.deadline),
+            _ => None,
+        }
+    }
+
+    /// Abandons the attempt if it is past its deadline.
+    pub(crate) fn take_if_overdue(&self, now: Instant) -> Option<Running> {
+        let mut state = self.lock();
+        match &*state {
+            SlotState::Running(r) if r.deadline <= now => self.abandon_locked(&mut state),
+            _ => None,
+        }
+    }
+
+    /// Abandons the running attempt, if any (shutdown past its grace).
+    pub(crate) fn abandon(&self) -> Option<Running> {
+        let mut state = self.lock();
+        self.abandon_locked(&mut state)
+    }
+
+    fn abandon_locked(&self, state: &mut SlotState) -> Option<Running> {
+        match std::mem::replace(state, SlotState::Abandoned) {
+            SlotState::Running(r) => {
+                r.stop.store(true, Ordering::Relaxed);
+                Some(r)
+            }
+            other => {
+                *state = other;
+                None
+            }
+        }
+    }
+
+    pub(crate) fn is_abandoned(&self) -> bool {
+        matches!(*self.lock(), SlotState::Abandoned)
+    }
+}
+
+/// Starts one executor thread reading claimed jobs from `jobs`.
+pub(crate) fn spawn(
+    shared: Arc<ExecShared>,
+    queue_name: &str,
+    index: usize,
+    jobs: Receiver<Arc<ClaimedRow>>,
+) -> std::io::Result<(Arc<Slot>, JoinHandle<()>)> {
+    let slot = Arc::new(Slot::default());
+    let thread_slot = Arc::clone(&slot);
+    let handle = std::thread::Builder::new()
+        .name(format!("litejobs-{queue_name}-{index}"))
+        .spawn(move || executor_loop(&shared, &thread_slot, &jobs))?;
+    Ok((slot, handle))
+}
+
+fn executor_loop(shared: &ExecShared, slot: &Slot, jobs: &Receiver<Arc<ClaimedRow>>) {
+    while let Ok(row) = jobs.recv() {
+        let now = shared.queue.now_ms();
+        if shared.stopping.load(Ordering::SeqCst) {
+            if send_outcome(shared, row, now, Outcome::Released).is_err() {
+                return;
+            }
+            continue;
+        }
+        let timeout = shared.registry.timeout_for(&row);
+        // A prefetched job may have waited in the channel: make sure its lease covers this
+        // whole attempt before starting, or leave it if another worker took it meanwhile.
+        let needed = now
+            .saturating_add(duration_to_ms(timeout))
+            .saturating_add(shared.lease_grace_ms / 2);
+        if row.locked_until < needed {
+            let until = needed.saturating_add(shared.lease_grace_ms / 2);
+            let keeper = LeaseKeeper::Writer(shared.writer.clone());
+            match keeper.extend(&shared.queue, &row, &shared.worker_id, until, None) {
+                Ok(true) => {}
+                Ok(false) => {
+                    log::warn!(
+                        "litejobs: job {} lost its lease while waiting to start; skipped",
+                        row.id
+                    );
+                    // Fenced, so this writes nothing; it frees the dispatcher's slot count.
+                    if send_outcome(shared, row, now, Outcome::Released).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Err(_) => return,
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        slot.start(Running {
+            row: Arc::clone(&row),
+            deadline: Instant::now() + timeout,
+            timeout,
+            started_at: now,
+            stop: Arc::clone(&stop),
+        });
+        if shared.queue.events().has_subscribers() {
+            shared.queue.events().send(Event::Started {
+                id: row.id,
+                job_type: row.job_type.clone(),
+                attempt: row.attempt,
+            });
+        }
+        let keeper = LeaseKeeper::Writer(shared.writer.clone());
+        let outcome = run_attempt(
+            &shared.registry,
+            &shared.queue,
+            &row,
+            AttemptEnv {
+                worker_id: &shared.worker_id,
+                lease_grace_ms: shared.lease_grace_ms,
+                keeper,
+                stop,
+                started_at: now,
+            },
+        );
+        if !slot.finish() {
+            // Timed out (or given up at shutdown) and replaced: the result is discarded.
+            log::warn!(
+                "litejobs: job {} attempt {} returned after its deadline; result discarded",
+                row.id,
+                row.attempt
+            );
+            return;
+        }
+        if send_outcome(shared, row, now, outcome).is_err() {
+            return;
+        }
+    }
+}
+
+fn send_outcome(
+    shared: &ExecShared,
+    row: Arc<ClaimedRow>,
+    started_at: i64,
+    outcome: Outcome,
+) -> Result<(), ()> {
+    let completion = Completion {
+        row,
+        started_at,
+        finished_at: shared.queue.now_ms(),
+        outcome,
+    };
+    shared
+        .writer
+        .send(WriterMsg::Complete(completion))
+        .map_err(|_| ())
+}
+
+/// What an attempt needs beyond the job itself.
+pub(crate) struct AttemptEnv<'a> {
+    pub(crate) worker_id: &'a Arc<str>,
+    pub(crate) lease_grace_ms: i64,
+    pub(crate) keeper: LeaseKeeper,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) started_at: i64,
+}
+
+/// Runs one attempt on the calling thread and decides its outcome. Shared by the executor
+/// threads and [`drain`](crate::testing::drain), so tests exercise the production path.
+pub(crate) fn run_attempt(
+    registry: &Registry,
+    queue: &Queue,
+    row: &Arc<ClaimedRow>,
+    env: AttemptEnv<'_>,
+) -> Outcome {
+    let Some(handler) = registry.handler(&row.job_type) else {
+        // The claim only takes registered types; this would be a bug, so keep the job.
+        return Outcome::Released;
+    };
+    let payload = match serde_json::from_str(&row.payload) {
+        Ok(payload) => payload,
+        Err(e) => {
+            return Outcome::Failed {
+                after: AfterFailure::Dead,
+                error: format!("payload is not valid JSON: {e}"),
+                status_code: None,
+                timed_out: false,
+            }
+        }
+    };
+    let ctx = JobContext::new(
+        Arc::clone(row),
+        payload,
+        queue.clone(),
+        registry.timeout_for(row),
+        env.started_at,
+        env.lease_grace_ms,
+        Arc::clone(env.worker_id),
+        env.keeper,
+        env.stop,
+    );
+    let result = catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)));
+    let now = queue.now_ms();
+    match result {
+        Ok(Ok(())) => Outcome::Succeeded {
+            result: ctx.result.lock().unwrap_or_else(|p| p.into_inner()).take(),
+            progress: ctx
+                .progress
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        },
+        Ok(Err(err)) => outcome_of_error(registry, row, err, now),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".to_string());
+            failure(
+                registry,
+                row,
+                now,
+                format!("handler panicked: {message}"),
+                None,
+                false,
+            )
+        }
+    }
+}
+
+fn outcome_of_error(registry: &Registry, row: &ClaimedRow, err: JobError, now: i64) -> Outcome {
+    let JobError {
+        action,
+        message,
+        status_code,
+    } = err;
+    match action {
+        Action::Retry => failure(registry, row, now, message, status_code, false),
+        Action::RetryAfter(delay) => Outcome::Failed {
+            after: if row.attempt >= row.max_attempts {
+                AfterFailure::Dead
+            } else {
+                AfterFailure::RetryAt(now.saturating_add(duration_to_ms(delay)))
+            },
+            error: message,
+            status_code,
+            timed_out: false,
+        },
+        Action::Permanent => Outcome::Failed {
+            after: AfterFailure::Dead,
+            error: message,
+            status_code,
+            timed_out: false,
+        },
+        Action::Snooze(delay) => Outcome::Snoozed {
+            until: now.saturating_add(duration_to_ms(delay)),
+        },
+        Action::Cancel => Outcome::Cancelled { reason: message },
+    }
+}
+
+/// A spent attempt: retried by the type's policy, or dead when it was the last.
+pub(crate) fn failure(
+    registry: &Registry,
+    row: &ClaimedRow,
+    now: i64,
+    error: String,
+    status_code: Option<i64>,
+    timed_out: bool,
+) -> Outcome {
+    let after = if row.attempt >= row.max_attempts {
+        AfterFailure::Dead
+    } else {
+        let attempt = u32::try_from(row.attempt).unwrap_or(u32::MAX);
+        let delay = registry
+            .retry_policy(&row.job_type)
+            .delay(attempt, jitter_sample());
+        AfterFailure::RetryAt(now.saturating_add(duration_to_ms(delay)))
+    };
+    Outcome::Failed {
+        after,
+        error,
+        status_code,
+        timed_out,
+    }
+}

@@ -1,0 +1,365 @@
+//! [`Worker`] and [`WorkerBuilder`]: validation, wiring, and shutdown. The runtime roles live
+//! in their own files: the [`dispatcher`] claims and writes, [`executor`] threads run
+//! handlers, the [`completer`] writes outcomes, the [`registry`] maps job types to handlers.
+
+pub(crate) mod completer;
+pub(crate) mod dispatcher;
+pub(crate) mod executor;
+pub(crate) mod registry;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use crate::clock::duration_to_ms;
+use crate::error::{Error, ErrorKind, Result};
+use crate::handler::Handler;
+use crate::job::DEFAULT_QUEUE;
+use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
+use crate::retry::RetryPolicy;
+use crate::Queue;
+
+use dispatcher::{Control, DispatchConfig, Dispatcher, QueueRuntime};
+use executor::ExecShared;
+use registry::Registry;
+
+/// Handler threads of the default queue unless [`WorkerBuilder::concurrency`] says otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+/// Jobs claimed beyond the free handler slots, per queue, unless configured otherwise: they
+/// wait in memory so a finishing thread finds its next job without a round trip.
+pub const DEFAULT_PREFETCH: usize = 32;
+/// How often an idle worker looks for rows written by other processes.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// An attempt's time limit when neither the job nor its type sets one.
+pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// Added to the timeout to make the lease, so a slow write-back is not mistaken for a crash.
+pub const DEFAULT_LEASE_GRACE: Duration = Duration::from_secs(10);
+/// How long dropping a [`Worker`] without [`Worker::shutdown`] waits for running handlers.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Worker threads on a [`Queue`]: they claim due jobs of the registered types, run the
+/// handlers, and write back the outcomes. Made by [`Worker::builder`].
+///
+/// Several workers, in one process or many, may run on one file; each job runs on one of
+/// them at a time. Dropping a `Worker` shuts it down with [`DEFAULT_SHUTDOWN_GRACE`].
+#[must_use = "a Worker stops (and waits for its handlers) when dropped"]
+pub struct Worker {
+    id: Arc<str>,
+    control: Sender<Control>,
+    dispatcher: Option<JoinHandle<usize>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("id", &self.id).finish()
+    }
+}
+
+impl Worker {
+    /// A builder for a worker on `queue`.
+    pub fn builder(queue: &Queue) -> WorkerBuilder {
+        WorkerBuilder::new(queue)
+    }
+
+    /// This worker's id, written to `locked_by` of the jobs it runs (host:pid:random).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Graceful shutdown (R10): stops claiming, releases prefetched jobs that have not
+    /// started, waits up to `grace` for running handlers, releases the rest (due again at
+    /// once, attempt not spent) and joins the threads.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ShutdownTimeout`] when handlers were still running after the grace; their
+    /// jobs were released and their late results will be discarded.
+    pub fn shutdown(mut self, grace: Duration) -> Result<()> {
+        self.stop(grace)
+    }
+
+    fn stop(&mut self, grace: Duration) -> Result<()> {
+        let Some(handle) = self.dispatcher.take() else {
+            return Ok(());
+        };
+        let _ = self.control.send(Control::Shutdown(grace));
+        let still_running = handle.join().map_err(|_| {
+            Error::new(
+                ErrorKind::Database,
+                "the worker's dispatcher thread panicked",
+            )
+        })?;
+        if still_running > 0 {
+            return Err(Error::new(
+                ErrorKind::ShutdownTimeout,
+                format!(
+                    "{still_running} handlers were still running after the shutdown grace of \
+                     {grace:?}; their jobs were released"
+                ),
+            ));
+        }
+        log::info!("litejobs: worker {} stopped", self.id);
+        Ok(())
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop(DEFAULT_SHUTDOWN_GRACE) {
+            log::warn!("litejobs: worker dropped: {e}");
+        }
+    }
+}
+
+/// Configures and starts a [`Worker`].
+///
+/// ```
+/// use litejobs::{JobContext, JobError, NewJob, Queue, RetryPolicy, Worker};
+/// use serde_json::json;
+/// use std::time::Duration;
+/// # fn main() -> litejobs::Result<()> {
+/// let queue = Queue::open_in_memory()?;
+/// let done = queue.subscribe();
+/// let worker = Worker::builder(&queue)
+///     .handler("send_email", |ctx: &JobContext| -> Result<(), JobError> {
+///         let _user = ctx.payload()["user_id"].as_i64();
+///         Ok(())
+///     })
+///     .concurrency(2)
+///     .retry_policy("send_email", RetryPolicy::exponential(Duration::from_secs(5)))
+///     .start()?;
+/// let id = queue.enqueue(NewJob::new("send_email", json!({"user_id": 42})))?;
+/// // Wait for the outcome without sleeping:
+/// loop {
+///     if let litejobs::Event::Finished { id: done_id, .. } =
+///         done.recv_timeout(Duration::from_secs(10)).expect("job finished")
+///     {
+///         if done_id == id { break; }
+///     }
+/// }
+/// worker.shutdown(Duration::from_secs(5))?;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "a WorkerBuilder does nothing until start() is called"]
+pub struct WorkerBuilder {
+    queue: Queue,
+    pub(crate) registry: Registry,
+    pub(crate) queues: Vec<(String, usize)>,
+    prefetch: usize,
+    poll_interval: Duration,
+    reap_interval: Duration,
+    lease_grace: Duration,
+    worker_id: Option<String>,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("job_types", &self.registry.job_types())
+            .field("queues", &self.queues)
+            .field("prefetch", &self.prefetch)
+            .finish()
+    }
+}
+
+impl WorkerBuilder {
+    fn new(queue: &Queue) -> WorkerBuilder {
+        WorkerBuilder {
+            queue: queue.clone(),
+            registry: Registry::new(DEFAULT_JOB_TIMEOUT),
+            queues: vec![(DEFAULT_QUEUE.to_string(), DEFAULT_CONCURRENCY)],
+            prefetch: DEFAULT_PREFETCH,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            reap_interval: DEFAULT_REAP_INTERVAL,
+            lease_grace: DEFAULT_LEASE_GRACE,
+            worker_id: None,
+        }
+    }
+
+    /// Registers the handler for `job_type` (replacing an earlier one). Jobs of types with
+    /// no handler in this worker are never claimed by it.
+    pub fn handler(mut self, job_type: impl Into<String>, handler: impl Handler) -> Self {
+        self.registry
+            .add_handler(job_type.into(), Arc::new(handler));
+        self
+    }
+
+    /// Handler threads for the `"default"` queue. 0 leaves the default queue to other
+    /// workers. Defaults to [`DEFAULT_CONCURRENCY`].
+    pub fn concurrency(self, threads: usize) -> Self {
+        self.queue(DEFAULT_QUEUE, threads)
+    }
+
+    /// Works another named queue with its own `threads` handler threads, so a backlog in
+    /// one queue never delays another (R14).
+    pub fn queue(mut self, name: impl Into<String>, threads: usize) -> Self {
+        let name = name.into();
+        match self.queues.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = threads,
+            None => self.queues.push((name, threads)),
+        }
+        self
+    }
+
+    /// The retry policy of a job type. Defaults to [`RetryPolicy::default`] (exponential
+    /// from 5 s with jitter, capped at an hour).
+    pub fn retry_policy(mut self, job_type: impl Into<String>, policy: RetryPolicy) -> Self {
+        self.registry.set_retry_policy(job_type.into(), policy);
+        self
+    }
+
+    /// The retry policy of job types without their own.
+    pub fn default_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.registry.set_default_retry_policy(policy);
+        self
+    }
+
+    /// The attempt time limit of a job type (a job's own `timeout` wins). Defaults to
+    /// [`default_timeout`](WorkerBuilder::default_timeout).
+    pub fn timeout(mut self, job_type: impl Into<String>, timeout: Duration) -> Self {
+        self.registry.set_timeout(job_type.into(), timeout);
+        self
+    }
+
+    /// The attempt time limit of types without their own. Defaults to
+    /// [`DEFAULT_JOB_TIMEOUT`] (60 s).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.registry.default_timeout = timeout;
+        self
+    }
+
+    /// Jobs claimed per queue beyond the free slots. Defaults to [`DEFAULT_PREFETCH`].
+    pub fn prefetch(mut self, jobs: usize) -> Self {
+        self.prefetch = jobs;
+        self
+    }
+
+    /// How often an idle worker looks for rows from other processes (in-process enqueues
+    /// wake it at once). Defaults to [`DEFAULT_POLL_INTERVAL`] (500 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// How often expired leases are reaped. Defaults to
+    /// [`DEFAULT_REAP_INTERVAL`](crate::DEFAULT_REAP_INTERVAL) (15 s).
+    pub fn reap_interval(mut self, interval: Duration) -> Self {
+        self.reap_interval = interval;
+        self
+    }
+
+    /// Added to an attempt's timeout to make its lease. Defaults to
+    /// [`DEFAULT_LEASE_GRACE`] (10 s).
+    pub fn lease_grace(mut self, grace: Duration) -> Self {
+        self.lease_grace = grace;
+        self
+    }
+
+    /// The id written to `locked_by`. Defaults to `host:pid:random`.
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    pub(crate) fn queue_handle(&self) -> &Queue {
+        &self.queue
+    }
+
+    pub(crate) fn lease_grace_ms(&self) -> i64 {
+        duration_to_ms(self.lease_grace)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.registry.is_empty() {
+            return Err(Error::invalid_config(
+                "no handlers registered: add one with .handler(job_type, handler)",
+            ));
+        }
+        if self.queues.iter().all(|(_, threads)| *threads == 0) {
+            return Err(Error::invalid_config(
+                "no handler threads: concurrency and every queue are 0",
+            ));
+        }
+        if let Some((name, _)) = self.queues.iter().find(|(name, _)| name.trim().is_empty()) {
+            return Err(Error::invalid_config(format!(
+                "queue name {name:?} is empty"
+            )));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(Error::invalid_config("poll_interval must be above 0"));
+        }
+        if self.registry.default_timeout.is_zero() {
+            return Err(Error::invalid_config("default_timeout must be above 0"));
+        }
+        Ok(())
+    }
+
+    /// Starts the threads: one dispatcher (claims and writes) and the handler threads of
+    /// each queue.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`] naming the bad option; [`ErrorKind::Io`] when a thread
+    /// cannot be spawned.
+    pub fn start(self) -> Result<Worker> {
+        self.validate()?;
+        let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
+        let (writer_tx, writer_rx) = crossbeam_channel::unbounded();
+        let (control_tx, control_rx) = crossbeam_channel::bounded(1);
+        let shared = Arc::new(ExecShared {
+            queue: self.queue.clone(),
+            registry: Arc::new(self.registry.clone()),
+            worker_id: Arc::clone(&id),
+            writer: writer_tx,
+            stopping: AtomicBool::new(false),
+            lease_grace_ms: self.lease_grace_ms(),
+        });
+        let mut runtimes = Vec::new();
+        for (name, threads) in self.queues.iter().filter(|(_, t)| *t > 0) {
+            runtimes.push(QueueRuntime::start(&shared, name.clone(), *threads)?);
+        }
+        let wake = self.queue.wake_list().register();
+        let dispatcher = Dispatcher::new(
+            shared,
+            runtimes,
+            writer_rx,
+            wake,
+            control_rx,
+            DispatchConfig {
+                prefetch: self.prefetch,
+                poll_interval: self.poll_interval,
+                reap_interval: self.reap_interval,
+            },
+        );
+        let handle = std::thread::Builder::new()
+            .name("litejobs-dispatcher".to_string())
+            .spawn(move || dispatcher.run())?;
+        log::info!(
+            "litejobs: worker {id} started: queues {:?}, job types {:?}",
+            self.queues,
+            self.registry.job_types()
+        );
+        Ok(Worker {
+            id,
+            control: control_tx,
+            dispatcher: Some(handle),
+        })
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    let random = (crate::retry::jitter_sample() * f64::from(u32::MAX)) as u32;
+    format!("{host}:{}:{random:08x}", std::process::id())
+}

@@ -1,0 +1,377 @@
+//! The read side (R16): filtered lists with pagination, stats, and the Queue's trait bounds.
+
+use std::time::Duration;
+
+use litejobs::{JobFilter, JobRecord, JobStatus, NewJob, Queue, Stats};
+use serde_json::json;
+
+use crate::support::{setup, TestEnv};
+
+const _: () = {
+    const fn assert_clone_send_sync<T: Clone + Send + Sync + 'static>() {}
+    assert_clone_send_sync::<Queue>();
+    assert_clone_send_sync::<JobRecord>();
+    assert_clone_send_sync::<JobFilter>();
+    assert_clone_send_sync::<Stats>();
+};
+
+#[test]
+fn queue_is_clone_send_sync_static() {
+    fn assert_bounds<T: Clone + Send + Sync + 'static>() {}
+    fn assert_error<T: std::error::Error + Send + Sync + 'static>() {}
+    assert_bounds::<Queue>();
+    assert_error::<litejobs::Error>();
+}
+
+fn ids(jobs: &[JobRecord]) -> Vec<i64> {
+    jobs.iter().map(|j| j.id).collect()
+}
+
+fn list(env: &TestEnv, filter: &JobFilter) -> Vec<i64> {
+    ids(&env
+        .queue
+        .list(filter)
+        .unwrap_or_else(|e| panic!("list {filter:?}: {e}")))
+}
+
+fn enqueue(env: &TestEnv, job: NewJob) -> i64 {
+    env.queue.enqueue(job).expect("enqueue")
+}
+
+/// Moves a job to `status` at time `at` behind the library's back, as a worker would:
+/// last_error and updated_at set, finished_at set for the final statuses.
+fn set_row(env: &TestEnv, id: i64, status: &str, last_error: Option<&str>, at: i64) {
+    let changed = env
+        .raw()
+        .execute(
+            "UPDATE jobs SET status = ?1, last_error = ?2, updated_at = ?3,
+                 finished_at = CASE WHEN ?1 IN ('succeeded', 'dead', 'cancelled') THEN ?3 END
+             WHERE id = ?4",
+            (status, last_error, at, id),
+        )
+        .expect("updating a job by SQL");
+    assert_eq!(changed, 1, "job {id} not found");
+}
+
+struct Fixture {
+    env: TestEnv,
+    /// mail/send_email, queued
+    mail_queued: i64,
+    /// mail/send_email, dead, "SMTP timeout after 10s"
+    mail_dead: i64,
+    /// webhooks/deliver_webhook, failed, "HTTP 503 from endpoint"
+    hook_failed: i64,
+    /// webhooks/deliver_webhook, dead, "connection TIMEOUT"
+    hook_dead: i64,
+    /// reports/report_chunk, succeeded
+    report_done: i64,
+    /// default/send_email, dead, "100% of retries spent"
+    default_dead: i64,
+}
+
+fn fixture() -> Fixture {
+    let env = setup();
+    let now = env.clock.now();
+    let mail = |t: &str| NewJob::new(t, json!({})).queue("mail");
+    let hook = |t: &str| NewJob::new(t, json!({})).queue("webhooks");
+    let mail_queued = enqueue(&env, mail("send_email"));
+    let mail_dead = enqueue(&env, mail("send_email"));
+    let hook_failed = enqueue(&env, hook("deliver_webhook"));
+    let hook_dead = enqueue(&env, hook("deliver_webhook"));
+    let report_done = enqueue(
+        &env,
+        NewJob::new("report_chunk", json!({})).queue("reports"),
+    );
+    let default_dead = enqueue(&env, NewJob::new("send_email", json!({})));
+    set_row(&env, mail_dead, "dead", Some("SMTP timeout after 10s"), now);
+    set_row(
+        &env,
+        hook_failed,
+        "failed",
+        Some("HTTP 503 from endpoint"),
+        now,
+    );
+    set_row(&env, hook_dead, "dead", Some("connection TIMEOUT"), now);
+    set_row(&env, report_done, "succeeded", None, now);
+    set_row(
+        &env,
+        default_dead,
+        "dead",
+        Some("100% of retries spent"),
+        now,
+    );
+    Fixture {
+        env,
+        mail_queued,
+        mail_dead,
+        hook_failed,
+        hook_dead,
+        report_done,
+        default_dead,
+    }
+}
+
+#[test]
+fn list_filters_by_status_type_queue_and_error_text() {
+    let f = fixture();
+    let env = &f.env;
+    let all = list(env, &JobFilter::new());
+    assert_eq!(
+        all,
+        vec![
+            f.default_dead,
+            f.report_done,
+            f.hook_dead,
+            f.hook_failed,
+            f.mail_dead,
+            f.mail_queued
+        ],
+        "newest first"
+    );
+
+    assert_eq!(
+        list(env, &JobFilter::new().status(JobStatus::Dead)),
+        vec![f.default_dead, f.hook_dead, f.mail_dead]
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().status(JobStatus::Queued)),
+        vec![f.mail_queued]
+    );
+    assert!(list(env, &JobFilter::new().status(JobStatus::Running)).is_empty());
+    assert_eq!(
+        list(env, &JobFilter::new().job_type("deliver_webhook")),
+        vec![f.hook_dead, f.hook_failed]
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().queue("mail")),
+        vec![f.mail_dead, f.mail_queued]
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().queue("default")),
+        vec![f.default_dead]
+    );
+    assert!(list(env, &JobFilter::new().queue("nope")).is_empty());
+
+    // Combined filters are ANDed.
+    assert_eq!(
+        list(
+            env,
+            &JobFilter::new()
+                .status(JobStatus::Dead)
+                .job_type("send_email")
+        ),
+        vec![f.default_dead, f.mail_dead]
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().status(JobStatus::Dead).queue("mail")),
+        vec![f.mail_dead]
+    );
+
+    // Search matches the last error, case-insensitively, as plain text.
+    assert_eq!(
+        list(env, &JobFilter::new().search("timeout")),
+        vec![f.hook_dead, f.mail_dead]
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().search("smtp TIMEOUT")),
+        vec![f.mail_dead]
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().search("%")),
+        vec![f.default_dead],
+        "% is text, not a wildcard"
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().search("_")),
+        Vec::<i64>::new(),
+        "_ is text, not a wildcard"
+    );
+    assert_eq!(
+        list(env, &JobFilter::new().search("timeout").queue("webhooks")),
+        vec![f.hook_dead]
+    );
+    assert!(list(env, &JobFilter::new().search("no such error")).is_empty());
+
+    // The records are complete.
+    let failed = env
+        .queue
+        .list(&JobFilter::new().status(JobStatus::Failed))
+        .expect("list failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].queue, "webhooks");
+    assert_eq!(failed[0].job_type, "deliver_webhook");
+    assert_eq!(
+        failed[0].last_error.as_deref(),
+        Some("HTTP 503 from endpoint")
+    );
+    assert_eq!(
+        Some(&failed[0]),
+        env.queue.job(f.hook_failed).expect("job").as_ref()
+    );
+}
+
+#[test]
+fn list_limit_and_before_id_page_newest_first() {
+    let env = setup();
+    let mut all: Vec<i64> = (0..7)
+        .map(|i| enqueue(&env, NewJob::new("t", json!({ "i": i }))))
+        .collect();
+    all.reverse();
+
+    assert_eq!(list(&env, &JobFilter::new().limit(3)), all[..3].to_vec());
+    assert!(list(&env, &JobFilter::new().limit(0)).is_empty());
+    assert_eq!(list(&env, &JobFilter::new().limit(100)), all);
+
+    let mut pages = Vec::new();
+    let mut filter = JobFilter::new().limit(3);
+    loop {
+        let page = list(&env, &filter);
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 3);
+        filter = filter.before_id(*page.last().expect("non-empty page"));
+        pages.push(page);
+        assert!(pages.len() <= 3, "pagination does not end: {pages:?}");
+    }
+    assert_eq!(pages.len(), 3);
+    assert_eq!(pages.concat(), all);
+
+    // before_id is exclusive and combines with other filters.
+    assert_eq!(
+        list(&env, &JobFilter::new().before_id(all[0])),
+        all[1..].to_vec()
+    );
+    assert!(list(&env, &JobFilter::new().before_id(all[6])).is_empty());
+    assert!(list(&env, &JobFilter::new().before_id(all[0]).job_type("x")).is_empty());
+}
+
+fn count_of(stats: &Stats, queue: &str, job_type: &str, status: JobStatus) -> i64 {
+    stats
+        .counts
+        .iter()
+        .filter(|c| c.queue == queue && c.job_type == job_type && c.status == status)
+        .map(|c| c.count)
+        .sum()
+}
+
+#[test]
+fn stats_count_by_queue_type_and_status() {
+    let f = fixture();
+    let env = &f.env;
+    enqueue(env, NewJob::new("send_email", json!({})).queue("mail"));
+    let stats = env.queue.stats().expect("stats");
+
+    assert_eq!(count_of(&stats, "mail", "send_email", JobStatus::Queued), 2);
+    assert_eq!(count_of(&stats, "mail", "send_email", JobStatus::Dead), 1);
+    assert_eq!(
+        count_of(&stats, "webhooks", "deliver_webhook", JobStatus::Failed),
+        1
+    );
+    assert_eq!(
+        count_of(&stats, "webhooks", "deliver_webhook", JobStatus::Dead),
+        1
+    );
+    assert_eq!(
+        count_of(&stats, "reports", "report_chunk", JobStatus::Succeeded),
+        1
+    );
+    assert_eq!(
+        count_of(&stats, "default", "send_email", JobStatus::Dead),
+        1
+    );
+    assert!(
+        stats.counts.iter().all(|c| c.count > 0),
+        "only non-zero counts: {stats:?}"
+    );
+    assert_eq!(stats.counts.len(), 6, "{stats:?}");
+
+    assert_eq!(stats.count(JobStatus::Queued), 2);
+    assert_eq!(stats.count(JobStatus::Dead), 3);
+    assert_eq!(stats.count(JobStatus::Failed), 1);
+    assert_eq!(stats.count(JobStatus::Succeeded), 1);
+    assert_eq!(stats.count(JobStatus::Running), 0);
+    assert_eq!(stats.count(JobStatus::Cancelled), 0);
+    let total: i64 = stats.counts.iter().map(|c| c.count).sum();
+    assert_eq!(total, 7);
+}
+
+#[test]
+fn stats_on_an_empty_database() {
+    let env = setup();
+    let stats = env.queue.stats().expect("stats");
+    assert!(stats.counts.is_empty());
+    assert_eq!(stats.oldest_due_age_ms, None);
+    assert_eq!(stats.dead_last_hour, 0);
+    for status in JobStatus::ALL {
+        assert_eq!(stats.count(status), 0);
+    }
+}
+
+#[test]
+fn oldest_due_age_follows_the_queue_clock() {
+    let env = setup();
+    // Only a job that is not due yet: nothing is due.
+    enqueue(
+        &env,
+        NewJob::new("later", json!({})).delay(Duration::from_secs(3600)),
+    );
+    assert_eq!(env.queue.stats().expect("stats").oldest_due_age_ms, None);
+
+    let due = enqueue(&env, NewJob::new("now", json!({})));
+    assert_eq!(env.queue.stats().expect("stats").oldest_due_age_ms, Some(0));
+
+    env.clock.advance(Duration::from_secs(90));
+    assert_eq!(
+        env.queue.stats().expect("stats").oldest_due_age_ms,
+        Some(90_000)
+    );
+
+    // A younger due job does not change the oldest age.
+    enqueue(&env, NewJob::new("now", json!({})));
+    assert_eq!(
+        env.queue.stats().expect("stats").oldest_due_age_ms,
+        Some(90_000)
+    );
+
+    // Finished jobs are not waiting; a failed job waiting for its retry is.
+    set_row(&env, due, "succeeded", None, env.clock.now());
+    assert_eq!(env.queue.stats().expect("stats").oldest_due_age_ms, Some(0));
+    let retry = enqueue(&env, NewJob::new("retry", json!({})));
+    env.raw()
+        .execute(
+            "UPDATE jobs SET status = 'failed', run_at = ?1 WHERE id = ?2",
+            (env.clock.now() - 30_000, retry),
+        )
+        .expect("scheduling a retry in the past");
+    assert_eq!(
+        env.queue.stats().expect("stats").oldest_due_age_ms,
+        Some(30_000)
+    );
+
+    // When the delayed job becomes due an hour after the start, it is the oldest due one.
+    env.clock.advance(Duration::from_secs(3600));
+    let age = env.queue.stats().expect("stats").oldest_due_age_ms;
+    assert_eq!(age, Some(3_600_000 + 30_000));
+}
+
+#[test]
+fn dead_last_hour_counts_recent_dead_jobs_only() {
+    let env = setup();
+    let now = env.clock.now();
+    let recent = enqueue(&env, NewJob::new("a", json!({})));
+    let old = enqueue(&env, NewJob::new("b", json!({})));
+    let edge = enqueue(&env, NewJob::new("c", json!({})));
+    let cancelled = enqueue(&env, NewJob::new("d", json!({})));
+    set_row(&env, recent, "dead", Some("boom"), now - 10 * 60_000);
+    set_row(&env, old, "dead", Some("boom"), now - 2 * 3_600_000);
+    set_row(&env, edge, "dead", Some("boom"), now - 3_600_000);
+    set_row(&env, cancelled, "cancelled", None, now);
+
+    let stats = env.queue.stats().expect("stats");
+    assert_eq!(stats.count(JobStatus::Dead), 3);
+    assert_eq!(stats.dead_last_hour, 2, "10 minutes and exactly 1 hour ago");
+
+    env.clock.advance(Duration::from_secs(3600));
+    assert_eq!(env.queue.stats().expect("stats").dead_last_hour, 0);
+}

@@ -1,0 +1,111 @@
+//! Fixtures shared by the integration tests: a real database file in a temp dir, a queue on
+//! a `ManualClock`, and raw rusqlite connections for looking behind the library's back.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use litejobs::{ManualClock, Queue};
+use rusqlite::Connection;
+use tempfile::TempDir;
+
+/// Where every test's `ManualClock` starts: 2023-11-14T22:13:20Z, in ms since the epoch.
+pub const START_MS: i64 = 1_700_000_000_000;
+
+/// The schema contract, as shipped at the top of the repository.
+pub const SCHEMA_SQL: &str = include_str!("../../schema.sql");
+
+/// A queue on a fresh database file, with the clock that drives it.
+pub struct TestEnv {
+    /// Keeps the directory (and the database) alive for the test.
+    pub dir: TempDir,
+    /// The database file.
+    pub path: PathBuf,
+    /// Opened with `Queue::builder().clock(clock.clone())`.
+    pub queue: Queue,
+    /// The queue's clock, standing at [`START_MS`] until moved.
+    pub clock: ManualClock,
+}
+
+impl TestEnv {
+    /// A second, separately opened `Queue` on the same file and clock (its own pool and
+    /// write gate, as another process would have).
+    pub fn open_another(&self) -> Queue {
+        Queue::builder()
+            .clock(self.clock.clone())
+            .open(&self.path)
+            .expect("opening a second Queue on the test database")
+    }
+
+    /// A raw connection on the test database.
+    pub fn raw(&self) -> Connection {
+        raw_conn(&self.path)
+    }
+
+    /// Rows in the `jobs` table, counted through a raw connection.
+    pub fn count_jobs(&self) -> i64 {
+        count_rows(&self.path, "jobs")
+    }
+}
+
+/// A fresh temp dir with `jobs.db` opened by a queue on a `ManualClock` at [`START_MS`].
+pub fn setup() -> TestEnv {
+    let dir = temp_dir();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::new(START_MS);
+    let queue = Queue::builder()
+        .clock(clock.clone())
+        .open(&path)
+        .expect("Queue::open on a fresh file in a temp dir");
+    TestEnv {
+        dir,
+        path,
+        queue,
+        clock,
+    }
+}
+
+/// A fresh temp dir.
+pub fn temp_dir() -> TempDir {
+    tempfile::tempdir().expect("creating a temp dir")
+}
+
+/// A plain rusqlite connection (with a busy timeout, so it waits for the library's writes
+/// like any other well-behaved program would).
+pub fn raw_conn(path: &Path) -> Connection {
+    let conn = Connection::open(path)
+        .unwrap_or_else(|e| panic!("raw connection to {}: {e}", path.display()));
+    conn.busy_timeout(Duration::from_secs(10))
+        .expect("setting the raw connection's busy timeout");
+    conn
+}
+
+/// Creates `path` from `schema.sql` exactly as another language would (`sqlite3 app.db <
+/// schema.sql`), in the default rollback-journal mode.
+pub fn create_from_schema_sql(path: &Path) {
+    create_from_sql(path, SCHEMA_SQL);
+}
+
+/// Creates `path` by running `sql` on a new file, then closes the connection.
+pub fn create_from_sql(path: &Path, sql: &str) {
+    let conn = raw_conn(path);
+    conn.execute_batch(sql)
+        .unwrap_or_else(|e| panic!("applying SQL to {}: {e}", path.display()));
+    conn.close()
+        .unwrap_or_else(|(_, e)| panic!("closing {}: {e}", path.display()));
+}
+
+/// `PRAGMA user_version` of the file.
+pub fn user_version(path: &Path) -> i64 {
+    raw_conn(path)
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .expect("reading PRAGMA user_version")
+}
+
+/// `SELECT COUNT(*) FROM table`.
+pub fn count_rows(path: &Path, table: &str) -> i64 {
+    raw_conn(path)
+        .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap_or_else(|e| panic!("counting rows of {table}: {e}"))
+}
