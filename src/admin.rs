@@ -64,7 +64,7 @@ impl JobFilter {
         self
     }
 
-    /// Only jobs whose last error contains this text (case-insensitive).
+    /// Only jobs whose last error contains this text (ASCII letters match either case).
     pub fn search(mut self, text: impl Into<String>) -> JobFilter {
         self.search = Some(text.into());
         self

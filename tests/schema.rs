@@ -418,37 +418,84 @@ fn an_application_file_without_our_tables_is_migrated() {
 
 #[test]
 fn concurrent_first_opens_of_a_new_file_all_succeed() {
-    // Several processes starting at once on a new file: one migrates, the others wait and
-    // find it current. Separate Queues have separate connections and write gates.
+    // Several processes starting at once on a new file (R11): one migrates, the others wait
+    // and find it current. Separate Queues have separate connections and write gates, as
+    // separate processes would. The race window is small, so it is tried many times: each
+    // round is a new file opened by 8 threads at once.
     let dir = temp_dir();
-    let path = dir.path().join("fresh.db");
     let n = 8;
-    let barrier = Barrier::new(n);
-    let results: Vec<litejobs::Result<Queue>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    Queue::open(&path)
+    for round in 0..25 {
+        let path = dir.path().join(format!("fresh_{round}.db"));
+        let barrier = Barrier::new(n);
+        let results: Vec<litejobs::Result<Queue>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        Queue::open(&path)
+                    })
                 })
-            })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("opening thread panicked"))
+                .collect()
+        });
+        let failures: Vec<String> = results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().err().map(|e| format!("open #{i}: {e:?}")))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("opening thread panicked"))
-            .collect()
-    });
-    let queues: Vec<Queue> = results
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| r.unwrap_or_else(|e| panic!("open #{i} failed: {e:?}")))
-        .collect();
-    for (i, q) in queues.iter().enumerate() {
-        q.enqueue(NewJob::new("noop", json!({ "i": i })))
-            .expect("enqueue after concurrent open");
+        assert!(
+            failures.is_empty(),
+            "round {round}: {} of {n} concurrent opens of a new file failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        for (i, q) in results.into_iter().flatten().enumerate() {
+            q.enqueue(NewJob::new("noop", json!({ "i": i })))
+                .expect("enqueue after concurrent open");
+        }
+        assert_eq!(user_version(&path), SCHEMA_VERSION);
+        assert_eq!(count_rows(&path, "jobs"), n as i64);
     }
+}
+
+#[test]
+fn opening_an_unmigrated_file_while_it_is_locked_gives_busy_and_changes_nothing() {
+    let dir = temp_dir();
+    let path = dir.path().join("app.db");
+    sqlite_fixture(
+        &path,
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT NOT NULL);
+         INSERT INTO users (email) VALUES ('ada@example.com');",
+    );
+    let before = std::fs::read(&path).expect("reading the fixture");
+    let app = raw_conn(&path);
+    app.execute_batch("BEGIN IMMEDIATE; INSERT INTO users (email) VALUES ('bob@example.com');")
+        .expect("the application holds the write lock");
+
+    let err = Queue::builder()
+        .busy_timeout(std::time::Duration::from_millis(200))
+        .open(&path)
+        .expect_err("migration cannot take the lock");
+    assert_eq!(err.kind(), ErrorKind::Busy, "{err:?}");
+    assert!(err.is_busy());
+
+    app.execute_batch("ROLLBACK")
+        .expect("the application rolls back");
+    drop(app);
+    let after = std::fs::read(&path).expect("reading the fixture again");
+    assert!(before == after, "a refused (busy) open changed the file");
+    assert_eq!(user_version(&path), 0);
+
+    let queue = Queue::open(&path).expect("open once the lock is gone");
+    queue
+        .enqueue(NewJob::new("send_email", json!({"user_id": 1})))
+        .expect("enqueue");
+    drop(queue);
     assert_eq!(user_version(&path), SCHEMA_VERSION);
-    assert_eq!(count_rows(&path, "jobs"), n as i64);
+    assert_eq!(count_rows(&path, "users"), 1);
 }
 
 #[test]

@@ -148,8 +148,9 @@ pub(crate) fn claim(
                                ORDER BY g.priority DESC, g.run_at, g.id LIMIT 1)))
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT ?6)
-         RETURNING id, queue, job_type, payload, priority, run_at, attempts, max_attempts,
-                   timeout_ms, locked_until, idempotency_key, group_key",
+         RETURNING id, queue, job_type, payload, priority, CAST(run_at AS INTEGER), attempts,
+                   max_attempts, CAST(timeout_ms AS INTEGER), locked_until, idempotency_key,
+                   group_key",
         types = type_params.join(", "),
     );
     let mut stmt = conn.prepare_cached(&sql)?;

@@ -4,7 +4,9 @@
 //! file whose `jobs` table is not ours, or a file from a newer litejobs is refused with a
 //! clear error and left untouched.
 
-use rusqlite::{Connection, TransactionBehavior};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -88,12 +90,24 @@ fn classify(conn: &Connection) -> Result<State> {
 
 /// Refuses a foreign, newer or non-SQLite file, and brings an empty or older one to
 /// [`SCHEMA_VERSION`] in one transaction. `wal` turns on WAL mode before the first write.
-pub(crate) fn check_and_migrate(conn: &Connection, wal: bool) -> Result<()> {
-    if classify(conn)? == State::Ours(SCHEMA_VERSION) {
+pub(crate) fn check_and_migrate(
+    conn: &Connection,
+    wal: bool,
+    busy_timeout: Duration,
+) -> Result<()> {
+    // One read transaction, so the version and the tables are read from one snapshot even
+    // while another process migrates.
+    let state = {
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
+        let state = classify(&tx)?;
+        tx.commit()?;
+        state
+    };
+    if state == State::Ours(SCHEMA_VERSION) {
         return Ok(());
     }
     if wal {
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        enable_wal(conn, busy_timeout)?;
     }
     // Another process may be migrating at the same moment: take the write lock, then look
     // again.
@@ -112,4 +126,33 @@ pub(crate) fn check_and_migrate(conn: &Connection, wal: bool) -> Result<()> {
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
+}
+
+/// Switches the file to WAL mode. The switch needs a moment of exclusive access and SQLite
+/// does not apply the busy handler to it, so a concurrent opener is waited out here.
+fn enable_wal(conn: &Connection, busy_timeout: Duration) -> Result<()> {
+    let give_up = Instant::now() + busy_timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
+            row.get::<_, String>(0)
+        }) {
+            Ok(mode) => {
+                if !mode.eq_ignore_ascii_case("wal") {
+                    log::warn!(
+                        "litejobs: the file system refused WAL mode; journal mode is {mode}"
+                    );
+                }
+                return Ok(());
+            }
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && Instant::now() < give_up =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }

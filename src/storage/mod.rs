@@ -85,7 +85,7 @@ impl Db {
         let probe = Connection::open_with_flags(path, OPEN_FLAGS)
             .map_err(|e| Error::from(e).prefixed(&format!("cannot open {}", path.display())))?;
         probe.busy_timeout(config.busy_timeout)?;
-        migrate::check_and_migrate(&probe, true)
+        migrate::check_and_migrate(&probe, true, config.busy_timeout)
             .map_err(|e| e.prefixed(&path.display().to_string()))?;
         drop(probe);
         let manager = SqliteConnectionManager::file(path).with_flags(OPEN_FLAGS);
@@ -103,7 +103,7 @@ impl Db {
         );
         let anchor = Connection::open_with_flags(&name, OPEN_FLAGS)?;
         anchor.busy_timeout(config.busy_timeout)?;
-        migrate::check_and_migrate(&anchor, false)?;
+        migrate::check_and_migrate(&anchor, false, config.busy_timeout)?;
         let manager = SqliteConnectionManager::file(&name).with_flags(OPEN_FLAGS);
         Db::with_pool(manager, config, Some(Mutex::new(anchor)), true)
     }

@@ -8,10 +8,14 @@ use crate::error::Result;
 use crate::job::{AttemptRecord, JobRecord, JobStatus};
 
 /// The columns [`job_from_row`] reads, in order.
+/// Times are cast to integers: another program may have written a fractional time (e.g.
+/// Python's `time.time() * 1000`), which SQLite keeps as REAL.
 pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
-     max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
-     locked_until, last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
-     result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
+     max_attempts, CAST(run_at AS INTEGER), CAST(created_at AS INTEGER), \
+     CAST(updated_at AS INTEGER), CAST(started_at AS INTEGER), CAST(finished_at AS INTEGER), \
+     locked_by, CAST(locked_until AS INTEGER), last_error, last_status_code, idempotency_key, \
+     group_key, timeout_ms, result, progress, requeued_by, requeued_at, requeue_reason, \
+     requeued_as";
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
 /// is shown as a JSON string rather than hidden.
@@ -153,7 +157,7 @@ pub(crate) fn stats(conn: &Connection, now: i64) -> Result<Stats> {
         .collect();
     let oldest_due: Option<i64> = conn
         .prepare_cached(
-            "SELECT MIN(run_at) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1",
+            "SELECT CAST(MIN(run_at) AS INTEGER) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1",
         )?
         .query_row([now], |row| row.get(0))?;
     let dead_last_hour: i64 = conn
