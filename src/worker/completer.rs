@@ -85,11 +85,27 @@ pub(crate) enum WriterMsg {
     },
 }
 
+/// The executors' way to the writer: outcomes go on a channel the dispatcher drains in
+/// batches; the dispatcher is only woken (`nudge`) when it has something to decide, not for
+/// every outcome (a wake-up per job cost more than the job's SQL).
+#[derive(Debug, Clone)]
+pub(crate) struct WriterHandle {
+    pub(crate) messages: Sender<WriterMsg>,
+    pub(crate) nudge: Sender<()>,
+}
+
+impl WriterHandle {
+    /// Wakes the dispatcher (one pending wake-up is enough).
+    pub(crate) fn nudge(&self) {
+        let _ = self.nudge.try_send(());
+    }
+}
+
 /// How a handler's heartbeat reaches the database: through the worker's writer thread, or
 /// directly when jobs run on the caller's thread ([`drain`](crate::testing::drain)).
 #[derive(Debug, Clone)]
 pub(crate) enum LeaseKeeper {
-    Writer(Sender<WriterMsg>),
+    Writer(WriterHandle),
     Direct,
 }
 
@@ -103,7 +119,7 @@ impl LeaseKeeper {
         progress: Option<String>,
     ) -> Result<bool> {
         match self {
-            LeaseKeeper::Writer(tx) => {
+            LeaseKeeper::Writer(writer) => {
                 let (reply, answer) = bounded(1);
                 let msg = WriterMsg::Extend {
                     row: Arc::clone(row),
@@ -112,7 +128,8 @@ impl LeaseKeeper {
                     reply,
                 };
                 let stopped = || Error::new(ErrorKind::InvalidState, "the worker has stopped");
-                tx.send(msg).map_err(|_| stopped())?;
+                writer.messages.send(msg).map_err(|_| stopped())?;
+                writer.nudge();
                 answer.recv().map_err(|_| stopped())
             }
             LeaseKeeper::Direct => {

@@ -5,7 +5,7 @@
 //! result arrives, an in-process enqueue wakes it, an attempt's deadline passes, or the
 //! poll interval finds rows written by other processes.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -18,7 +18,21 @@ use crate::events::Event;
 use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::{self, ClaimRequest, ClaimedRow, Lease};
 use crate::worker::completer::{self, Completion, Outcome, WriterMsg};
-use crate::worker::executor::{self, ExecShared, Slot};
+use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
+
+/// Outcomes that make a write round worth it even while other attempts still run.
+const WRITE_BATCH: usize = 64;
+/// The longest an outcome waits for company before it is written alone.
+const LINGER: Duration = Duration::from_millis(2);
+
+/// How far a queue's jobs in flight may fall before the next claim: half the prefetch left.
+fn claim_threshold(concurrency: usize, prefetch: usize) -> usize {
+    concurrency + prefetch / 2
+}
+
+/// While attempts run, the dispatcher looks at finished outcomes at least this often even if
+/// no executor woke it (e.g. one of many long jobs finished).
+const COLLECT_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Sent by [`Worker`](crate::Worker) to its dispatcher.
 pub(crate) enum Control {
@@ -38,11 +52,14 @@ pub(crate) struct QueueRuntime {
     pub(crate) name: String,
     pub(crate) concurrency: usize,
     job_tx: Option<Sender<Arc<ClaimedRow>>>,
-    job_rx: Receiver<Arc<ClaimedRow>>,
+    feed: Arc<QueueFeed>,
     slots: Vec<Arc<Slot>>,
     threads: Vec<Option<JoinHandle<()>>>,
-    /// Claimed and not yet completed (running or waiting in the channel).
+    /// Claimed and not yet written back (running, waiting in the channel, or finished with
+    /// the outcome pending).
     outstanding: usize,
+    /// Outcomes of this queue waiting in the dispatcher's pending batch.
+    finished_unwritten: usize,
     /// A claim may find work (woken, polled, or the last claim came back full).
     maybe_more: bool,
 }
@@ -52,33 +69,51 @@ impl QueueRuntime {
         shared: &Arc<ExecShared>,
         name: String,
         concurrency: usize,
+        prefetch: usize,
     ) -> Result<QueueRuntime> {
         let (job_tx, job_rx) = crossbeam_channel::unbounded();
+        let feed = Arc::new(QueueFeed {
+            name: name.clone(),
+            jobs: job_rx,
+            in_flight: AtomicUsize::new(0),
+            wake_at: claim_threshold(concurrency, prefetch),
+        });
         let mut runtime = QueueRuntime {
             name,
             concurrency,
             job_tx: Some(job_tx),
-            job_rx,
+            feed,
             slots: Vec::with_capacity(concurrency),
             threads: Vec::with_capacity(concurrency),
             outstanding: 0,
+            finished_unwritten: 0,
             maybe_more: true,
         };
         for index in 0..concurrency {
-            let (slot, thread) = executor::spawn(
-                Arc::clone(shared),
-                &runtime.name,
-                index,
-                runtime.job_rx.clone(),
-            )?;
+            let (slot, thread) =
+                executor::spawn(Arc::clone(shared), Arc::clone(&runtime.feed), index)?;
             runtime.slots.push(slot);
             runtime.threads.push(Some(thread));
         }
         Ok(runtime)
     }
 
+    /// Jobs claimed and not yet finished.
+    fn in_flight(&self) -> usize {
+        self.outstanding.saturating_sub(self.finished_unwritten)
+    }
+
+    /// How many jobs a claim now would take: free slots plus the prefetch.
     fn wanted(&self, prefetch: usize) -> usize {
-        (self.concurrency + prefetch).saturating_sub(self.outstanding)
+        (self.concurrency + prefetch).saturating_sub(self.in_flight())
+    }
+
+    /// Claim once half the prefetch is used up, so the executors never run dry while the
+    /// claims stay batched (a claim per freed slot would mean a transaction per job).
+    fn needs_claim(&self, prefetch: usize) -> bool {
+        self.maybe_more
+            && self.wanted(prefetch) > 0
+            && self.in_flight() <= claim_threshold(self.concurrency, prefetch)
     }
 }
 
@@ -86,12 +121,17 @@ pub(crate) struct Dispatcher {
     pub(crate) shared: Arc<ExecShared>,
     pub(crate) queues: Vec<QueueRuntime>,
     pub(crate) results: Receiver<WriterMsg>,
+    pub(crate) nudge: Receiver<()>,
     pub(crate) wake: Receiver<()>,
     pub(crate) control: Receiver<Control>,
     pub(crate) config: DispatchConfig,
     pub(crate) job_types: Vec<String>,
     pub(crate) type_timeouts_ms: Vec<i64>,
     pending: Vec<WriterMsg>,
+    /// When the oldest pending message arrived.
+    pending_since: Option<Instant>,
+    /// A heartbeat waits for its reply: write at once.
+    urgent: bool,
     reaper: Reaper,
     /// After a failed write (busy, disk full): no new round before this.
     retry_at: Option<Instant>,
@@ -104,6 +144,7 @@ impl Dispatcher {
         shared: Arc<ExecShared>,
         queues: Vec<QueueRuntime>,
         results: Receiver<WriterMsg>,
+        nudge: Receiver<()>,
         wake: Receiver<()>,
         control: Receiver<Control>,
         config: DispatchConfig,
@@ -118,12 +159,15 @@ impl Dispatcher {
             shared,
             queues,
             results,
+            nudge,
             wake,
             control,
             config,
             job_types,
             type_timeouts_ms,
             pending: Vec::new(),
+            pending_since: None,
+            urgent: false,
             reaper,
             retry_at: None,
             failures: 0,
@@ -157,8 +201,10 @@ impl Dispatcher {
             let wait = self
                 .next_wake(next_poll)
                 .saturating_duration_since(Instant::now());
+            // Outcomes are collected at the top of the loop; executors nudge when there is
+            // something to decide, so a burst of outcomes costs one wake-up, not one each.
             select! {
-                recv(self.results) -> msg => if let Ok(msg) = msg { self.pending.push(msg) },
+                recv(self.nudge) -> _ => {},
                 recv(self.wake) -> _ => self.queues.iter_mut().for_each(|q| q.maybe_more = true),
                 recv(self.control) -> msg => match msg {
                     Ok(Control::Shutdown(grace)) => return self.shutdown(grace),
@@ -171,21 +217,47 @@ impl Dispatcher {
 
     fn collect(&mut self) {
         while let Ok(msg) = self.results.try_recv() {
-            self.pending.push(msg);
+            self.push_pending(msg);
         }
     }
 
+    fn push_pending(&mut self, msg: WriterMsg) {
+        match &msg {
+            WriterMsg::Complete(c) => {
+                if let Some(q) = self.queues.iter_mut().find(|q| q.name == c.row.queue) {
+                    q.finished_unwritten += 1;
+                }
+            }
+            WriterMsg::Extend { .. } => self.urgent = true,
+        }
+        if self.pending.is_empty() {
+            self.pending_since = Some(Instant::now());
+        }
+        self.pending.push(msg);
+    }
+
+    /// Whether a write round is worth a transaction now: group commit collects outcomes
+    /// while other attempts are still running, up to a batch or a short linger.
     fn has_work(&self, now: Instant) -> bool {
-        !self.pending.is_empty()
-            || self.reaper.due(now)
-            || self
-                .queues
-                .iter()
-                .any(|q| q.maybe_more && q.wanted(self.config.prefetch) > 0)
+        let prefetch = self.config.prefetch;
+        let flush_pending = !self.pending.is_empty()
+            && (self.urgent
+                || self.pending.len() >= WRITE_BATCH
+                || self.queues.iter().all(|q| q.in_flight() == 0)
+                || self
+                    .pending_since
+                    .is_some_and(|since| now >= since + LINGER));
+        flush_pending || self.reaper.due(now) || self.queues.iter().any(|q| q.needs_claim(prefetch))
     }
 
     fn next_wake(&self, next_poll: Instant) -> Instant {
         let mut at = next_poll.min(self.reaper.next());
+        if let Some(since) = self.pending_since {
+            at = at.min(since + LINGER);
+        }
+        if self.queues.iter().any(|q| q.in_flight() > 0) {
+            at = at.min(Instant::now() + COLLECT_INTERVAL);
+        }
         if let Some(retry) = self.retry_at {
             at = at.min(retry);
         }
@@ -228,6 +300,11 @@ impl Dispatcher {
                     continue;
                 };
                 let row = running.row;
+                // The stuck thread will not report; count its job as finished here.
+                self.queues[qi]
+                    .feed
+                    .in_flight
+                    .fetch_sub(1, Ordering::AcqRel);
                 log::warn!(
                     "litejobs: job {} ({}) attempt {} timed out after {:?}; its thread is replaced",
                     row.id,
@@ -244,7 +321,7 @@ impl Dispatcher {
                     None,
                     true,
                 );
-                self.pending.push(WriterMsg::Complete(Completion {
+                self.push_pending(WriterMsg::Complete(Completion {
                     row,
                     started_at: running.started_at,
                     finished_at: at,
@@ -257,7 +334,7 @@ impl Dispatcher {
 
     fn replace_thread(&mut self, qi: usize, si: usize) {
         let q = &mut self.queues[qi];
-        match executor::spawn(Arc::clone(&self.shared), &q.name, si, q.job_rx.clone()) {
+        match executor::spawn(Arc::clone(&self.shared), Arc::clone(&q.feed), si) {
             Ok((slot, thread)) => {
                 q.slots[si] = slot;
                 // The stuck thread is detached; it ends when its handler returns.
@@ -275,6 +352,7 @@ impl Dispatcher {
         let reap = claim && self.reaper.due(started);
         let prefetch = self.config.prefetch;
         let plan: Vec<(usize, usize)> = if claim {
+            // Every queue that could use jobs rides along, not only the one that asked.
             self.queues
                 .iter()
                 .enumerate()
@@ -349,12 +427,15 @@ impl Dispatcher {
         };
         self.failures = 0;
         self.retry_at = None;
+        self.pending_since = None;
+        self.urgent = false;
         let events = self.shared.queue.events();
         for (msg, ok) in self.pending.drain(..).zip(applied) {
             match msg {
                 WriterMsg::Complete(c) => {
                     if let Some(q) = self.queues.iter_mut().find(|q| q.name == c.row.queue) {
                         q.outstanding = q.outstanding.saturating_sub(1);
+                        q.finished_unwritten = q.finished_unwritten.saturating_sub(1);
                         // A finished job frees a slot and may release its group key.
                         q.maybe_more = true;
                     }
@@ -384,8 +465,9 @@ impl Dispatcher {
             let q = &mut self.queues[qi];
             q.maybe_more = rows.len() == want;
             let Some(tx) = &q.job_tx else { continue };
+            q.outstanding += rows.len();
+            q.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
             for row in rows {
-                q.outstanding += 1;
                 let _ = tx.send(Arc::new(row));
             }
         }
@@ -398,11 +480,18 @@ impl Dispatcher {
         self.shared.stopping.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + grace;
         // Prefetched jobs nobody started go back at once.
-        for q in &self.queues {
-            while let Ok(row) = q.job_rx.try_recv() {
-                let now = self.shared.queue.now_ms();
-                self.pending.push(release(row, now));
-            }
+        let unstarted: Vec<Arc<ClaimedRow>> = self
+            .queues
+            .iter()
+            .flat_map(|q| {
+                let taken: Vec<_> = q.feed.jobs.try_iter().collect();
+                q.feed.in_flight.fetch_sub(taken.len(), Ordering::AcqRel);
+                taken
+            })
+            .collect();
+        for row in unstarted {
+            let now = self.shared.queue.now_ms();
+            self.push_pending(release(row, now));
         }
         loop {
             self.collect();
@@ -420,23 +509,29 @@ impl Dispatcher {
                 .min(now + Duration::from_millis(100))
                 .saturating_duration_since(now);
             select! {
-                recv(self.results) -> msg => if let Ok(msg) = msg { self.pending.push(msg) },
+                recv(self.results) -> msg => if let Ok(msg) = msg { self.push_pending(msg) },
+                recv(self.nudge) -> _ => {},
                 default(wait) => {},
             }
         }
-        let mut still_running = 0;
-        for q in &self.queues {
-            for slot in &q.slots {
-                if let Some(running) = slot.abandon() {
-                    still_running += 1;
-                    log::warn!(
-                        "litejobs: job {} still running after the shutdown grace; released",
-                        running.row.id
-                    );
-                    let now = self.shared.queue.now_ms();
-                    self.pending.push(release(running.row, now));
-                }
-            }
+        let abandoned: Vec<Arc<ClaimedRow>> = self
+            .queues
+            .iter()
+            .flat_map(|q| q.slots.iter().map(move |slot| (q, slot)))
+            .filter_map(|(q, slot)| {
+                let running = slot.abandon()?;
+                q.feed.in_flight.fetch_sub(1, Ordering::AcqRel);
+                Some(running.row)
+            })
+            .collect();
+        let still_running = abandoned.len();
+        for row in abandoned {
+            log::warn!(
+                "litejobs: job {} still running after the shutdown grace; released",
+                row.id
+            );
+            let now = self.shared.queue.now_ms();
+            self.push_pending(release(row, now));
         }
         self.collect();
         for _ in 0..50 {

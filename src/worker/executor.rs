@@ -2,12 +2,12 @@
 //! dispatcher's help, and hand each outcome to the writer.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use crate::clock::duration_to_ms;
 use crate::context::JobContext;
@@ -15,7 +15,7 @@ use crate::events::Event;
 use crate::handler::{Action, JobError};
 use crate::retry::jitter_sample;
 use crate::storage::jobs::{AfterFailure, ClaimedRow};
-use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterMsg};
+use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterHandle, WriterMsg};
 use crate::worker::registry::Registry;
 use crate::Queue;
 
@@ -24,7 +24,7 @@ pub(crate) struct ExecShared {
     pub(crate) queue: Queue,
     pub(crate) registry: Arc<Registry>,
     pub(crate) worker_id: Arc<str>,
-    pub(crate) writer: Sender<WriterMsg>,
+    pub(crate) writer: WriterHandle,
     /// Set at shutdown: jobs taken from the channel now are released, not run.
     pub(crate) stopping: AtomicBool,
     pub(crate) lease_grace_ms: i64,
@@ -118,26 +118,46 @@ impl Slot {
     }
 }
 
-/// Starts one executor thread reading claimed jobs from `jobs`.
+/// What the executor threads of one queue read from: claimed jobs, and the count of jobs
+/// claimed but not finished, which tells them when to wake the dispatcher.
+pub(crate) struct QueueFeed {
+    pub(crate) name: String,
+    pub(crate) jobs: Receiver<Arc<ClaimedRow>>,
+    pub(crate) in_flight: AtomicUsize,
+    /// Wake the dispatcher when `in_flight` falls to this: time to claim more (or, at 0,
+    /// to write the outcomes of a queue gone quiet).
+    pub(crate) wake_at: usize,
+}
+
+impl QueueFeed {
+    /// One job of this queue is finished (its outcome is on its way to the writer).
+    pub(crate) fn finished_one(&self, writer: &WriterHandle) {
+        let before = self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if before <= self.wake_at + 1 {
+            writer.nudge();
+        }
+    }
+}
+
+/// Starts one executor thread reading claimed jobs from `feed`.
 pub(crate) fn spawn(
     shared: Arc<ExecShared>,
-    queue_name: &str,
+    feed: Arc<QueueFeed>,
     index: usize,
-    jobs: Receiver<Arc<ClaimedRow>>,
 ) -> std::io::Result<(Arc<Slot>, JoinHandle<()>)> {
     let slot = Arc::new(Slot::default());
     let thread_slot = Arc::clone(&slot);
     let handle = std::thread::Builder::new()
-        .name(format!("litejobs-{queue_name}-{index}"))
-        .spawn(move || executor_loop(&shared, &thread_slot, &jobs))?;
+        .name(format!("litejobs-{}-{index}", feed.name))
+        .spawn(move || executor_loop(&shared, &feed, &thread_slot))?;
     Ok((slot, handle))
 }
 
-fn executor_loop(shared: &ExecShared, slot: &Slot, jobs: &Receiver<Arc<ClaimedRow>>) {
-    while let Ok(row) = jobs.recv() {
+fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
+    while let Ok(row) = feed.jobs.recv() {
         let now = shared.queue.now_ms();
         if shared.stopping.load(Ordering::SeqCst) {
-            if send_outcome(shared, row, now, Outcome::Released).is_err() {
+            if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
                 return;
             }
             continue;
@@ -159,7 +179,7 @@ fn executor_loop(shared: &ExecShared, slot: &Slot, jobs: &Receiver<Arc<ClaimedRo
                         row.id
                     );
                     // Fenced, so this writes nothing; it frees the dispatcher's slot count.
-                    if send_outcome(shared, row, now, Outcome::Released).is_err() {
+                    if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
                         return;
                     }
                     continue;
@@ -204,7 +224,7 @@ fn executor_loop(shared: &ExecShared, slot: &Slot, jobs: &Receiver<Arc<ClaimedRo
             );
             return;
         }
-        if send_outcome(shared, row, now, outcome).is_err() {
+        if send_outcome(shared, feed, row, now, outcome).is_err() {
             return;
         }
     }
@@ -212,6 +232,7 @@ fn executor_loop(shared: &ExecShared, slot: &Slot, jobs: &Receiver<Arc<ClaimedRo
 
 fn send_outcome(
     shared: &ExecShared,
+    feed: &QueueFeed,
     row: Arc<ClaimedRow>,
     started_at: i64,
     outcome: Outcome,
@@ -224,8 +245,11 @@ fn send_outcome(
     };
     shared
         .writer
+        .messages
         .send(WriterMsg::Complete(completion))
-        .map_err(|_| ())
+        .map_err(|_| ())?;
+    feed.finished_one(&shared.writer);
+    Ok(())
 }
 
 /// What an attempt needs beyond the job itself.

@@ -22,6 +22,7 @@ use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
 use crate::retry::RetryPolicy;
 use crate::Queue;
 
+use completer::WriterHandle;
 use dispatcher::{Control, DispatchConfig, Dispatcher, QueueRuntime};
 use executor::ExecShared;
 use registry::Registry;
@@ -30,9 +31,9 @@ use registry::Registry;
 pub const DEFAULT_CONCURRENCY: usize = 4;
 /// Jobs claimed beyond the free handler slots, per queue, unless configured otherwise: they
 /// wait in memory so a finishing thread finds its next job without a round trip.
-pub const DEFAULT_PREFETCH: usize = 32;
+pub const DEFAULT_PREFETCH: usize = 64;
 /// How often an idle worker looks for rows written by other processes.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(500);
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
 /// An attempt's time limit when neither the job nor its type sets one.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
 /// Added to the timeout to make the lease, so a slow write-back is not mistaken for a crash.
@@ -238,7 +239,7 @@ impl WorkerBuilder {
     }
 
     /// How often an idle worker looks for rows from other processes (in-process enqueues
-    /// wake it at once). Defaults to [`DEFAULT_POLL_INTERVAL`] (500 ms).
+    /// wake it at once). Defaults to [`DEFAULT_POLL_INTERVAL`] (200 ms).
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
@@ -307,24 +308,34 @@ impl WorkerBuilder {
         self.validate()?;
         let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
         let (writer_tx, writer_rx) = crossbeam_channel::unbounded();
+        let (nudge_tx, nudge_rx) = crossbeam_channel::bounded(1);
         let (control_tx, control_rx) = crossbeam_channel::bounded(1);
         let shared = Arc::new(ExecShared {
             queue: self.queue.clone(),
             registry: Arc::new(self.registry.clone()),
             worker_id: Arc::clone(&id),
-            writer: writer_tx,
+            writer: WriterHandle {
+                messages: writer_tx,
+                nudge: nudge_tx,
+            },
             stopping: AtomicBool::new(false),
             lease_grace_ms: self.lease_grace_ms(),
         });
         let mut runtimes = Vec::new();
         for (name, threads) in self.queues.iter().filter(|(_, t)| *t > 0) {
-            runtimes.push(QueueRuntime::start(&shared, name.clone(), *threads)?);
+            runtimes.push(QueueRuntime::start(
+                &shared,
+                name.clone(),
+                *threads,
+                self.prefetch,
+            )?);
         }
         let wake = self.queue.wake_list().register();
         let dispatcher = Dispatcher::new(
             shared,
             runtimes,
             writer_rx,
+            nudge_rx,
             wake,
             control_rx,
             DispatchConfig {

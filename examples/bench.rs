@@ -1,0 +1,685 @@
+//! litejobs benchmark: litejobs against the bare-rusqlite ceiling, in one run, on one machine.
+//!
+//! `cargo run --release --example bench` (about a minute on 2 cores), `-- --json` for one JSON
+//! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes.
+//!
+//! Every figure is measured on a fresh file-backed WAL database in a temp dir, with the same
+//! pragmas for litejobs and for the ceiling (the same SQL work done by a bare rusqlite loop
+//! with no framework). Ratios are litejobs ÷ ceiling from the same run; absolute numbers move
+//! with the machine's noise, ratios much less.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use litejobs::{JobContext, JobError, NewJob, Queue, Synchronous, Worker};
+use rusqlite::{params, Connection};
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone)]
+struct Config {
+    single: usize,
+    batched: usize,
+    process: usize,
+    steady: usize,
+    latency_samples: usize,
+    backlog: usize,
+    idle_secs: u64,
+    json: bool,
+    syncs: Vec<Synchronous>,
+}
+
+impl Config {
+    fn from_args() -> Config {
+        let mut c = Config {
+            single: 5_000,
+            batched: 200_000,
+            process: 50_000,
+            steady: 50_000,
+            latency_samples: 200,
+            backlog: 1_000_000,
+            idle_secs: 10,
+            json: false,
+            syncs: vec![Synchronous::Normal, Synchronous::Full],
+        };
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mut i = 0;
+        while i < args.len() {
+            let value = |i: usize| -> usize {
+                args.get(i + 1)
+                    .and_then(|v| v.replace('_', "").parse().ok())
+                    .unwrap_or_else(|| usage(&format!("{} needs a number", args[i])))
+            };
+            match args[i].as_str() {
+                "--json" => c.json = true,
+                "--quick" => {
+                    c = Config {
+                        single: 200,
+                        batched: 5_000,
+                        process: 2_000,
+                        steady: 2_000,
+                        latency_samples: 20,
+                        backlog: 20_000,
+                        idle_secs: 1,
+                        json: c.json,
+                        syncs: vec![Synchronous::Normal],
+                    }
+                }
+                "--single" => {
+                    c.single = value(i);
+                    i += 1
+                }
+                "--batched" => {
+                    c.batched = value(i);
+                    i += 1
+                }
+                "--process" => {
+                    c.process = value(i);
+                    i += 1
+                }
+                "--steady" => {
+                    c.steady = value(i);
+                    i += 1
+                }
+                "--latency-samples" => {
+                    c.latency_samples = value(i);
+                    i += 1
+                }
+                "--backlog" => {
+                    c.backlog = value(i);
+                    i += 1
+                }
+                "--idle-secs" => {
+                    c.idle_secs = value(i) as u64;
+                    i += 1
+                }
+                "--normal-only" => c.syncs = vec![Synchronous::Normal],
+                "--help" | "-h" => usage(""),
+                other => usage(&format!("unknown argument {other}")),
+            }
+            i += 1;
+        }
+        c
+    }
+}
+
+fn usage(problem: &str) -> ! {
+    if !problem.is_empty() {
+        eprintln!("bench: {problem}");
+    }
+    eprintln!(
+        "usage: cargo run --release --example bench -- [--json] [--quick] [--normal-only]\n\
+         \x20 [--single N] [--batched N] [--process N] [--steady N] [--latency-samples N]\n\
+         \x20 [--backlog N] [--idle-secs S]"
+    );
+    std::process::exit(if problem.is_empty() { 0 } else { 2 })
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
+    let config = Config::from_args();
+    let root = tempfile::tempdir()?;
+    let mut report = BTreeMap::<String, Value>::new();
+    report.insert("machine".into(), json!(machine()));
+    report.insert("config".into(), json!(format!("{config:?}")));
+    for &sync in &config.syncs {
+        let name = match sync {
+            Synchronous::Full => "full",
+            _ => "normal",
+        };
+        let dir = root.path().join(name);
+        std::fs::create_dir_all(&dir)?;
+        let figures = run_all(&config, sync, &dir)?;
+        report.insert(
+            format!("synchronous_{name}"),
+            Value::Object(figures.into_iter().collect()),
+        );
+    }
+    if config.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report);
+    }
+    Ok(())
+}
+
+fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Value>> {
+    let mut f = BTreeMap::<String, Value>::new();
+    let mut n = 0;
+    let mut fresh = |label: &str| -> PathBuf {
+        n += 1;
+        dir.join(format!("{n:02}-{label}.db"))
+    };
+    let pragma_sync = if sync == Synchronous::Full {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+
+    // Ceiling first: bare rusqlite on the same schema and pragmas.
+    let ceil_single = ceiling_single(&fresh("ceil-single"), pragma_sync, c.single)?;
+    let ceil_batched = ceiling_batched(&fresh("ceil-batched"), pragma_sync, c.batched)?;
+    let ceil_process = ceiling_process(&fresh("ceil-process"), pragma_sync, c.process)?;
+    f.insert(
+        "ceiling_enqueue_single_per_s".into(),
+        json!(ceil_single.round()),
+    );
+    f.insert(
+        "ceiling_enqueue_batched_per_s".into(),
+        json!(ceil_batched.round()),
+    );
+    f.insert("ceiling_process_per_s".into(), json!(ceil_process.round()));
+
+    // 1. single enqueue, each its own transaction.
+    let q = open(&fresh("single"), sync)?;
+    let t = Instant::now();
+    for i in 0..c.single {
+        q.enqueue(NewJob::new("noop", json!({ "i": i })))?;
+    }
+    let single = c.single as f64 / t.elapsed().as_secs_f64();
+    f.insert("enqueue_single_per_s".into(), json!(single.round()));
+    f.insert("ratio_enqueue_single".into(), ratio(single, ceil_single));
+
+    // 2. batched enqueue, 1 000 per call.
+    let q = open(&fresh("batched"), sync)?;
+    let t = Instant::now();
+    enqueue_noops(&q, c.batched)?;
+    let batched = c.batched as f64 / t.elapsed().as_secs_f64();
+    f.insert("enqueue_batched_per_s".into(), json!(batched.round()));
+    f.insert("ratio_enqueue_batched".into(), ratio(batched, ceil_batched));
+
+    // 3. process queued no-op jobs with 1, 2 and 4 handler threads.
+    for threads in [1usize, 2, 4] {
+        let q = open(&fresh(&format!("process{threads}")), sync)?;
+        enqueue_noops(&q, c.process)?;
+        let rate = process(&q, c.process, threads)?;
+        f.insert(
+            format!("process_{threads}_threads_per_s"),
+            json!(rate.round()),
+        );
+        f.insert(
+            format!("ratio_process_{threads}_threads"),
+            ratio(rate, ceil_process),
+        );
+    }
+
+    // 4. steady state: one thread enqueues (batches of 100) while 4 handler threads work.
+    let q = open(&fresh("steady"), sync)?;
+    let (rate, max_backlog) = steady(&q, c.steady)?;
+    f.insert("steady_process_per_s".into(), json!(rate.round()));
+    f.insert("steady_max_backlog".into(), json!(max_backlog));
+
+    // 5. pickup latency with an idle worker.
+    let path = fresh("latency");
+    let q = open(&path, sync)?;
+    let (p50, p99) = latency_in_process(&q, c.latency_samples)?;
+    f.insert("latency_in_process_p50_ms".into(), json!(p50));
+    f.insert("latency_in_process_p99_ms".into(), json!(p99));
+    let poll = litejobs::DEFAULT_POLL_INTERVAL;
+    let (p50, p99) = latency_other_connection(&q, &path, c.latency_samples.min(40), poll)?;
+    f.insert("latency_other_connection_p50_ms".into(), json!(p50));
+    f.insert("latency_other_connection_p99_ms".into(), json!(p99));
+    f.insert("poll_interval_ms".into(), json!(poll.as_millis()));
+
+    // 6 and 7. a large backlog: claim cost must not grow with it; memory; file size.
+    let path = fresh("backlog");
+    let q = open(&path, sync)?;
+    let small = c.process.min(10_000);
+    let q_small = open(&fresh("backlog-small"), sync)?;
+    enqueue_noops(&q_small, small)?;
+    let rate_small = process(&q_small, small, 4)?;
+    enqueue_noops(&q, c.backlog)?;
+    let bytes = file_bytes(&path);
+    let rss_before = rss_kib();
+    let rate_big = process(&q, small, 4)?;
+    let rss_after = rss_kib();
+    f.insert(
+        "process_4_threads_small_backlog_per_s".into(),
+        json!(rate_small.round()),
+    );
+    f.insert(
+        "process_4_threads_big_backlog_per_s".into(),
+        json!(rate_big.round()),
+    );
+    f.insert("backlog_jobs".into(), json!(c.backlog));
+    f.insert(
+        "ratio_big_backlog_to_small".into(),
+        ratio(rate_big, rate_small),
+    );
+    f.insert(
+        "db_bytes_per_job".into(),
+        json!((bytes as f64 / c.backlog as f64).round()),
+    );
+    f.insert(
+        "rss_kib_with_backlog".into(),
+        json!(rss_after.max(rss_before)),
+    );
+    f.insert("peak_rss_kib".into(), json!(peak_rss_kib()));
+    let idle = idle_cpu(
+        &open(&fresh("idle"), sync)?,
+        Duration::from_secs(c.idle_secs),
+    )?;
+    f.insert(
+        "idle_worker_cpu_percent".into(),
+        json!((idle * 1000.0).round() / 1000.0),
+    );
+    Ok(f)
+}
+
+fn open(path: &Path, sync: Synchronous) -> Res<Queue> {
+    Ok(Queue::builder().synchronous(sync).open(path)?)
+}
+
+fn ratio(a: f64, b: f64) -> Value {
+    json!(((a / b) * 100.0).round() / 100.0)
+}
+
+fn enqueue_noops(q: &Queue, n: usize) -> Res<()> {
+    let mut i = 0;
+    while i < n {
+        let batch = (i..(i + 1000).min(n))
+            .map(|i| NewJob::new("noop", json!({ "i": i })))
+            .collect();
+        q.enqueue_batch(batch)?;
+        i += 1000;
+    }
+    Ok(())
+}
+
+fn noop_worker(q: &Queue, threads: usize, done: Arc<AtomicUsize>) -> Res<Worker> {
+    Ok(Worker::builder(q)
+        .handler("noop", move |_: &JobContext| -> Result<(), JobError> {
+            done.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+        .concurrency(threads)
+        .start()?)
+}
+
+/// Jobs per second from the worker's start to the last write-back (shutdown writes the
+/// final batch and returns once it is committed).
+fn process(q: &Queue, n: usize, threads: usize) -> Res<f64> {
+    let done = Arc::new(AtomicUsize::new(0));
+    let t = Instant::now();
+    let worker = noop_worker(q, threads, Arc::clone(&done))?;
+    let give_up = Instant::now() + Duration::from_secs(600);
+    while done.load(Ordering::Relaxed) < n && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    worker.shutdown(Duration::from_secs(10))?;
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let succeeded = q.stats()?.count(litejobs::JobStatus::Succeeded);
+    assert!(
+        succeeded >= n as i64,
+        "only {succeeded} of {n} jobs succeeded"
+    );
+    Ok(rate)
+}
+
+fn steady(q: &Queue, n: usize) -> Res<(f64, i64)> {
+    let done = Arc::new(AtomicUsize::new(0));
+    let worker = noop_worker(q, 4, Arc::clone(&done))?;
+    let t = Instant::now();
+    let producer = {
+        let q = q.clone();
+        std::thread::spawn(move || -> Result<(), litejobs::Error> {
+            let mut i = 0;
+            while i < n {
+                let batch = (i..(i + 100).min(n))
+                    .map(|i| NewJob::new("noop", json!({ "i": i })))
+                    .collect();
+                q.enqueue_batch(batch)?;
+                i += 100;
+            }
+            Ok(())
+        })
+    };
+    let mut max_backlog = 0i64;
+    let give_up = Instant::now() + Duration::from_secs(600);
+    while done.load(Ordering::Relaxed) < n && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(20));
+        let backlog = q.stats()?.count(litejobs::JobStatus::Queued);
+        max_backlog = max_backlog.max(backlog);
+    }
+    producer.join().map_err(|_| "producer panicked")??;
+    worker.shutdown(Duration::from_secs(10))?;
+    Ok((n as f64 / t.elapsed().as_secs_f64(), max_backlog))
+}
+
+fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    (round(at(0.5)), round(at(0.99)))
+}
+
+/// Enqueue → handler start, one job at a time, through the same `Queue`.
+fn latency_in_process(q: &Queue, samples: usize) -> Res<(f64, f64)> {
+    let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
+    let worker = Worker::builder(q)
+        .handler("ping", move |_: &JobContext| -> Result<(), JobError> {
+            let _ = tx.send(Instant::now());
+            Ok(())
+        })
+        .concurrency(1)
+        .start()?;
+    let mut lat = Vec::with_capacity(samples);
+    std::thread::sleep(Duration::from_millis(50)); // let the worker go idle
+    for i in 0..samples {
+        let t = Instant::now();
+        q.enqueue(NewJob::new("ping", json!({ "i": i })))?;
+        let started = rx.recv_timeout(Duration::from_secs(10))?;
+        lat.push(started.duration_since(t).as_secs_f64() * 1000.0);
+        std::thread::sleep(Duration::from_millis(2)); // idle again
+    }
+    worker.shutdown(Duration::from_secs(5))?;
+    Ok(percentiles(lat))
+}
+
+/// Enqueue by a plain INSERT on another connection (as another process would) → handler start.
+fn latency_other_connection(
+    q: &Queue,
+    path: &Path,
+    samples: usize,
+    poll: Duration,
+) -> Res<(f64, f64)> {
+    let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
+    let worker = Worker::builder(q)
+        .handler("pong", move |_: &JobContext| -> Result<(), JobError> {
+            let _ = tx.send(Instant::now());
+            Ok(())
+        })
+        .concurrency(1)
+        .poll_interval(poll)
+        .start()?;
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    let mut lat = Vec::with_capacity(samples);
+    for i in 0..samples {
+        // Spread the inserts over the poll cycle.
+        std::thread::sleep(Duration::from_millis(7 * (i as u64 % 11) + 3));
+        let t = Instant::now();
+        conn.execute(
+            "INSERT INTO jobs (job_type, payload) VALUES ('pong', ?1)",
+            [json!({ "i": i }).to_string()],
+        )?;
+        let started = rx.recv_timeout(Duration::from_secs(10))?;
+        lat.push(started.duration_since(t).as_secs_f64() * 1000.0);
+    }
+    worker.shutdown(Duration::from_secs(5))?;
+    Ok(percentiles(lat))
+}
+
+fn idle_cpu(q: &Queue, span: Duration) -> Res<f64> {
+    // An empty queue: the worker only polls.
+    let worker = noop_worker(q, 4, Arc::new(AtomicUsize::new(0)))?;
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_seconds();
+    let t = Instant::now();
+    std::thread::sleep(span);
+    let used = cpu_seconds() - before;
+    let wall = t.elapsed().as_secs_f64();
+    worker.shutdown(Duration::from_secs(5))?;
+    Ok(used / wall * 100.0)
+}
+
+// ---- the ceiling: the same SQL work with bare rusqlite ----
+
+fn ceiling_conn(path: &Path, sync: &str) -> Res<Connection> {
+    let conn = Connection::open(path)?;
+    conn.execute_batch(include_str!("../schema.sql"))?;
+    conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+    conn.pragma_update(None, "synchronous", sync)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+const CEIL_INSERT: &str =
+    "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, \
+     created_at, updated_at) VALUES ('default', 'noop', ?1, 0, 6, ?2, ?2, ?2)";
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn ceiling_single(path: &Path, sync: &str, n: usize) -> Res<f64> {
+    let mut conn = ceiling_conn(path, sync)?;
+    let t = Instant::now();
+    for i in 0..n {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.prepare_cached(CEIL_INSERT)?
+            .execute(params![json!({ "i": i }).to_string(), now_ms()])?;
+        tx.commit()?;
+    }
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+fn ceiling_insert_batched(conn: &mut Connection, n: usize) -> Res<()> {
+    let mut i = 0;
+    while i < n {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        {
+            let mut stmt = tx.prepare_cached(CEIL_INSERT)?;
+            let now = now_ms();
+            for j in i..(i + 1000).min(n) {
+                stmt.execute(params![json!({ "i": j }).to_string(), now])?;
+            }
+        }
+        tx.commit()?;
+        i += 1000;
+    }
+    Ok(())
+}
+
+fn ceiling_batched(path: &Path, sync: &str, n: usize) -> Res<f64> {
+    let mut conn = ceiling_conn(path, sync)?;
+    let t = Instant::now();
+    ceiling_insert_batched(&mut conn, n)?;
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Claim 64 due rows with one UPDATE … RETURNING and complete the previous 64 in the same
+/// transaction, until the queue is empty.
+fn ceiling_process(path: &Path, sync: &str, n: usize) -> Res<f64> {
+    let mut conn = ceiling_conn(path, sync)?;
+    ceiling_insert_batched(&mut conn, n)?;
+    let t = Instant::now();
+    let mut previous: Vec<i64> = Vec::new();
+    let mut total = 0;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let now = now_ms();
+        {
+            let mut done = tx.prepare_cached(
+                "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1,
+                        locked_by = NULL, locked_until = NULL
+                 WHERE id = ?2 AND status = 'running' AND locked_by = 'ceiling'",
+            )?;
+            for id in &previous {
+                done.execute(params![now, id])?;
+            }
+        }
+        total += previous.len();
+        let claimed: Vec<i64> = tx
+            .prepare_cached(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_by = 'ceiling',
+                        locked_until = ?1 + 70000, started_at = ?1, updated_at = ?1
+                 WHERE id IN (SELECT id FROM jobs WHERE queue = 'default'
+                              AND status IN ('queued', 'failed') AND run_at <= ?1
+                              ORDER BY priority DESC, run_at, id LIMIT 64)
+                 RETURNING id, payload",
+            )?
+            .query_map([now], |row| {
+                let _payload: String = row.get(1)?;
+                row.get(0)
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        tx.commit()?;
+        if claimed.is_empty() && previous.is_empty() {
+            break;
+        }
+        previous = claimed;
+    }
+    assert_eq!(total, n, "the ceiling loop completed every job");
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+// ---- measurements of the process ----
+
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn rss_kib() -> u64 {
+    proc_status_kib("VmRSS:")
+}
+
+fn peak_rss_kib() -> u64 {
+    proc_status_kib("VmHWM:")
+}
+
+fn cpu_seconds() -> f64 {
+    // utime + stime in clock ticks (fields 14 and 15 of /proc/self/stat); 100 Hz on Linux.
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1;
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            let utime: f64 = fields.get(11)?.parse().ok()?;
+            let stime: f64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+fn file_bytes(path: &Path) -> u64 {
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        + std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0)
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    format!("{cpu}, {cores} cores, {}", std::env::consts::OS)
+}
+
+fn print_table(report: &BTreeMap<String, Value>) {
+    println!(
+        "litejobs bench — {}",
+        report["machine"].as_str().unwrap_or("")
+    );
+    for (key, value) in report {
+        let Value::Object(figures) = value else {
+            continue;
+        };
+        println!("\n{key}");
+        let rows: [(&str, &str, &str); 8] = [
+            (
+                "enqueue, 1 per transaction (jobs/s)",
+                "enqueue_single_per_s",
+                "ceiling_enqueue_single_per_s",
+            ),
+            (
+                "enqueue, batches of 1000 (jobs/s)",
+                "enqueue_batched_per_s",
+                "ceiling_enqueue_batched_per_s",
+            ),
+            (
+                "process no-op, 1 thread (jobs/s)",
+                "process_1_threads_per_s",
+                "ceiling_process_per_s",
+            ),
+            (
+                "process no-op, 2 threads (jobs/s)",
+                "process_2_threads_per_s",
+                "ceiling_process_per_s",
+            ),
+            (
+                "process no-op, 4 threads (jobs/s)",
+                "process_4_threads_per_s",
+                "ceiling_process_per_s",
+            ),
+            (
+                "process, 4 threads, big backlog (jobs/s)",
+                "process_4_threads_big_backlog_per_s",
+                "process_4_threads_small_backlog_per_s",
+            ),
+            (
+                "steady state enqueue+process (jobs/s)",
+                "steady_process_per_s",
+                "",
+            ),
+            ("", "", ""),
+        ];
+        println!(
+            "  {:<44} {:>12} {:>12} {:>7}",
+            "measure", "litejobs", "ceiling", "ratio"
+        );
+        for (label, ours, theirs) in rows.iter().filter(|r| !r.0.is_empty()) {
+            let a = figures
+                .get(*ours)
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::NAN);
+            let b = figures.get(*theirs).and_then(Value::as_f64);
+            match b {
+                Some(b) => println!("  {label:<44} {a:>12.0} {b:>12.0} {:>7.2}", a / b),
+                None => println!("  {label:<44} {a:>12.0}"),
+            }
+        }
+        for (label, k) in [
+            ("steady state max backlog (jobs)", "steady_max_backlog"),
+            (
+                "pickup latency in-process p50 (ms)",
+                "latency_in_process_p50_ms",
+            ),
+            (
+                "pickup latency in-process p99 (ms)",
+                "latency_in_process_p99_ms",
+            ),
+            (
+                "pickup latency other connection p50 (ms)",
+                "latency_other_connection_p50_ms",
+            ),
+            (
+                "pickup latency other connection p99 (ms)",
+                "latency_other_connection_p99_ms",
+            ),
+            ("poll interval (ms)", "poll_interval_ms"),
+            ("backlog for the big-backlog run (jobs)", "backlog_jobs"),
+            ("RSS with the backlog (KiB)", "rss_kib_with_backlog"),
+            ("peak RSS of the bench process (KiB)", "peak_rss_kib"),
+            ("database bytes per job", "db_bytes_per_job"),
+            ("idle worker CPU (% of one core)", "idle_worker_cpu_percent"),
+        ] {
+            println!(
+                "  {label:<44} {:>12}",
+                figures.get(k).map(|v| v.to_string()).unwrap_or_default()
+            );
+        }
+    }
+}
