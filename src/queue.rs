@@ -234,9 +234,10 @@ impl Queue {
             .collect::<Result<Vec<String>>>()?;
         let now = self.now_ms();
         let inserted = self.inner.db.write(|tx| {
+            let mut inserter = storage::jobs::Inserter::new(tx)?;
             jobs.iter()
                 .zip(&payloads)
-                .map(|(job, payload)| storage::jobs::insert(tx, job, payload, now))
+                .map(|(job, payload)| inserter.insert(job, payload, now))
                 .collect::<Result<Vec<_>>>()
         })?;
         let created: Vec<(i64, &NewJob)> = inserted
