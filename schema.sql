@@ -1,4 +1,4 @@
--- litejobs schema, version 1: the contract for programs in any language (R27).
+-- litejobs schema, version 3: the contract for programs in any language (R27).
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql`; litejobs then opens the
 -- file as current. litejobs itself creates the same schema through its migrations, and a
@@ -120,4 +120,12 @@ CREATE TABLE queues (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 1;
+-- ---------------------------------------------------------------------------------------
+-- Webhooks: endpoints, rate limits and circuit breakers (migration 2)
+-- ---------------------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------------------
+-- Reports and periodic jobs (migration 3)
+-- ---------------------------------------------------------------------------------------
+
+PRAGMA user_version = 3;

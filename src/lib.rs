@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 
 mod admin;
+pub mod builtin;
 mod clock;
 mod context;
 mod dead_letter;

@@ -185,7 +185,10 @@ fn schema_comparison_notices_a_changed_column_or_index() {
             "    duration_ms INTEGER\n",
             "    duration_ms INTEGER, extra TEXT\n",
         ),
-        ("PRAGMA user_version = 1;", "PRAGMA user_version = 0;"),
+        (
+            &format!("PRAGMA user_version = {SCHEMA_VERSION};"),
+            "PRAGMA user_version = 0;",
+        ),
     ];
     for (i, (from, to)) in changes.iter().enumerate() {
         assert!(

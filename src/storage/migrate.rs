@@ -12,7 +12,11 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`. Files are frozen once released;
 /// `schema.sql` is kept equal to the result of all of them (tests/schema.rs proves it).
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_webhooks.sql"),
+    include_str!("migrations/0003_reports_periodic.sql"),
+];
 
 /// The schema version this build writes and understands.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -109,3 +109,7 @@ pub fn count_rows(path: &Path, table: &str) -> i64 {
         })
         .unwrap_or_else(|e| panic!("counting rows of {table}: {e}"))
 }
+
+/// Child processes for the process-level tests (crash, multiprocess).
+pub mod child;
+pub mod scripted;

@@ -1,0 +1,1 @@
+-- Migration 2: webhook endpoints, rate limits and circuit breakers (R15, R20).

@@ -1,0 +1,1 @@
+-- Migration 3: report runs (R19) and periodic job slots (R21).
