@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
@@ -21,6 +21,9 @@ pub struct JobContext {
     queue: Queue,
     timeout: Duration,
     deadline_ms: i64,
+    /// The same deadline on the monotonic clock: how long storage calls may wait out a busy
+    /// database (the queue's clock may be a stopped ManualClock).
+    run_until: Instant,
     lease_grace_ms: i64,
     worker_id: Arc<str>,
     lease: LeaseKeeper,
@@ -58,6 +61,7 @@ impl JobContext {
             queue,
             timeout,
             deadline_ms: started_at_ms.saturating_add(duration_to_ms(timeout)),
+            run_until: Instant::now() + timeout,
             lease_grace_ms,
             worker_id,
             lease,
@@ -191,26 +195,51 @@ impl JobContext {
     /// e.g. before a crash kept it from writing its success back (R12).
     pub fn effect_done(&self) -> Result<bool> {
         let key = self.effect_key();
-        let now = self.queue.now_ms();
-        self.queue
-            .db()
-            .read(|conn| jobs::key_remembered(conn, &key, now))
+        self.waiting_out_busy(|| {
+            let now = self.queue.now_ms();
+            self.queue
+                .db()
+                .read(|conn| jobs::key_remembered(conn, &key, now))
+        })
     }
 
-    /// Records, in its own committed transaction, that this job's side effect happened.
+    /// Records, in its own committed transaction, that this job's side effect happened. A
+    /// database locked by another process is waited out until the attempt's deadline.
     pub fn mark_effect_done(&self) -> Result<()> {
         let key = self.effect_key();
-        let now = self.queue.now_ms();
         let window = duration_to_ms(self.queue.idempotency_window());
         let id = self.row.id;
-        self.queue
-            .db()
-            .write(|tx| jobs::remember_key(tx, &key, id, now, window))
+        self.waiting_out_busy(|| {
+            let now = self.queue.now_ms();
+            self.queue
+                .db()
+                .write(|tx| jobs::remember_key(tx, &key, id, now, window))
+        })
+    }
+
+    /// Retries `op` while the database is busy, until this attempt's deadline (R11: a busy
+    /// database is waited out, never turned into a failure while there is time).
+    fn waiting_out_busy<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match op() {
+                Err(e) if e.is_busy() && Instant::now() + pause < self.run_until => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Runs `effect` once across attempts: skipped (returning `Ok(false)`) when an earlier
     /// attempt already recorded it, otherwise run and recorded (`Ok(true)`). Use it for the
     /// one step that must not repeat, such as sending the email.
+    ///
+    /// The record is committed right after the effect, in its own transaction: a crash in
+    /// the instant between the two still repeats the effect on the next attempt
+    /// (at-least-once, as everywhere). Once the effect has run, a failure to record it is
+    /// logged and the attempt still counts as done, so it is not retried for that reason.
     pub fn once(
         &self,
         effect: impl FnOnce() -> std::result::Result<(), JobError>,
@@ -219,7 +248,12 @@ impl JobContext {
             return Ok(false);
         }
         effect()?;
-        self.mark_effect_done().map_err(storage_failure)?;
+        if let Err(e) = self.mark_effect_done() {
+            log::warn!(
+                "litejobs: job {} ran its side effect but could not record it: {e}",
+                self.row.id
+            );
+        }
         Ok(true)
     }
 

@@ -383,8 +383,7 @@ pub(crate) fn fail(
 /// released (shutdown, lost lease check) due at once. False when the lease is gone.
 pub(crate) fn put_back(conn: &Connection, lease: Lease<'_>, run_at: i64, now: i64) -> Result<bool> {
     let mut stmt = conn.prepare_cached(
-        "UPDATE jobs SET status = CASE WHEN attempts > 1 THEN 'failed' ELSE 'queued' END,
-                         attempts = attempts - 1, run_at = ?1, updated_at = ?2,
+        "UPDATE jobs SET status = 'queued', attempts = attempts - 1, run_at = ?1, updated_at = ?2,
                          locked_by = NULL, locked_until = NULL
          WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
     )?;

@@ -44,7 +44,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// The job's status once this outcome is written.
-    fn status(&self, attempt: i64) -> JobStatus {
+    fn status(&self) -> JobStatus {
         match self {
             Outcome::Succeeded { .. } => JobStatus::Succeeded,
             Outcome::Failed {
@@ -55,10 +55,8 @@ impl Outcome {
                 after: AfterFailure::Dead,
                 ..
             } => JobStatus::Dead,
-            Outcome::Snoozed { .. } => JobStatus::Queued,
+            Outcome::Snoozed { .. } | Outcome::Released => JobStatus::Queued,
             Outcome::Cancelled { .. } => JobStatus::Cancelled,
-            Outcome::Released if attempt > 1 => JobStatus::Failed,
-            Outcome::Released => JobStatus::Queued,
         }
     }
 }
@@ -234,7 +232,7 @@ pub(crate) fn write_completion(
 
 /// The job's status once `c` is written.
 pub(crate) fn status_after(c: &Completion) -> JobStatus {
-    c.outcome.status(c.row.attempt)
+    c.outcome.status()
 }
 
 /// Tells subscribers what was written (after the commit).

@@ -5,6 +5,7 @@
 //! result arrives, an in-process enqueue wakes it, an attempt's deadline passes, or the
 //! poll interval finds rows written by other processes.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -62,6 +63,20 @@ pub(crate) struct QueueRuntime {
     finished_unwritten: usize,
     /// A claim may find work (woken, polled, or the last claim came back full).
     maybe_more: bool,
+    /// Claimed jobs not yet taken by an executor, in the order they were sent: their
+    /// leases are renewed while they wait, so a job prefetched behind a long one is never
+    /// reaped (and charged an attempt) before it ran.
+    waiting: VecDeque<Waiting>,
+    /// How many sent jobs executors had taken when `waiting` was last trimmed.
+    taken_seen: usize,
+}
+
+/// A claimed job waiting in a queue's channel.
+struct Waiting {
+    id: i64,
+    attempt: i64,
+    locked_until: i64,
+    lease_ms: i64,
 }
 
 impl QueueRuntime {
@@ -76,6 +91,7 @@ impl QueueRuntime {
             name: name.clone(),
             jobs: job_rx,
             in_flight: AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
             wake_at: claim_threshold(concurrency, prefetch),
         });
         let mut runtime = QueueRuntime {
@@ -88,6 +104,8 @@ impl QueueRuntime {
             outstanding: 0,
             finished_unwritten: 0,
             maybe_more: true,
+            waiting: VecDeque::new(),
+            taken_seen: 0,
         };
         for index in 0..concurrency {
             let (slot, thread) =
@@ -106,6 +124,26 @@ impl QueueRuntime {
     /// How many jobs a claim now would take: free slots plus the prefetch.
     fn wanted(&self, prefetch: usize) -> usize {
         (self.concurrency + prefetch).saturating_sub(self.in_flight())
+    }
+
+    /// Forgets the waiting jobs that executors have taken since the last look.
+    fn trim_waiting(&mut self) {
+        let taken = self.feed.taken.load(Ordering::Acquire);
+        while self.taken_seen < taken {
+            if self.waiting.pop_front().is_none() {
+                break;
+            }
+            self.taken_seen += 1;
+        }
+    }
+
+    /// When the first waiting job's lease needs renewing (queue clock, ms): half the grace
+    /// before it expires.
+    fn renew_due_at(&self, grace_ms: i64) -> Option<i64> {
+        self.waiting
+            .iter()
+            .map(|w| w.locked_until - grace_ms / 2)
+            .min()
     }
 
     /// Claim once half the prefetch is used up, so the executors never run dry while the
@@ -247,7 +285,20 @@ impl Dispatcher {
                 || self
                     .pending_since
                     .is_some_and(|since| now >= since + LINGER));
-        flush_pending || self.reaper.due(now) || self.queues.iter().any(|q| q.needs_claim(prefetch))
+        flush_pending
+            || self.reaper.due(now)
+            || self.queues.iter().any(|q| q.needs_claim(prefetch))
+            || self.renewal_due()
+    }
+
+    /// True when a waiting job's lease is within half the grace of expiring.
+    fn renewal_due(&self) -> bool {
+        let now = self.shared.queue.now_ms();
+        let grace = self.shared.lease_grace_ms;
+        self.queues
+            .iter()
+            .filter_map(|q| q.renew_due_at(grace))
+            .any(|at| at <= now)
     }
 
     fn next_wake(&self, next_poll: Instant) -> Instant {
@@ -257,6 +308,11 @@ impl Dispatcher {
         }
         if self.queues.iter().any(|q| q.in_flight() > 0) {
             at = at.min(Instant::now() + COLLECT_INTERVAL);
+        }
+        let grace = self.shared.lease_grace_ms;
+        if let Some(renew) = self.queues.iter().filter_map(|q| q.renew_due_at(grace)).min() {
+            let wait_ms = (renew - self.shared.queue.now_ms()).max(0) as u64;
+            at = at.min(Instant::now() + Duration::from_millis(wait_ms));
         }
         if let Some(retry) = self.retry_at {
             at = at.min(retry);
@@ -363,9 +419,19 @@ impl Dispatcher {
         } else {
             Vec::new()
         };
+        let grace_ms = self.shared.lease_grace_ms;
+        // Leases of claimed jobs still waiting for a thread, renewed before they run out.
+        let mut renewals: Vec<(usize, usize, i64)> = Vec::new();
+        for (qi, q) in self.queues.iter_mut().enumerate() {
+            q.trim_waiting();
+            for (wi, w) in q.waiting.iter().enumerate() {
+                if w.locked_until - grace_ms / 2 <= now {
+                    renewals.push((qi, wi, now + w.lease_ms));
+                }
+            }
+        }
         let worker_id: &str = &self.shared.worker_id;
         let window_ms = duration_to_ms(self.shared.queue.idempotency_window());
-        let grace_ms = self.shared.lease_grace_ms;
         let (pending, queues, types, timeouts) = (
             &self.pending,
             &self.queues,
@@ -393,6 +459,15 @@ impl Dispatcher {
                         jobs::extend_lease(tx, lease, *until, progress.as_deref(), now)?
                     }
                 });
+            }
+            for &(qi, wi, until) in &renewals {
+                let w = &queues[qi].waiting[wi];
+                let lease = Lease {
+                    job_id: w.id,
+                    attempt: w.attempt,
+                    worker_id,
+                };
+                jobs::extend_lease(tx, lease, until, None, now)?;
             }
             let reaped = if reap {
                 jobs::reap_expired(tx, now)?
@@ -429,6 +504,9 @@ impl Dispatcher {
         self.retry_at = None;
         self.pending_since = None;
         self.urgent = false;
+        for (qi, wi, until) in renewals {
+            self.queues[qi].waiting[wi].locked_until = until;
+        }
         let events = self.shared.queue.events();
         for (msg, ok) in self.pending.drain(..).zip(applied) {
             match msg {
@@ -457,6 +535,8 @@ impl Dispatcher {
         if reap {
             self.reaper.ran(Instant::now());
             if reaped > 0 {
+                // The reaped jobs are due again now.
+                self.queues.iter_mut().for_each(|q| q.maybe_more = true);
                 log::info!("litejobs: reaped {reaped} jobs whose lease had expired");
                 events.send(Event::Reaped { count: reaped });
             }
@@ -468,6 +548,12 @@ impl Dispatcher {
             q.outstanding += rows.len();
             q.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
             for row in rows {
+                q.waiting.push_back(Waiting {
+                    id: row.id,
+                    attempt: row.attempt,
+                    locked_until: row.locked_until,
+                    lease_ms: duration_to_ms(self.shared.registry.timeout_for(&row)) + grace_ms,
+                });
                 let _ = tx.send(Arc::new(row));
             }
         }
@@ -553,6 +639,9 @@ impl Dispatcher {
         for q in &mut self.queues {
             q.job_tx = None;
         }
+        // Dropping the last receiver discards unanswered heartbeats, so an executor still
+        // waiting for a lease reply wakes up and ends instead of blocking the join.
+        self.results = crossbeam_channel::never();
         for q in &mut self.queues {
             for (slot, thread) in q.slots.iter().zip(q.threads.iter_mut()) {
                 if let Some(handle) = thread.take() {

@@ -124,6 +124,9 @@ pub(crate) struct QueueFeed {
     pub(crate) name: String,
     pub(crate) jobs: Receiver<Arc<ClaimedRow>>,
     pub(crate) in_flight: AtomicUsize,
+    /// Jobs taken from `jobs` by executors so far: the dispatcher renews the leases of the
+    /// ones still waiting behind them.
+    pub(crate) taken: AtomicUsize,
     /// Wake the dispatcher when `in_flight` falls to this: time to claim more (or, at 0,
     /// to write the outcomes of a queue gone quiet).
     pub(crate) wake_at: usize,
@@ -155,6 +158,7 @@ pub(crate) fn spawn(
 
 fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
     while let Ok(row) = feed.jobs.recv() {
+        feed.taken.fetch_add(1, Ordering::AcqRel);
         let now = shared.queue.now_ms();
         if shared.stopping.load(Ordering::SeqCst) {
             if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
@@ -172,6 +176,13 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
             let until = needed.saturating_add(shared.lease_grace_ms / 2);
             let keeper = LeaseKeeper::Writer(shared.writer.clone());
             match keeper.extend(&shared.queue, &row, &shared.worker_id, until, None) {
+                // Shutdown began while this waited for its lease: give the job back.
+                Ok(true) if shared.stopping.load(Ordering::SeqCst) => {
+                    if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 Ok(true) => {}
                 Ok(false) => {
                     log::warn!(

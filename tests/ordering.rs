@@ -1,0 +1,338 @@
+//! Which job runs when (R13, R14, R3): priority, then run time, then id; one running job
+//! per group key, in order, while other keys run in parallel; named queues that do not wait
+//! for each other; in-process enqueues wake an idle worker at once, and rows written by
+//! other connections are found by polling.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use litejobs::{testing, JobStatus, NewJob, Worker};
+use serde_json::json;
+
+use crate::support::scripted::{
+    at_ms, job, stop, wait_all, wait_finished, wait_finished_within, Latch, Rendezvous,
+    ScriptedHandler, Step, WAIT,
+};
+use crate::support::{setup, START_MS};
+
+/// How the jobs of an ordering test are run.
+#[derive(Debug, Clone, Copy)]
+enum Run {
+    /// A worker with one thread and the default prefetch.
+    Worker,
+    /// A worker with one thread claiming one job at a time.
+    WorkerNoPrefetch,
+    /// `testing::drain`.
+    Drain,
+}
+
+#[test]
+fn jobs_run_by_priority_then_run_at_then_id() {
+    for how in [Run::Worker, Run::WorkerNoPrefetch, Run::Drain] {
+        let env = setup();
+        // (priority, run_at offset from now in ms)
+        let specs: [(i64, i64); 7] = [
+            (0, -3_000),
+            (5, 0),
+            (5, -1_000),
+            (0, -3_000),
+            (-1, -10_000),
+            (10, 0),
+            (0, -5_000),
+        ];
+        let ids = env
+            .queue
+            .enqueue_batch(
+                specs
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &(priority, offset))| {
+                        NewJob::new("t", json!({ "n": n }))
+                            .priority(priority)
+                            .run_at(at_ms(START_MS + offset))
+                    })
+                    .collect(),
+            )
+            .expect("enqueue_batch");
+        let expected: Vec<i64> = [5, 2, 1, 6, 0, 3, 4].iter().map(|&i| ids[i]).collect();
+        let handler = ScriptedHandler::new();
+        let events = env.queue.subscribe();
+        let builder = Worker::builder(&env.queue)
+            .handler("t", handler.clone())
+            .concurrency(1);
+        match how {
+            Run::Drain => {
+                let report = testing::drain(&builder).expect("drain");
+                assert_eq!(report.succeeded, 7, "{report:?}");
+            }
+            Run::Worker | Run::WorkerNoPrefetch => {
+                let builder = match how {
+                    Run::WorkerNoPrefetch => builder.prefetch(0),
+                    _ => builder,
+                };
+                let worker = builder.start().expect("worker starts");
+                wait_all(&events, &ids, JobStatus::Succeeded);
+                stop(worker);
+            }
+        }
+        assert_eq!(
+            handler.call_ids(),
+            expected,
+            "[{how:?}] order: priority DESC, run_at, id"
+        );
+        assert_eq!(
+            handler.max_concurrent(),
+            1,
+            "[{how:?}] one thread, one job at a time"
+        );
+    }
+}
+
+/// Per group key: how many run now, the most that ran at once, and the order they ran in.
+#[derive(Default)]
+struct Groups {
+    running: HashMap<String, usize>,
+    max: HashMap<String, usize>,
+    order: HashMap<String, Vec<i64>>,
+    met: Vec<bool>,
+}
+
+fn locked(groups: &Mutex<Groups>) -> std::sync::MutexGuard<'_, Groups> {
+    groups.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A handler that tracks group keys; jobs whose payload says `"meet": true` wait at the
+/// rendezvous (which only works if they run at the same time).
+fn group_tracker(groups: Arc<Mutex<Groups>>, meet: Rendezvous) -> ScriptedHandler {
+    ScriptedHandler::always(Step::run(move |ctx| {
+        let group = ctx.group_key().unwrap_or("none").to_string();
+        {
+            let mut g = locked(&groups);
+            let now = {
+                let running = g.running.entry(group.clone()).or_default();
+                *running += 1;
+                *running
+            };
+            let max = g.max.entry(group.clone()).or_default();
+            *max = (*max).max(now);
+            g.order.entry(group.clone()).or_default().push(ctx.id());
+        }
+        if ctx.payload()["meet"] == json!(true) {
+            let met = meet.arrive(WAIT);
+            locked(&groups).met.push(met);
+        }
+        *locked(&groups).running.entry(group).or_default() -= 1;
+        Ok(())
+    }))
+}
+
+#[test]
+fn one_job_per_group_key_at_a_time_in_order_while_other_keys_run_in_parallel() {
+    for use_worker in [true, false] {
+        let env = setup();
+        // (group, priority, run_at offset, meet)
+        let specs: [(Option<&str>, i64, i64, bool); 11] = [
+            (Some("user:1"), 0, -1_000, false),
+            (Some("user:1"), 5, 0, true),
+            (Some("user:1"), 0, -2_000, false),
+            (Some("user:1"), 0, -1_000, false),
+            (Some("user:2"), 0, 0, false),
+            (Some("user:2"), 0, -500, false),
+            (Some("user:2"), 1, -100, true),
+            (None, 0, 0, false),
+            (None, 0, 0, false),
+            (None, 0, 0, false),
+            (None, 0, 0, false),
+        ];
+        let ids = env
+            .queue
+            .enqueue_batch(
+                specs
+                    .iter()
+                    .map(|&(group, priority, offset, meet)| {
+                        // The rendezvous needs two threads: drain runs on one.
+                        let job = NewJob::new("sync_user", json!({ "meet": meet && use_worker }))
+                            .priority(priority)
+                            .run_at(at_ms(START_MS + offset));
+                        match group {
+                            Some(key) => job.group_key(key),
+                            None => job,
+                        }
+                    })
+                    .collect(),
+            )
+            .expect("enqueue_batch");
+        let groups = Arc::new(Mutex::new(Groups::default()));
+        let handler = group_tracker(Arc::clone(&groups), Rendezvous::new(2));
+        let events = env.queue.subscribe();
+        let builder = Worker::builder(&env.queue)
+            .handler("sync_user", handler)
+            .concurrency(4);
+        if use_worker {
+            let worker = builder.start().expect("worker starts");
+            wait_all(&events, &ids, JobStatus::Succeeded);
+            stop(worker);
+        } else {
+            let report = testing::drain(&builder).expect("drain");
+            assert_eq!(report.succeeded, 11, "{report:?}");
+        }
+
+        let g = locked(&groups);
+        let mode = if use_worker { "worker" } else { "drain" };
+        for key in ["user:1", "user:2"] {
+            assert_eq!(
+                g.max.get(key).copied(),
+                Some(1),
+                "[{mode}] jobs of {key} ran at the same time"
+            );
+        }
+        assert_eq!(
+            g.order.get("user:1"),
+            Some(&vec![ids[1], ids[2], ids[0], ids[3]]),
+            "[{mode}] user:1 runs in (priority, run_at, id) order"
+        );
+        assert_eq!(
+            g.order.get("user:2"),
+            Some(&vec![ids[6], ids[5], ids[4]]),
+            "[{mode}] user:2 runs in (priority, run_at, id) order"
+        );
+        assert_eq!(g.order.get("none").map(Vec::len), Some(4));
+        if use_worker {
+            assert_eq!(
+                g.met,
+                vec![true, true],
+                "the heads of user:1 and user:2 ran at the same time"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_blocked_reports_queue_does_not_delay_the_default_queue() {
+    let env = setup();
+    let gate = Latch::new();
+    let reports = ScriptedHandler::always(Step::Block(gate.clone()));
+    let email = ScriptedHandler::new();
+    let report_ids = env
+        .queue
+        .enqueue_batch(
+            (0..3)
+                .map(|n| NewJob::new("generate_report", json!({ "n": n })).queue("reports"))
+                .collect(),
+        )
+        .expect("enqueue_batch");
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("generate_report", reports.clone())
+        .handler("send_email", email.clone())
+        .concurrency(1)
+        .queue("reports", 1)
+        .start()
+        .expect("worker starts");
+    let _release_on_failure = gate.open_on_drop();
+    let first = reports.wait_started("the first report");
+    assert_eq!(first.queue, "reports");
+
+    let reset = env
+        .queue
+        .enqueue(NewJob::new(
+            "send_email",
+            json!({"template": "password_reset"}),
+        ))
+        .expect("enqueue");
+    let done = wait_finished(&events, reset);
+    assert_eq!(done.status, JobStatus::Succeeded);
+    assert_eq!(
+        reports.call_count(),
+        1,
+        "the reports queue is still stuck on its first job"
+    );
+    assert_eq!(job(&env.queue, report_ids[0]).status, JobStatus::Running);
+
+    gate.open();
+    wait_all(&events, &report_ids, JobStatus::Succeeded);
+    stop(worker);
+    assert_eq!(email.call_ids(), vec![reset]);
+    assert_eq!(reports.call_ids(), report_ids);
+}
+
+#[test]
+fn an_in_process_enqueue_wakes_an_idle_worker_without_waiting_for_the_poll() {
+    let env = setup();
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", ScriptedHandler::new())
+        .poll_interval(Duration::from_secs(3600))
+        .reap_interval(Duration::from_secs(3600))
+        .start()
+        .expect("worker starts");
+    let within = Duration::from_secs(10);
+
+    let first = env
+        .queue
+        .enqueue(NewJob::new("t", json!({"n": 1})))
+        .expect("enqueue");
+    assert_eq!(
+        wait_finished_within(&events, first, within).status,
+        JobStatus::Succeeded
+    );
+    // The worker is idle now; the next enqueue (through a clone) must wake it.
+    let second = env
+        .queue
+        .clone()
+        .enqueue(NewJob::new("t", json!({"n": 2})))
+        .expect("enqueue");
+    assert_eq!(
+        wait_finished_within(&events, second, within).status,
+        JobStatus::Succeeded
+    );
+    // A job written in the caller's own transaction, then `notify`.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    let third = env
+        .queue
+        .enqueue_in(&tx, NewJob::new("t", json!({"n": 3})))
+        .expect("enqueue_in");
+    tx.commit().expect("commit");
+    env.queue.notify();
+    assert_eq!(
+        wait_finished_within(&events, third, within).status,
+        JobStatus::Succeeded
+    );
+    stop(worker);
+}
+
+#[test]
+fn rows_inserted_by_another_connection_are_found_by_polling() {
+    let env = setup();
+    let handler = ScriptedHandler::new();
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .poll_interval(Duration::from_millis(50))
+        .start()
+        .expect("worker starts");
+    let conn = env.raw();
+    let insert = |payload: &str, run_at: i64| {
+        conn.execute(
+            "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', ?1, ?2)",
+            (payload, run_at),
+        )
+        .expect("raw insert");
+        conn.last_insert_rowid()
+    };
+    let now = insert(r#"{"from": "python"}"#, START_MS);
+    let later = insert(r#"{"from": "cron"}"#, START_MS + 60_000);
+    assert_eq!(wait_finished(&events, now).status, JobStatus::Succeeded);
+    assert_eq!(
+        job(&env.queue, later).status,
+        JobStatus::Queued,
+        "not due by the queue's clock"
+    );
+    env.clock.advance(Duration::from_secs(60));
+    assert_eq!(wait_finished(&events, later).status, JobStatus::Succeeded);
+    stop(worker);
+    assert_eq!(handler.call_ids(), vec![now, later]);
+    assert_eq!(handler.calls()[0].payload, json!({"from": "python"}));
+}
