@@ -345,37 +345,29 @@ pub(crate) fn fail(
     status_code: Option<i64>,
     now: i64,
 ) -> Result<bool> {
-    let n = match after {
-        AfterFailure::RetryAt(run_at) => conn
-            .prepare_cached(
-                "UPDATE jobs SET status = 'failed', run_at = ?1, last_error = ?2,
-                        last_status_code = ?3, updated_at = ?4, locked_by = NULL, locked_until = NULL
-                 WHERE id = ?5 AND status = 'running' AND locked_by = ?6 AND attempts = ?7",
-            )?
-            .execute(params![
-                run_at,
-                error,
-                status_code,
-                now,
-                lease.job_id,
-                lease.worker_id,
-                lease.attempt
-            ])?,
-        AfterFailure::Dead => conn
-            .prepare_cached(
-                "UPDATE jobs SET status = 'dead', finished_at = ?1, last_error = ?2,
-                        last_status_code = ?3, updated_at = ?1, locked_by = NULL, locked_until = NULL
-                 WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6",
-            )?
-            .execute(params![
-                now,
-                error,
-                status_code,
-                lease.job_id,
-                lease.worker_id,
-                lease.attempt
-            ])?,
+    // ?1 is the next run time, or NULL when the job is dead.
+    let retry_at = match after {
+        AfterFailure::RetryAt(run_at) => Some(run_at),
+        AfterFailure::Dead => None,
     };
+    let n = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = CASE WHEN ?1 IS NULL THEN 'dead' ELSE 'failed' END,
+                    run_at = COALESCE(?1, run_at),
+                    finished_at = CASE WHEN ?1 IS NULL THEN ?4 ELSE finished_at END,
+                    last_error = ?2, last_status_code = ?3, updated_at = ?4,
+                    locked_by = NULL, locked_until = NULL
+             WHERE id = ?5 AND status = 'running' AND locked_by = ?6 AND attempts = ?7",
+        )?
+        .execute(params![
+            retry_at,
+            error,
+            status_code,
+            now,
+            lease.job_id,
+            lease.worker_id,
+            lease.attempt
+        ])?;
     Ok(n == 1)
 }
 
