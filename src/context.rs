@@ -260,6 +260,33 @@ impl JobContext {
     fn lock_progress(&self) -> std::sync::MutexGuard<'_, Option<String>> {
         self.progress.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Takes a slot of the rate limit `limit` under `key`, shared by every process on the
+    /// file (R15). Over the limit, returns [`JobError::snooze`] until the next slot: pass it
+    /// on with `?` and the job comes back then, **without spending an attempt**.
+    ///
+    /// See [`limits`](crate::limits) for an example.
+    pub fn rate_limit(
+        &self,
+        key: &str,
+        limit: &crate::limits::RateLimit,
+    ) -> std::result::Result<(), JobError> {
+        crate::limits::rate_limit_in_handler(&self.queue, key, limit)
+    }
+
+    /// Asks the circuit breaker of `key` (R15) whether a call may go. While it is open (or
+    /// its one probe call is out), returns [`JobError::snooze`] until it may: pass it on with
+    /// `?` and the job comes back then, **without spending an attempt**. Otherwise report the
+    /// call's result on the returned [`BreakerCall`](crate::limits::BreakerCall).
+    ///
+    /// See [`limits`](crate::limits) for an example.
+    pub fn breaker(
+        &self,
+        key: &str,
+        breaker: &crate::limits::Breaker,
+    ) -> std::result::Result<crate::limits::BreakerCall<'_>, JobError> {
+        crate::limits::breaker_in_handler(&self.queue, key, breaker)
+    }
 }
 
 fn storage_failure(err: Error) -> JobError {

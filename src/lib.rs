@@ -11,6 +11,13 @@
 //! - [`Queue::job`], [`Queue::list`] and [`Queue::stats`] read jobs back as [`JobRecord`]s.
 //! - [`Clock`] is where every component reads the time; [`ManualClock`] moves it in tests.
 //! - [`Error`] with [`ErrorKind`] is the one error type.
+//! - [`limits`]: rate limits and circuit breakers by key, shared through the database;
+//!   [`builtin::webhook`] delivers signed webhooks with them.
+//! - For people on call (and the `litejobs` command): [`Queue::health`] and
+//!   [`Queue::error_groups`] answer what waits and what fails; [`Queue::cancel`],
+//!   [`Queue::retry_now`], [`Queue::pause_queue`], [`Queue::requeue_dead_matching`] and
+//!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`] keep the file small;
+//!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view.
 //!
 //! ```
 //! use litejobs::{NewJob, Queue, JobStatus};
@@ -43,14 +50,18 @@ mod error;
 mod events;
 mod handler;
 mod job;
+pub mod limits;
 mod maintenance;
+pub mod metrics;
 mod queue;
+pub mod redact;
 mod retry;
 mod storage;
 pub mod testing;
 mod wake;
 mod worker;
 
+pub use admin::{ErrorGroup, Health, DEFAULT_HEALTH_WINDOW};
 pub use admin::{JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::JobContext;
@@ -61,7 +72,14 @@ pub use job::{
     AttemptRecord, JobRecord, JobStatus, NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES,
     DEFAULT_QUEUE,
 };
+pub use maintenance::pruner::{
+    CheckpointMode, CheckpointReport, PruneOptions, PruneReport, Pruner, DEFAULT_PRUNE_CHUNK,
+    DEFAULT_PRUNE_INTERVAL, DEFAULT_RETENTION,
+};
 pub use maintenance::reaper::DEFAULT_REAP_INTERVAL;
+pub use maintenance::scheduler::{
+    EnqueuedSlot, Periodic, ScheduleState, Scheduler, TickReport, MIN_PERIODIC_INTERVAL,
+};
 pub use queue::{
     enqueue_in, Queue, QueueBuilder, DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_POOL_SIZE,

@@ -35,7 +35,10 @@ fn run(name: &str) -> String {
 #[test]
 fn quickstart_runs_its_job_to_success() {
     let out = run("quickstart");
-    assert!(out.contains("sending the welcome email to user 42"), "{out}");
+    assert!(
+        out.contains("sending the welcome email to user 42"),
+        "{out}"
+    );
     assert!(out.contains("job 1: succeeded after 1 attempt(s)"), "{out}");
 }
 

@@ -1,14 +1,46 @@
-mod crash; // SIGKILL at random moments: nothing lost, no run under a live lease twice
-mod enqueue; // enqueue, batch, transactional enqueue, validation, idempotency, busy, events
-mod examples; // runs the examples and checks what they print
-mod multiprocess; // two worker processes on one file; another process hammering the lock
-mod ordering; // worker runtime: priority, group keys (R13), queue isolation (R14), wake-up and polling
-mod outcomes; // worker runtime: attempt outcomes (R5), panics, invalid rows, unknown types
-mod read_side; // list filters and pagination, stats, Queue trait bounds
-mod retry; // worker runtime: retry policies (R6), default backoff, per-type schedules, jitter
-mod schema; // schema.sql contract, refusals, migration, WAL, R27 defaults
-mod shutdown; // worker runtime: graceful shutdown (R10), reaper (R9), busy database (R11)
-mod support; // shared fixtures: temp database, ManualClock queue, raw connections
-mod timeouts; // worker runtime: timeouts (R7), deadlines, heartbeats and leases
-mod dead_letter; // worker runtime: dead jobs and requeue (R8)
-mod drain; // worker runtime: testing::drain (R26), ctx.once and remembered keys (R12)
+//! One integration-test binary (ripgrep's layout): each module is a part of litejobs, tested
+//! against real database files, loopback servers and child processes.
+
+// the litejobs binary against real files: every command, exit codes, JSON fields, masking, prune, pause, work
+#[cfg(feature = "cli")]
+mod cli;
+// SIGKILL at random moments: nothing lost, no run under a live lease twice
+mod crash;
+// worker runtime: dead jobs and requeue (R8)
+mod dead_letter;
+// worker runtime: testing::drain (R26), ctx.once and remembered keys (R12)
+mod drain;
+// email (R18) against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer
+mod email;
+// enqueue, batch, transactional enqueue, validation, idempotency, busy, events
+mod enqueue;
+// runs the examples and checks what they print
+mod examples;
+// injected faults (R11, R23): a storm of long write locks, a full disk, a poison pill that aborts its worker
+mod faults;
+// rate limits and circuit breakers by key (R15), shared through the database
+mod limits;
+// two worker processes on one file; another process hammering the lock
+mod multiprocess;
+// worker runtime: priority, group keys (R13), queue isolation (R14), wake-up and polling
+mod ordering;
+// worker runtime: attempt outcomes (R5), panics, invalid rows, unknown types
+mod outcomes;
+// periodic jobs (R21): cron and interval slots, once per slot with two schedulers, one run after downtime
+mod periodic;
+// list filters and pagination, stats, Queue trait bounds
+mod read_side;
+// reports in chunks (R19): fan-out, progress, finisher once (race), dead chunk, CSV with retries, time limit
+mod report;
+// worker runtime: retry policies (R6), default backoff, per-type schedules, jitter
+mod retry;
+// schema.sql contract, refusals, migration, WAL, R27 defaults
+mod schema;
+// worker runtime: graceful shutdown (R10), reaper (R9), busy database (R11)
+mod shutdown;
+// shared fixtures: temp database, ManualClock queue, raw connections
+mod support;
+// worker runtime: timeouts (R7), deadlines, heartbeats and leases
+mod timeouts;
+// webhook delivery (R20) against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
+mod webhook;

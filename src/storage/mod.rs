@@ -7,11 +7,16 @@
 //!
 //! A second backend (e.g. PostgreSQL) would replace this module behind the same functions.
 
+pub(crate) mod admin;
 pub(crate) mod dead_letter;
 pub(crate) mod history;
 pub(crate) mod jobs;
+pub(crate) mod limits;
 pub(crate) mod migrate;
+pub(crate) mod periodic;
 pub(crate) mod read;
+pub(crate) mod reports;
+pub(crate) mod webhooks;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -310,7 +310,12 @@ impl Dispatcher {
             at = at.min(Instant::now() + COLLECT_INTERVAL);
         }
         let grace = self.shared.lease_grace_ms;
-        if let Some(renew) = self.queues.iter().filter_map(|q| q.renew_due_at(grace)).min() {
+        if let Some(renew) = self
+            .queues
+            .iter()
+            .filter_map(|q| q.renew_due_at(grace))
+            .min()
+        {
             let wait_ms = (renew - self.shared.queue.now_ms()).max(0) as u64;
             at = at.min(Instant::now() + Duration::from_millis(wait_ms));
         }

@@ -19,6 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
 use crate::job::DEFAULT_QUEUE;
 use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
+use crate::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::retry::RetryPolicy;
 use crate::Queue;
 
@@ -51,6 +52,8 @@ pub struct Worker {
     id: Arc<str>,
     control: Sender<Control>,
     dispatcher: Option<JoinHandle<usize>>,
+    /// Enqueues periodic jobs (R21); only when some were registered.
+    scheduler: Option<SchedulerThread>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -82,6 +85,9 @@ impl Worker {
     }
 
     fn stop(&mut self, grace: Duration) -> Result<()> {
+        if let Some(scheduler) = self.scheduler.take() {
+            scheduler.stop();
+        }
         let Some(handle) = self.dispatcher.take() else {
             return Ok(());
         };
@@ -154,6 +160,7 @@ pub struct WorkerBuilder {
     reap_interval: Duration,
     lease_grace: Duration,
     worker_id: Option<String>,
+    periodics: Vec<Periodic>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -177,6 +184,7 @@ impl WorkerBuilder {
             reap_interval: DEFAULT_REAP_INTERVAL,
             lease_grace: DEFAULT_LEASE_GRACE,
             worker_id: None,
+            periodics: Vec::new(),
         }
     }
 
@@ -265,6 +273,14 @@ impl WorkerBuilder {
         self
     }
 
+    /// Enqueues `periodic`'s job once per slot (R21), from a scheduler thread of this
+    /// worker; several workers (and processes) with the same schedule enqueue each slot once
+    /// between them. See [`Periodic`] for the missed-slot rule.
+    pub fn periodic(mut self, periodic: Periodic) -> Self {
+        self.periodics.push(periodic);
+        self
+    }
+
     pub(crate) fn queue_handle(&self) -> &Queue {
         &self.queue
     }
@@ -344,6 +360,8 @@ impl WorkerBuilder {
                 reap_interval: self.reap_interval,
             },
         );
+        // Dropping it (if the dispatcher cannot start) ends its thread.
+        let scheduler = SchedulerThread::start(&self.queue, self.periodics.clone())?;
         let handle = std::thread::Builder::new()
             .name("litejobs-dispatcher".to_string())
             .spawn(move || dispatcher.run())?;
@@ -356,6 +374,7 @@ impl WorkerBuilder {
             id,
             control: control_tx,
             dispatcher: Some(handle),
+            scheduler,
         })
     }
 }

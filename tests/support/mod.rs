@@ -112,4 +112,6 @@ pub fn count_rows(path: &Path, table: &str) -> i64 {
 
 /// Child processes for the process-level tests (crash, multiprocess).
 pub mod child;
+pub mod http;
 pub mod scripted;
+pub mod smtp;

@@ -1,0 +1,357 @@
+//! The command line, as clap definitions. Values are checked here (durations, statuses,
+//! rates, queue specs), so a bad value is refused before any database is opened.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use litejobs::JobStatus;
+
+use crate::duration;
+
+/// litejobs: background jobs in one SQLite file. Inspect, act on and run the jobs of a
+/// database.
+#[derive(Debug, Parser)]
+#[command(name = "litejobs", version, propagate_version = true)]
+#[command(
+    after_help = "Exit status: 0 ok, 1 a failed `check`, 2 bad usage or an unusable \
+                        database (with one line on stderr)."
+)]
+pub struct Cli {
+    /// The database file.
+    #[arg(long, env = "LITEJOBS_DB", global = true, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+
+    /// Print JSON (stable field names, times in ms since the Unix epoch) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Another payload field name to mask in every view (repeatable). Adds to the defaults
+    /// (password, token, secret, authorization, api_key, ...) and to LITEJOBS_SECRET_FIELDS.
+    #[arg(long = "secret-field", value_name = "NAME", global = true)]
+    pub secret_fields: Vec<String>,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the database, or migrate an older one.
+    Init,
+    /// Add a job; prints its id.
+    Enqueue(EnqueueArgs),
+    /// Counts by queue, type and status; what waits, what fails, the oldest due age, the
+    /// most common errors.
+    Stats(StatsArgs),
+    /// List jobs, newest first.
+    List(ListArgs),
+    /// One job with its whole attempt history.
+    Show(IdArgs),
+    /// Dead-letter handling: list, requeue, discard.
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Cancel a waiting (queued or failed) job.
+    Cancel(IdArgs),
+    /// Make a waiting job due now; a dead job gets one more attempt.
+    Retry(IdArgs),
+    /// Stop claiming from a queue in every process (jobs wait, no attempt is spent).
+    Pause(QueueArgs),
+    /// Resume a paused queue.
+    Resume(QueueArgs),
+    /// Delete succeeded and cancelled jobs past retention; checkpoint the WAL.
+    Prune(PruneArgs),
+    /// Exit 1, with one line per crossed threshold, when something needs a person.
+    Check(CheckArgs),
+    /// Prometheus text exposition.
+    Metrics,
+    /// Run the built-in job handlers until SIGINT or SIGTERM.
+    Work(WorkArgs),
+}
+
+/// `enqueue`.
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// The job type, e.g. deliver_webhook.
+    #[arg(value_name = "TYPE")]
+    pub job_type: String,
+    /// The payload as JSON; `-` or absent reads it from stdin.
+    #[arg(value_name = "PAYLOAD")]
+    pub payload: Option<String>,
+    /// The queue.
+    #[arg(long, default_value = litejobs::DEFAULT_QUEUE)]
+    pub queue: String,
+    /// Higher runs first within the queue.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Run after this long, e.g. 30s, 5m, 1h30m.
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    pub delay: Option<Duration>,
+    /// Attempts before the job is dead.
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Per-attempt time limit, e.g. 10s.
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+    /// Deduplication key: while a live or succeeded job holds it, the holder's id is printed
+    /// and nothing is added.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// At most one job per group key runs at a time.
+    #[arg(long, value_name = "KEY")]
+    pub group_key: Option<String>,
+}
+
+/// `stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The window of the failure figures.
+    #[arg(long, value_parser = duration::parse, default_value = "1h", value_name = "DURATION")]
+    pub window: Duration,
+    /// How many of the most common errors to show.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub errors: usize,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only jobs in this status (queued, running, succeeded, failed, dead, cancelled).
+    #[arg(long, value_parser = parse_status, value_name = "STATUS")]
+    pub status: Option<JobStatus>,
+    /// Only jobs of this type.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub job_type: Option<String>,
+    /// Only jobs in this queue.
+    #[arg(long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+    /// Only jobs whose last error contains this text (ASCII case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+    /// At most this many jobs.
+    #[arg(long, default_value_t = litejobs::DEFAULT_LIST_LIMIT, value_name = "N")]
+    pub limit: usize,
+    /// Only jobs with a smaller id (the next page after the last id shown).
+    #[arg(long, value_name = "ID")]
+    pub before: Option<i64>,
+}
+
+/// A job id.
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    /// The job id.
+    pub id: i64,
+}
+
+/// A queue name.
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// The queue name.
+    pub queue: String,
+}
+
+/// `dead ...`.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// Dead jobs waiting for a person, newest first.
+    List(DeadListArgs),
+    /// Requeue one dead job, or all dead jobs of a type (and error text), as new jobs.
+    Requeue(RequeueArgs),
+    /// Delete a dead job and its attempt history.
+    Discard(IdArgs),
+}
+
+/// `dead list`.
+#[derive(Debug, Args)]
+pub struct DeadListArgs {
+    /// Only jobs of this type.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub job_type: Option<String>,
+    /// Only jobs in this queue.
+    #[arg(long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+    /// Only jobs whose last error contains this text (ASCII case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    pub search: Option<String>,
+    /// At most this many jobs.
+    #[arg(long, default_value_t = litejobs::DEFAULT_LIST_LIMIT, value_name = "N")]
+    pub limit: usize,
+    /// Also dead jobs already requeued.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `dead requeue`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["id", "job_type"])))]
+pub struct RequeueArgs {
+    /// One dead job.
+    pub id: Option<i64>,
+    /// Every dead job of this type (not yet requeued), in one transaction: all or nothing.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub job_type: Option<String>,
+    /// With --type: only those whose last error contains this text.
+    #[arg(long, requires = "job_type", value_name = "TEXT")]
+    pub search: Option<String>,
+    /// Who requeues (kept on the dead job).
+    #[arg(long, required_unless_present = "dry_run", value_name = "WHO")]
+    pub by: Option<String>,
+    /// Why (kept on the dead job).
+    #[arg(long, required_unless_present = "dry_run", value_name = "WHY")]
+    pub reason: Option<String>,
+    /// Show what would be requeued; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// How `prune` ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckpointArg {
+    /// No checkpoint.
+    None,
+    /// Copy what can be copied without waiting.
+    Passive,
+    /// Wait for readers, copy everything, empty the WAL file.
+    Truncate,
+}
+
+/// `prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Delete succeeded and cancelled jobs that finished longer ago than this, e.g. 7d.
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    pub older_than: Duration,
+    /// Also forget remembered idempotency keys older than this (expired ones always go).
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    pub keys_older_than: Option<Duration>,
+    /// Rows deleted per transaction.
+    #[arg(long, default_value_t = litejobs::DEFAULT_PRUNE_CHUNK, value_name = "N")]
+    pub chunk_size: usize,
+    /// The WAL checkpoint that ends the prune.
+    #[arg(long, value_enum, default_value_t = CheckpointArg::Truncate)]
+    pub checkpoint: CheckpointArg,
+}
+
+/// `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Fail when more dead jobs than this wait for a person.
+    #[arg(long, value_name = "N")]
+    pub max_dead: Option<i64>,
+    /// Fail when more jobs than this became dead in the last hour (dead jobs growing).
+    #[arg(long, value_name = "N")]
+    pub max_dead_last_hour: Option<i64>,
+    /// Fail when the oldest due job has waited longer than this (nobody picks jobs up).
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
+    pub max_oldest_age: Option<Duration>,
+    /// Fail when more than this share of the attempts in the window failed: 0.2 or 20%.
+    #[arg(long, value_parser = parse_rate, value_name = "RATE")]
+    pub max_failed_rate: Option<f64>,
+    /// The window of --max-failed-rate.
+    #[arg(long, value_parser = duration::parse, default_value = "1h", value_name = "DURATION")]
+    pub window: Duration,
+    /// --max-failed-rate only judges a window with at least this many attempts.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub min_attempts: i64,
+}
+
+/// `work`.
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// Handler threads for the default queue (and for each --queue given without =N).
+    #[arg(long, default_value_t = litejobs::DEFAULT_CONCURRENCY, value_name = "N")]
+    pub concurrency: usize,
+    /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`.
+    #[arg(long = "queue", value_parser = parse_queue_spec, value_name = "Q[=N]")]
+    pub queues: Vec<QueueSpec>,
+    /// How long running handlers may finish after SIGINT/SIGTERM before their jobs are
+    /// released for another worker.
+    #[arg(long, value_parser = duration::parse, default_value = "30s", value_name = "DURATION")]
+    pub grace: Duration,
+}
+
+/// `--queue NAME[=THREADS]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Queue name.
+    pub name: String,
+    /// Threads, when given.
+    pub threads: Option<usize>,
+}
+
+fn parse_status(text: &str) -> Result<JobStatus, String> {
+    text.parse::<JobStatus>().map_err(|e| e.to_string())
+}
+
+fn parse_rate(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let rate = match t.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|p| p / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("invalid rate {text:?}: write a share such as 0.2 or 20%"))?;
+    if !(0.0..=1.0).contains(&rate) {
+        return Err(format!(
+            "invalid rate {text:?}: must be between 0 and 1 (0% and 100%)"
+        ));
+    }
+    Ok(rate)
+}
+
+fn parse_queue_spec(text: &str) -> Result<QueueSpec, String> {
+    let (name, threads) = match text.split_once('=') {
+        Some((name, n)) => {
+            let n = n.trim().parse::<usize>().map_err(|_| {
+                format!("invalid queue {text:?}: threads after '=' must be a whole number")
+            })?;
+            (name, Some(n))
+        }
+        None => (text, None),
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(format!("invalid queue {text:?}: the name is empty"));
+    }
+    Ok(QueueSpec {
+        name: name.to_string(),
+        threads,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn rates_take_shares_or_percents() {
+        assert_eq!(parse_rate("0.2"), Ok(0.2));
+        assert_eq!(parse_rate("20%"), Ok(0.2));
+        assert_eq!(parse_rate("0"), Ok(0.0));
+        assert!(parse_rate("1.5").is_err());
+        assert!(parse_rate("-1%").is_err());
+        assert!(parse_rate("lots").is_err());
+    }
+
+    #[test]
+    fn queue_specs_take_optional_threads() {
+        let spec = |name: &str, threads| QueueSpec {
+            name: name.to_string(),
+            threads,
+        };
+        assert_eq!(parse_queue_spec("webhooks"), Ok(spec("webhooks", None)));
+        assert_eq!(
+            parse_queue_spec("webhooks=2"),
+            Ok(spec("webhooks", Some(2)))
+        );
+        assert!(parse_queue_spec("=2").is_err());
+        assert!(parse_queue_spec("webhooks=two").is_err());
+    }
+}

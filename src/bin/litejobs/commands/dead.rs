@@ -1,0 +1,201 @@
+//! `litejobs dead list | requeue | discard`: the dead letter (R8).
+
+use std::io::Write;
+
+use litejobs::{JobFilter, JobRecord, JobStatus};
+use serde::Serialize;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::{DeadCommand, DeadListArgs, IdArgs, RequeueArgs};
+use crate::duration::ago;
+use crate::output::{clip, or_dash, write_json, Table};
+
+/// Runs a `dead` subcommand.
+pub fn run(ctx: &Ctx, cmd: &DeadCommand, out: &mut dyn Write) -> Result<Exit, CliError> {
+    match cmd {
+        DeadCommand::List(args) => list(ctx, args, out),
+        DeadCommand::Requeue(args) => requeue(ctx, args, out),
+        DeadCommand::Discard(args) => discard(ctx, args, out),
+    }
+}
+
+fn list(ctx: &Ctx, args: &DeadListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let mut filter = JobFilter::new().limit(args.limit);
+    if let Some(job_type) = &args.job_type {
+        filter = filter.job_type(job_type);
+    }
+    if let Some(name) = &args.queue {
+        filter = filter.queue(name);
+    }
+    if let Some(text) = &args.search {
+        filter = filter.search(text);
+    }
+    let jobs = if args.all {
+        queue.list(&filter.status(JobStatus::Dead))?
+    } else {
+        queue.dead_jobs(&filter)?
+    };
+    let jobs: Vec<JobRecord> = jobs.iter().map(|j| ctx.masked(j)).collect();
+    if ctx.json {
+        write_json(out, &super::list::JobsJson { jobs })?;
+        return Ok(Exit::Ok);
+    }
+    write_dead_table(out, &jobs, queue.now_ms(), args.all)?;
+    if jobs.is_empty() {
+        return Ok(Exit::Ok);
+    }
+    if jobs.len() == args.limit {
+        writeln!(out, "(first {} shown; raise --limit for more)", jobs.len())?;
+    }
+    if !args.all {
+        writeln!(out, "(requeued dead jobs are hidden; --all shows them)")?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn write_dead_table(
+    out: &mut dyn Write,
+    jobs: &[JobRecord],
+    now: i64,
+    requeued_column: bool,
+) -> std::io::Result<()> {
+    if jobs.is_empty() {
+        return writeln!(out, "no dead jobs match");
+    }
+    let mut header = vec!["ID>", "TYPE", "QUEUE", "TRIES", "DIED", "CODE>"];
+    if requeued_column {
+        header.push("REQUEUED AS");
+    }
+    header.extend(["ERROR", "PAYLOAD"]);
+    let mut table = Table::new(&header);
+    for job in jobs {
+        let mut row = vec![
+            job.id.to_string(),
+            job.job_type.clone(),
+            job.queue.clone(),
+            format!("{}/{}", job.attempts, job.max_attempts),
+            ago(job.finished_at.unwrap_or(job.updated_at), now),
+            or_dash(job.last_status_code),
+        ];
+        if requeued_column {
+            row.push(or_dash(job.requeued_as));
+        }
+        row.push(clip(&or_dash(job.last_error.as_deref()), 50));
+        row.push(clip(&job.payload.to_string(), 70));
+        table.row(row);
+    }
+    table.write(out)
+}
+
+#[derive(Serialize)]
+struct RequeuedJson {
+    dead_id: i64,
+    new_id: i64,
+}
+
+#[derive(Serialize)]
+struct RequeueJson {
+    requeued: Vec<RequeuedJson>,
+}
+
+#[derive(Serialize)]
+struct DryRunJson {
+    dry_run: bool,
+    jobs: Vec<JobRecord>,
+}
+
+fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    if args.dry_run {
+        let jobs = match (args.id, &args.job_type) {
+            (Some(id), _) => {
+                let job = queue
+                    .job(id)?
+                    .ok_or_else(|| CliError::new(format!("no job with id {id}")))?;
+                if job.status != JobStatus::Dead || job.requeued_as.is_some() {
+                    return Err(CliError::new(format!(
+                        "job {id} is not a dead job awaiting requeue (status {}{})",
+                        job.status,
+                        job.requeued_as
+                            .map(|n| format!(", requeued as job {n}"))
+                            .unwrap_or_default()
+                    )));
+                }
+                vec![job]
+            }
+            (None, job_type) => {
+                let mut filter = JobFilter::new().limit(usize::MAX);
+                if let Some(t) = job_type {
+                    filter = filter.job_type(t);
+                }
+                if let Some(text) = &args.search {
+                    filter = filter.search(text);
+                }
+                queue.dead_jobs(&filter)?
+            }
+        };
+        let jobs: Vec<JobRecord> = jobs.iter().map(|j| ctx.masked(j)).collect();
+        if ctx.json {
+            write_json(
+                out,
+                &DryRunJson {
+                    dry_run: true,
+                    jobs,
+                },
+            )?;
+        } else {
+            writeln!(out, "dry run: {} dead job(s) would be requeued", jobs.len())?;
+            if !jobs.is_empty() {
+                write_dead_table(out, &jobs, queue.now_ms(), false)?;
+            }
+        }
+        return Ok(Exit::Ok);
+    }
+    let by = args.by.as_deref().unwrap_or_default();
+    let reason = args.reason.as_deref().unwrap_or_default();
+    let pairs = match (args.id, &args.job_type) {
+        (Some(id), _) => vec![(id, queue.requeue_dead(id, by, reason)?)],
+        (None, Some(job_type)) => {
+            queue.requeue_dead_matching(job_type, args.search.as_deref(), by, reason)?
+        }
+        (None, None) => return Err(CliError::new("give a job id or --type")),
+    };
+    if ctx.json {
+        let requeued = pairs
+            .iter()
+            .map(|&(dead_id, new_id)| RequeuedJson { dead_id, new_id })
+            .collect();
+        write_json(out, &RequeueJson { requeued })?;
+        return Ok(Exit::Ok);
+    }
+    if pairs.is_empty() {
+        writeln!(out, "no dead jobs match; nothing was requeued")?;
+        return Ok(Exit::Ok);
+    }
+    for (dead_id, new_id) in &pairs {
+        writeln!(out, "dead job {dead_id} requeued as job {new_id}")?;
+    }
+    writeln!(out, "requeued {} job(s) by {by}: {reason}", pairs.len())?;
+    Ok(Exit::Ok)
+}
+
+#[derive(Serialize)]
+struct DiscardJson {
+    discarded: i64,
+}
+
+fn discard(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    queue.discard_dead(args.id)?;
+    if ctx.json {
+        write_json(out, &DiscardJson { discarded: args.id })?;
+    } else {
+        writeln!(
+            out,
+            "dead job {} discarded (deleted with its attempt history)",
+            args.id
+        )?;
+    }
+    Ok(Exit::Ok)
+}

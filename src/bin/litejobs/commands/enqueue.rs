@@ -1,0 +1,72 @@
+//! `litejobs enqueue TYPE [PAYLOAD]`: add a job; the payload comes from the argument or stdin.
+
+use std::io::{IsTerminal, Read, Write};
+
+use litejobs::NewJob;
+use serde::Serialize;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::EnqueueArgs;
+use crate::output::write_json;
+
+#[derive(Serialize)]
+struct EnqueueJson {
+    id: i64,
+}
+
+/// Checks the payload before the database is opened (or created), so bad input changes
+/// nothing; prints the id (the holder's id when the idempotency key is taken).
+pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let text = match args.payload.as_deref() {
+        Some("-") | None => read_stdin()?,
+        Some(text) => text.to_string(),
+    };
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+        return Err(CliError::new(format!("payload is not valid JSON: {e}")));
+    }
+    let mut job = NewJob::from_json_text(&args.job_type, text)
+        .queue(&args.queue)
+        .priority(args.priority);
+    if let Some(delay) = args.delay {
+        job = job.delay(delay);
+    }
+    if let Some(max) = args.max_attempts {
+        job = job.max_attempts(max);
+    }
+    if let Some(timeout) = args.timeout {
+        job = job.timeout(timeout);
+    }
+    if let Some(key) = &args.idempotency_key {
+        job = job.idempotency_key(key);
+    }
+    if let Some(key) = &args.group_key {
+        job = job.group_key(key);
+    }
+    if !ctx.db_path()?.exists() {
+        // Let the library refuse a bad job (empty type, oversized payload, ...) before the
+        // file is created, so a refused enqueue leaves nothing behind.
+        litejobs::Queue::open_in_memory()?.enqueue(job.clone())?;
+    }
+    let queue = ctx.open_or_create()?;
+    let id = queue.enqueue(job)?;
+    if ctx.json {
+        write_json(out, &EnqueueJson { id })?;
+    } else {
+        writeln!(out, "{id}")?;
+    }
+    Ok(Exit::Ok)
+}
+
+fn read_stdin() -> Result<String, CliError> {
+    let mut stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err(CliError::new(
+            "no payload: give it as an argument, or pipe JSON on stdin",
+        ));
+    }
+    let mut text = String::new();
+    stdin
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::new(format!("reading the payload from stdin: {e}")))?;
+    Ok(text)
+}

@@ -1,0 +1,96 @@
+//! `litejobs list`: jobs by status, type, queue and error text, newest first.
+
+use std::io::Write;
+
+use litejobs::{JobFilter, JobRecord, JobStatus};
+use serde::Serialize;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::ListArgs;
+use crate::duration::ago;
+use crate::output::{clip, or_dash, write_json, Table};
+
+/// `{"jobs": [...]}`, secrets masked.
+#[derive(Serialize)]
+pub struct JobsJson {
+    /// The jobs.
+    pub jobs: Vec<JobRecord>,
+}
+
+/// Prints the matching jobs.
+pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let mut filter = JobFilter::new().limit(args.limit);
+    if let Some(status) = args.status {
+        filter = filter.status(status);
+    }
+    if let Some(job_type) = &args.job_type {
+        filter = filter.job_type(job_type);
+    }
+    if let Some(name) = &args.queue {
+        filter = filter.queue(name);
+    }
+    if let Some(text) = &args.search {
+        filter = filter.search(text);
+    }
+    if let Some(id) = args.before {
+        filter = filter.before_id(id);
+    }
+    let jobs: Vec<JobRecord> = queue.list(&filter)?.iter().map(|j| ctx.masked(j)).collect();
+    if ctx.json {
+        write_json(out, &JobsJson { jobs })?;
+        return Ok(Exit::Ok);
+    }
+    if jobs.is_empty() {
+        writeln!(out, "no jobs match")?;
+        return Ok(Exit::Ok);
+    }
+    let now = queue.now_ms();
+    let mut table = Table::new(&[
+        "ID>",
+        "QUEUE",
+        "TYPE",
+        "STATUS",
+        "TRIES",
+        "WHEN",
+        "LAST ERROR",
+    ]);
+    for job in &jobs {
+        table.row(vec![
+            job.id.to_string(),
+            job.queue.clone(),
+            job.job_type.clone(),
+            job.status.to_string(),
+            format!("{}/{}", job.attempts, job.max_attempts),
+            when(job, now),
+            clip(&or_dash(job.last_error.as_deref()), 70),
+        ]);
+    }
+    table.write(out)?;
+    if jobs.len() == args.limit {
+        if let Some(last) = jobs.last() {
+            writeln!(
+                out,
+                "(first {} shown; next page: --before {})",
+                jobs.len(),
+                last.id
+            )?;
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// The time that matters for a job in its status, relative to now.
+pub fn when(job: &JobRecord, now: i64) -> String {
+    match job.status {
+        JobStatus::Queued | JobStatus::Failed => format!("due {}", ago(job.run_at, now)),
+        JobStatus::Running => format!(
+            "started {}",
+            ago(job.started_at.unwrap_or(job.updated_at), now)
+        ),
+        _ => format!(
+            "finished {}",
+            ago(job.finished_at.unwrap_or(job.updated_at), now)
+        ),
+    }
+}

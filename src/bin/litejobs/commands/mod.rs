@@ -1,0 +1,168 @@
+//! One file per command. Each is `run(&Ctx, &Args, &mut dyn Write) -> Result<Exit, CliError>`:
+//! it writes its result to the writer it is given (stdout in the binary, a `Vec<u8>` in
+//! tests) and returns how the process should exit; all logic a library user would also want
+//! lives in the `litejobs` crate.
+
+pub mod cancel;
+pub mod check;
+pub mod dead;
+pub mod enqueue;
+pub mod init;
+pub mod list;
+pub mod metrics;
+pub mod pause;
+pub mod prune;
+pub mod retry;
+pub mod show;
+pub mod stats;
+pub mod work;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use litejobs::redact::Redactor;
+use litejobs::{JobRecord, Queue};
+
+use crate::args::{Cli, Command};
+
+/// How the process exits when a command did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0.
+    Ok,
+    /// 1: a `check` threshold was crossed.
+    CheckFailed,
+}
+
+/// A command's failure: one line for stderr, exit status 2.
+#[derive(Debug)]
+pub struct CliError {
+    message: String,
+    /// Set for output errors, so `litejobs list | head` can end quietly on a closed pipe.
+    io_kind: Option<io::ErrorKind>,
+}
+
+impl CliError {
+    /// A failure with this message.
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            io_kind: None,
+        }
+    }
+
+    /// True when stdout was closed by the reader (e.g. `| head`).
+    pub fn is_broken_pipe(&self) -> bool {
+        self.io_kind == Some(io::ErrorKind::BrokenPipe)
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::output::one_line(&self.message))
+    }
+}
+
+impl From<litejobs::Error> for CliError {
+    fn from(e: litejobs::Error) -> CliError {
+        CliError::new(e.to_string())
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> CliError {
+        CliError {
+            message: e.to_string(),
+            io_kind: Some(e.kind()),
+        }
+    }
+}
+
+/// What every command gets: the database path, the output mode, the redactor.
+#[derive(Debug)]
+pub struct Ctx {
+    /// `--db` or `LITEJOBS_DB`.
+    pub db: Option<PathBuf>,
+    /// `--json`.
+    pub json: bool,
+    /// Masks secret payload fields in every view.
+    pub redactor: Redactor,
+}
+
+impl Ctx {
+    /// From the parsed command line and the environment.
+    pub fn new(cli: &Cli) -> Ctx {
+        Ctx {
+            db: cli.db.clone(),
+            json: cli.json,
+            redactor: Redactor::from_env().with_fields(&cli.secret_fields),
+        }
+    }
+
+    /// The database path, or an error saying how to give one.
+    pub fn db_path(&self) -> Result<&Path, CliError> {
+        self.db
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty())
+            .ok_or_else(|| CliError::new("no database: pass --db FILE or set LITEJOBS_DB"))
+    }
+
+    /// Opens a database that must already exist: commands that only read or act on jobs
+    /// never create a file by mistake (a typo in the path would otherwise show an empty
+    /// queue).
+    pub fn open_existing(&self) -> Result<Queue, CliError> {
+        let path = self.db_path()?;
+        if !path.exists() {
+            return Err(CliError::new(format!(
+                "database file {} does not exist (create it with `litejobs init`)",
+                path.display()
+            )));
+        }
+        if path.is_dir() {
+            return Err(CliError::new(format!(
+                "database path {} is a directory, not a file",
+                path.display()
+            )));
+        }
+        Ok(Queue::open(path)?)
+    }
+
+    /// Opens the database, creating (or migrating) it.
+    pub fn open_or_create(&self) -> Result<Queue, CliError> {
+        let path = self.db_path()?;
+        if path.is_dir() {
+            return Err(CliError::new(format!(
+                "database path {} is a directory, not a file",
+                path.display()
+            )));
+        }
+        Ok(Queue::open(path)?)
+    }
+
+    /// A job as people and scripts may see it: secrets masked.
+    pub fn masked(&self, job: &JobRecord) -> JobRecord {
+        self.redactor.mask_job(job)
+    }
+}
+
+/// Runs the parsed command.
+pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let ctx = Ctx::new(cli);
+    match &cli.command {
+        Command::Init => init::run(&ctx, out),
+        Command::Enqueue(args) => enqueue::run(&ctx, args, out),
+        Command::Stats(args) => stats::run(&ctx, args, out),
+        Command::List(args) => list::run(&ctx, args, out),
+        Command::Show(args) => show::run(&ctx, args, out),
+        Command::Dead(cmd) => dead::run(&ctx, cmd, out),
+        Command::Cancel(args) => cancel::run(&ctx, args, out),
+        Command::Retry(args) => retry::run(&ctx, args, out),
+        Command::Pause(args) => pause::run(&ctx, args, true, out),
+        Command::Resume(args) => pause::run(&ctx, args, false, out),
+        Command::Prune(args) => prune::run(&ctx, args, out),
+        Command::Check(args) => check::run(&ctx, args, out),
+        Command::Metrics => metrics::run(&ctx, out),
+        Command::Work(args) => work::run(&ctx, args, out),
+    }
+}

@@ -1,0 +1,142 @@
+//! `litejobs show ID`: one job, every field, and its whole attempt history.
+
+use std::io::Write;
+
+use litejobs::{AttemptRecord, JobRecord};
+use serde::Serialize;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::IdArgs;
+use crate::duration::{ago, human_ms, utc};
+use crate::output::{or_dash, write_json, Table};
+
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    job: &'a JobRecord,
+    attempts: &'a [AttemptRecord],
+}
+
+/// Prints the job (secrets masked) and its attempts.
+pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let job = queue
+        .job(args.id)?
+        .ok_or_else(|| CliError::new(format!("no job with id {}", args.id)))?;
+    let job = ctx.masked(&job);
+    let attempts = queue.attempts(args.id)?;
+    if ctx.json {
+        write_json(
+            out,
+            &ShowJson {
+                job: &job,
+                attempts: &attempts,
+            },
+        )?;
+        return Ok(Exit::Ok);
+    }
+    let now = queue.now_ms();
+    let at = |ms: i64| format!("{} ({})", utc(ms), ago(ms, now));
+    let mut fields: Vec<(&str, String)> = vec![
+        ("job", format!("{} ({})", job.id, job.job_type)),
+        ("queue", job.queue.clone()),
+        (
+            "status",
+            format!(
+                "{} (attempt {} of {})",
+                job.status, job.attempts, job.max_attempts
+            ),
+        ),
+        ("priority", job.priority.to_string()),
+        ("created", at(job.created_at)),
+        ("run at", at(job.run_at)),
+    ];
+    if let Some(ms) = job.started_at {
+        fields.push(("started", at(ms)));
+    }
+    if let Some(ms) = job.finished_at {
+        fields.push(("finished", at(ms)));
+    }
+    if let (Some(by), Some(until)) = (&job.locked_by, job.locked_until) {
+        fields.push(("lease", format!("held by {by} until {}", at(until))));
+    }
+    if let Some(ms) = job.timeout_ms {
+        fields.push(("timeout", human_ms(ms)));
+    }
+    if let Some(key) = &job.idempotency_key {
+        fields.push(("idempotency key", key.clone()));
+    }
+    if let Some(key) = &job.group_key {
+        fields.push(("group key", key.clone()));
+    }
+    if let Some(error) = &job.last_error {
+        fields.push(("last error", error.clone()));
+    }
+    if let Some(code) = job.last_status_code {
+        fields.push(("status code", code.to_string()));
+    }
+    if let Some(new_id) = job.requeued_as {
+        fields.push((
+            "requeued",
+            format!(
+                "as job {new_id} by {} at {}: {}",
+                or_dash(job.requeued_by.as_deref()),
+                job.requeued_at.map_or_else(|| "-".to_string(), at),
+                or_dash(job.requeue_reason.as_deref())
+            ),
+        ));
+    }
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (name, value) in &fields {
+        writeln!(out, "{name:<width$}  {value}")?;
+    }
+    write_json_field(out, "payload", Some(&job.payload))?;
+    write_json_field(out, "result", job.result.as_ref())?;
+    write_json_field(out, "progress", job.progress.as_ref())?;
+    writeln!(out)?;
+    if attempts.is_empty() {
+        writeln!(
+            out,
+            "no attempt history (a first-try success is recorded on the job row only)"
+        )?;
+        return Ok(Exit::Ok);
+    }
+    writeln!(out, "attempts:")?;
+    let mut table = Table::new(&[
+        "#>",
+        "OUTCOME",
+        "FINISHED",
+        "DURATION>",
+        "CODE>",
+        "WORKER",
+        "ERROR",
+    ]);
+    for a in &attempts {
+        table.row(vec![
+            a.attempt.to_string(),
+            a.outcome.clone(),
+            utc(a.finished_at),
+            a.duration_ms.map_or_else(|| "-".to_string(), human_ms),
+            or_dash(a.status_code),
+            or_dash(a.worker.as_deref()),
+            or_dash(a.error.as_deref()),
+        ]);
+    }
+    table.write(out)?;
+    Ok(Exit::Ok)
+}
+
+fn write_json_field(
+    out: &mut dyn Write,
+    name: &str,
+    value: Option<&serde_json::Value>,
+) -> std::io::Result<()> {
+    let Some(value) = value else {
+        return Ok(());
+    };
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    writeln!(out, "{name}:")?;
+    for line in text.lines() {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}

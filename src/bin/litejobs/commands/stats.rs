@@ -1,0 +1,135 @@
+//! `litejobs stats`: how many jobs wait, how many fail, how old the oldest due job is; counts
+//! by queue, type and status; the most common errors.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use litejobs::{ErrorGroup, Health, JobStatus, StatusCount};
+use serde::Serialize;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::StatsArgs;
+use crate::duration::{ago, human_ms};
+use crate::output::{clip, percent, write_json, Table};
+
+#[derive(Serialize)]
+struct StatsJson<'a> {
+    #[serde(flatten)]
+    health: &'a Health,
+    counts: &'a [StatusCount],
+    top_errors: &'a [ErrorGroup],
+}
+
+/// Prints the overview.
+pub fn run(ctx: &Ctx, args: &StatsArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let health = queue.health(args.window)?;
+    let stats = queue.stats()?;
+    let errors = queue.error_groups(args.errors)?;
+    if ctx.json {
+        write_json(
+            out,
+            &StatsJson {
+                health: &health,
+                counts: &stats.counts,
+                top_errors: &errors,
+            },
+        )?;
+        return Ok(Exit::Ok);
+    }
+    write_summary(out, &health, stats.count(JobStatus::Failed))?;
+    writeln!(out)?;
+    write_counts(out, &stats.counts)?;
+    writeln!(out)?;
+    write_errors(out, &errors, health.at_ms)?;
+    Ok(Exit::Ok)
+}
+
+/// The three questions, one line each.
+pub fn write_summary(out: &mut dyn Write, h: &Health, retrying: i64) -> std::io::Result<()> {
+    let oldest = match h.oldest_due_age_ms {
+        Some(age) => format!("oldest due job waiting {}", human_ms(age)),
+        None => "nothing overdue".to_string(),
+    };
+    writeln!(
+        out,
+        "waiting   {} due now, {} scheduled, {} running; {oldest}",
+        h.due_now, h.scheduled, h.running
+    )?;
+    let rate = match h.failure_rate {
+        Some(rate) => format!(
+            "{} of {} attempts failed in the last {} ({})",
+            h.failed_attempts,
+            h.failed_attempts + h.succeeded,
+            human_ms(h.window_ms),
+            percent(rate)
+        ),
+        None => format!("no attempts finished in the last {}", human_ms(h.window_ms)),
+    };
+    writeln!(
+        out,
+        "failing   {retrying} retrying, {} dead ({} died in the last hour); {rate}",
+        h.dead, h.dead_last_hour
+    )?;
+    if !h.paused_queues.is_empty() {
+        writeln!(out, "paused    {}", h.paused_queues.join(", "))?;
+    }
+    Ok(())
+}
+
+fn write_counts(out: &mut dyn Write, counts: &[StatusCount]) -> std::io::Result<()> {
+    if counts.is_empty() {
+        return writeln!(out, "no jobs");
+    }
+    let mut rows: BTreeMap<(&str, &str), [i64; 6]> = BTreeMap::new();
+    for c in counts {
+        let i = JobStatus::ALL
+            .iter()
+            .position(|s| *s == c.status)
+            .unwrap_or(0);
+        rows.entry((&c.queue, &c.job_type)).or_default()[i] += c.count;
+    }
+    let mut table = Table::new(&[
+        "QUEUE",
+        "TYPE",
+        "QUEUED>",
+        "RUNNING>",
+        "SUCCEEDED>",
+        "FAILED>",
+        "DEAD>",
+        "CANCELLED>",
+    ]);
+    for ((queue, job_type), n) in rows {
+        let mut row = vec![queue.to_string(), job_type.to_string()];
+        row.extend(n.iter().map(i64::to_string));
+        table.row(row);
+    }
+    table.write(out)
+}
+
+/// The most common errors, most frequent first.
+pub fn write_errors(out: &mut dyn Write, errors: &[ErrorGroup], now: i64) -> std::io::Result<()> {
+    if errors.is_empty() {
+        return writeln!(out, "no failing jobs");
+    }
+    writeln!(out, "most common errors (failed and dead jobs):")?;
+    let mut table = Table::new(&[
+        "JOBS>",
+        "DEAD>",
+        "TYPES",
+        "FIRST SEEN",
+        "LAST SEEN",
+        "ERROR",
+    ]);
+    for g in errors {
+        table.row(vec![
+            g.count.to_string(),
+            g.dead.to_string(),
+            g.job_types.join(","),
+            ago(g.first_seen_at, now),
+            ago(g.last_seen_at, now),
+            clip(&g.error, 80),
+        ]);
+    }
+    table.write(out)
+}

@@ -1,0 +1,115 @@
+//! `litejobs work`: run the built-in job handlers (webhook delivery, ...) as a sidecar, so
+//! programs in any language can insert rows and let litejobs run them (R24). Stops
+//! gracefully on SIGINT or SIGTERM (R10): no new claims, running handlers get the grace
+//! period, unfinished jobs are released for another worker.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::time::Duration;
+
+use litejobs::builtin::{self, BuiltinOptions};
+use litejobs::{ErrorKind, Worker};
+
+use super::{CliError, Ctx, Exit};
+use crate::args::WorkArgs;
+use crate::duration::human_ms;
+
+/// Starts the worker and serves until a signal.
+pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, CliError> {
+    let options = BuiltinOptions::from_env()?;
+    let queue = ctx.open_or_create()?;
+    let mut builder = Worker::builder(&queue).concurrency(args.concurrency);
+    for spec in &args.queues {
+        builder = builder.queue(&spec.name, spec.threads.unwrap_or(args.concurrency));
+    }
+    let builder = builtin::register(builder, &options)?;
+    // Installed before start so that a signal during start-up is not lost.
+    let signals = install_signal_handler()?;
+    let worker = builder
+        .start()
+        .map_err(|e| CliError::new(format!("cannot start the worker: {e}")))?;
+    log::info!(
+        "litejobs work: worker {} running on {}; stop with SIGINT or SIGTERM",
+        worker.id(),
+        ctx.db_path()?.display()
+    );
+    serve(worker, &signals, args.grace)
+}
+
+/// Waits for the first signal, then shuts the worker down within `grace`. A worker whose
+/// handlers outlive the grace still exits 0: their jobs were released, nothing is lost.
+pub fn serve(worker: Worker, signals: &Receiver<()>, grace: Duration) -> Result<Exit, CliError> {
+    // An Err means every sender is gone, which cannot happen while the handler is installed;
+    // shutting down is the safe answer either way.
+    let _ = signals.recv();
+    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    log::info!(
+        "litejobs work: shutting down, running handlers get up to {}",
+        human_ms(grace_ms)
+    );
+    match worker.shutdown(grace) {
+        Ok(()) => {
+            log::info!("litejobs work: stopped cleanly");
+            Ok(Exit::Ok)
+        }
+        Err(e) if e.kind() == ErrorKind::ShutdownTimeout => {
+            log::warn!("litejobs work: {e}");
+            Ok(Exit::Ok)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// SIGINT, SIGTERM (and SIGHUP) send on the returned channel; a second signal exits at once
+/// (running jobs are then reaped when their leases expire).
+fn install_signal_handler() -> Result<Receiver<()>, CliError> {
+    let (tx, rx) = mpsc::channel();
+    let seen = AtomicUsize::new(0);
+    ctrlc::set_handler(move || {
+        if seen.fetch_add(1, Ordering::SeqCst) > 0 {
+            eprintln!("litejobs: second signal, exiting without waiting for handlers");
+            std::process::exit(130);
+        }
+        let _ = tx.send(());
+    })
+    .map_err(|e| CliError::new(format!("cannot install the signal handler: {e}")))?;
+    Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use litejobs::{Event, JobContext, JobError, JobStatus, NewJob, Queue};
+    use serde_json::json;
+
+    #[test]
+    fn serve_runs_jobs_until_the_signal_then_shuts_down_cleanly() {
+        let queue = Queue::open_in_memory().expect("in-memory queue");
+        let events = queue.subscribe();
+        let worker = Worker::builder(&queue)
+            .handler("noop", |_: &JobContext| -> Result<(), JobError> { Ok(()) })
+            .start()
+            .expect("worker start");
+        let id = queue
+            .enqueue(NewJob::new("noop", json!({})))
+            .expect("enqueue");
+        let (tx, rx) = mpsc::channel();
+        let server = std::thread::spawn(move || serve(worker, &rx, Duration::from_secs(5)));
+        loop {
+            match events.recv_timeout(Duration::from_secs(10)) {
+                Ok(Event::Finished {
+                    id: done, status, ..
+                }) if done == id => {
+                    assert_eq!(status, JobStatus::Succeeded);
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => panic!("job {id} did not finish while serving: {e}"),
+            }
+        }
+        tx.send(()).expect("the server listens");
+        let exit = server.join().expect("serve did not panic");
+        assert_eq!(exit.ok(), Some(Exit::Ok));
+    }
+}

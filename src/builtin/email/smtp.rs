@@ -1,0 +1,473 @@
+//! The SMTP mailer: lettre's blocking transport (no async runtime), STARTTLS or TLS by
+//! rustls, authentication, timeouts; and the classification of its failures.
+
+use std::fmt;
+use std::time::Duration;
+
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
+use lettre::transport::smtp::Error as SmtpError;
+use lettre::{SmtpTransport, Transport};
+
+use super::{message, Email, MailError, Mailer, Sent};
+use crate::error::{Error, Result};
+
+/// How long each SMTP step (connect, each command) may take unless configured otherwise.
+pub const DEFAULT_SMTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How the connection to the SMTP server is secured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SmtpTls {
+    /// Plain text: only for a server on the same machine or a test server. Default port 25.
+    None,
+    /// Plain connection upgraded with STARTTLS, which must succeed. Default port 587.
+    StartTls,
+    /// TLS from the first byte (SMTPS). Default port 465.
+    Tls,
+}
+
+impl SmtpTls {
+    fn default_port(self) -> u16 {
+        match self {
+            SmtpTls::None => 25,
+            SmtpTls::StartTls => 587,
+            SmtpTls::Tls => 465,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            SmtpTls::None => "none",
+            SmtpTls::StartTls => "starttls",
+            SmtpTls::Tls => "tls",
+        }
+    }
+}
+
+/// Where and how [`SmtpMailer`] connects.
+///
+/// ```
+/// use litejobs::builtin::email::{SmtpConfig, SmtpTls};
+/// use std::time::Duration;
+/// # fn main() -> litejobs::Result<()> {
+/// let config = SmtpConfig::from_url("smtp://mailer:s3cret@smtp.example.com?tls=starttls&timeout=15s")?;
+/// assert_eq!(config.host(), "smtp.example.com");
+/// assert_eq!(config.port_or_default(), 587);
+/// assert_eq!(config.tls_mode(), SmtpTls::StartTls);
+/// assert_eq!(config.timeout_value(), Duration::from_secs(15));
+/// assert!(!format!("{config:?}").contains("s3cret"));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct SmtpConfig {
+    host: String,
+    port: Option<u16>,
+    tls: SmtpTls,
+    credentials: Option<(String, String)>,
+    timeout: Duration,
+    hello_name: Option<String>,
+}
+
+impl fmt::Debug for SmtpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SmtpConfig")
+            .field("host", &self.host)
+            .field("port", &self.port_or_default())
+            .field("tls", &self.tls)
+            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl SmtpConfig {
+    /// The server `host`, with STARTTLS on port 587, no authentication and
+    /// [`DEFAULT_SMTP_TIMEOUT`].
+    pub fn new(host: impl Into<String>) -> SmtpConfig {
+        SmtpConfig {
+            host: host.into(),
+            port: None,
+            tls: SmtpTls::StartTls,
+            credentials: None,
+            timeout: DEFAULT_SMTP_TIMEOUT,
+            hello_name: None,
+        }
+    }
+
+    /// Reads `smtp://[user[:password]@]host[:port][?tls=starttls|tls|none][&timeout=10s]`
+    /// (`smtps://` means `tls=tls`). User and password are percent-decoded. Without `tls`,
+    /// `smtp://` uses STARTTLS; the port defaults by the TLS mode (587, 465, 25).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) naming the part that is
+    /// wrong; the password is never in the message.
+    pub fn from_url(url: &str) -> Result<SmtpConfig> {
+        let shown = redact_url(url);
+        let bad = |why: String| Error::invalid_config(format!("SMTP URL {shown:?}: {why}"));
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| bad("expected smtp://host or smtps://host".to_string()))?;
+        let tls = match scheme.to_ascii_lowercase().as_str() {
+            "smtp" => SmtpTls::StartTls,
+            "smtps" => SmtpTls::Tls,
+            other => return Err(bad(format!("scheme {other:?} is not smtp or smtps"))),
+        };
+        let (authority, query) = match rest.split_once('?') {
+            Some((a, q)) => (a, Some(q)),
+            None => (rest, None),
+        };
+        let authority = authority.trim_end_matches('/');
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (host, port) = split_host_port(hostport).map_err(bad)?;
+        if host.is_empty() {
+            return Err(bad("the host is missing".to_string()));
+        }
+        let mut config = SmtpConfig::new(host);
+        config.tls = tls;
+        config.port = port;
+        if let Some(userinfo) = userinfo {
+            let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+            let user = percent_decode(user).map_err(bad)?;
+            let password = percent_decode(password).map_err(bad)?;
+            if !user.is_empty() {
+                config.credentials = Some((user, password));
+            }
+        }
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            match key {
+                "tls" => {
+                    config.tls = match value.to_ascii_lowercase().as_str() {
+                        "starttls" | "required" => SmtpTls::StartTls,
+                        "tls" | "wrapper" | "smtps" => SmtpTls::Tls,
+                        "none" | "off" => SmtpTls::None,
+                        other => {
+                            return Err(bad(format!(
+                                "tls={other:?} is not one of starttls, tls, none"
+                            )))
+                        }
+                    }
+                }
+                "timeout" => {
+                    config.timeout = parse_duration(value)
+                        .ok_or_else(|| bad(format!("timeout={value:?} is not like 10s or 500ms")))?
+                }
+                "hello_name" | "ehlo" => config.hello_name = Some(value.to_string()),
+                other => {
+                    return Err(bad(format!(
+                        "unknown option {other:?} (known: tls, timeout, hello_name)"
+                    )))
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// The port. Defaults by the TLS mode: 587 (STARTTLS), 465 (TLS), 25 (none).
+    pub fn port(mut self, port: u16) -> SmtpConfig {
+        self.port = Some(port);
+        self
+    }
+
+    /// How the connection is secured. Defaults to [`SmtpTls::StartTls`].
+    pub fn tls(mut self, tls: SmtpTls) -> SmtpConfig {
+        self.tls = tls;
+        self
+    }
+
+    /// Authenticates with a user name and password (PLAIN or LOGIN, as the server offers).
+    pub fn credentials(
+        mut self,
+        user: impl Into<String>,
+        password: impl Into<String>,
+    ) -> SmtpConfig {
+        self.credentials = Some((user.into(), password.into()));
+        self
+    }
+
+    /// The time limit of connecting and of each SMTP command. Defaults to
+    /// [`DEFAULT_SMTP_TIMEOUT`] (10 s).
+    pub fn timeout(mut self, timeout: Duration) -> SmtpConfig {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The name sent with EHLO. Defaults to this machine's host name.
+    pub fn hello_name(mut self, name: impl Into<String>) -> SmtpConfig {
+        self.hello_name = Some(name.into());
+        self
+    }
+
+    /// The server's host.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The port connected to.
+    pub fn port_or_default(&self) -> u16 {
+        self.port.unwrap_or_else(|| self.tls.default_port())
+    }
+
+    /// How the connection is secured.
+    pub fn tls_mode(&self) -> SmtpTls {
+        self.tls
+    }
+
+    /// The time limit of each step.
+    pub fn timeout_value(&self) -> Duration {
+        self.timeout
+    }
+}
+
+/// Sends through an SMTP server with lettre's blocking transport: one connection per email
+/// (jobs are spread over time and threads, so a pool would mostly hold idle sockets).
+#[derive(Clone)]
+pub struct SmtpMailer {
+    transport: SmtpTransport,
+    server: String,
+}
+
+impl fmt::Debug for SmtpMailer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SmtpMailer")
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+impl SmtpMailer {
+    /// A mailer for `config`. Connects only when sending.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when the TLS settings
+    /// for the host cannot be built.
+    pub fn new(config: &SmtpConfig) -> Result<SmtpMailer> {
+        let port = config.port_or_default();
+        let tls_parameters = || {
+            TlsParameters::new(config.host.clone()).map_err(|e| {
+                Error::invalid_config(format!("TLS for SMTP host {:?}: {e}", config.host))
+            })
+        };
+        let tls = match config.tls {
+            SmtpTls::None => Tls::None,
+            SmtpTls::StartTls => Tls::Required(tls_parameters()?),
+            SmtpTls::Tls => Tls::Wrapper(tls_parameters()?),
+        };
+        let mut builder = SmtpTransport::builder_dangerous(config.host.clone())
+            .port(port)
+            .tls(tls)
+            .timeout(Some(config.timeout));
+        if let Some((user, password)) = &config.credentials {
+            builder = builder.credentials(Credentials::new(user.clone(), password.clone()));
+        }
+        if let Some(name) = &config.hello_name {
+            builder = builder.hello_name(ClientId::Domain(name.clone()));
+        }
+        Ok(SmtpMailer {
+            transport: builder.build(),
+            server: format!("{}:{port} ({})", config.host, config.tls.as_str()),
+        })
+    }
+}
+
+impl Mailer for SmtpMailer {
+    fn send(&self, email: &Email) -> std::result::Result<Sent, MailError> {
+        let message = message::build(email)?;
+        match self.transport.send(&message) {
+            Ok(response) => {
+                let lines: Vec<&str> = response.message().collect();
+                let text = format!("{} {}", response.code(), lines.join(" "));
+                let mut sent = Sent::new(email.message_id.clone()).response(text);
+                if let Some(id) = lines.iter().find_map(|line| queue_id(line)) {
+                    sent = sent.provider_id(id);
+                }
+                Ok(sent)
+            }
+            Err(err) => Err(classify(&err, &self.server)),
+        }
+    }
+}
+
+/// The queue id in a reply like `2.0.0 Ok: queued as 4F2A1`.
+fn queue_id(line: &str) -> Option<String> {
+    let at = line.find("queued as ")?;
+    let id = line[at + "queued as ".len()..].split_whitespace().next()?;
+    Some(id.trim_matches(|c| c == '<' || c == '>').to_string()).filter(|id| !id.is_empty())
+}
+
+/// 4xx, connection failures and timeouts may pass: retry. 5xx and lettre's own refusals of
+/// the message (client errors) will not: permanent.
+fn classify(err: &SmtpError, server: &str) -> MailError {
+    if let Some(code) = err.status() {
+        let code = u16::from(code);
+        let message = format!("SMTP server {server} answered {err}");
+        return if err.is_permanent() {
+            MailError::permanent(message).with_code(code)
+        } else {
+            MailError::transient(message).with_code(code)
+        };
+    }
+    if err.is_timeout() || is_io_timeout(err) {
+        return MailError::transient(format!("SMTP server {server} timed out: {err}"));
+    }
+    if err.is_client() {
+        return MailError::permanent(format!("the email cannot be sent over SMTP: {err}"));
+    }
+    MailError::transient(format!("SMTP server {server}: {err}"))
+}
+
+/// A socket read or write that ran past its timeout: Unix reports it as `WouldBlock`, which
+/// lettre's `is_timeout` does not look for.
+fn is_io_timeout(err: &SmtpError) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+            );
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn split_host_port(hostport: &str) -> std::result::Result<(String, Option<u16>), String> {
+    let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| "an IPv6 host lacks its closing ]".to_string())?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    let port = match port {
+        None | Some("") => None,
+        Some(p) => Some(
+            p.parse::<u16>()
+                .map_err(|_| format!("port {p:?} is not a number from 1 to 65535"))
+                .and_then(|n| {
+                    if n == 0 {
+                        Err("port 0 is not usable".to_string())
+                    } else {
+                        Ok(n)
+                    }
+                })?,
+        ),
+    };
+    Ok((host.to_string(), port))
+}
+
+fn percent_decode(s: &str) -> std::result::Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| "a %-escape in the user or password is malformed".to_string())?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the user or password is not UTF-8".to_string())
+}
+
+fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let n: u64 = number.parse().ok()?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.checked_mul(60)?),
+        _ => return None,
+    };
+    (!d.is_zero()).then_some(d)
+}
+
+/// The URL with its password replaced, for error messages.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            if userinfo.contains(':') {
+                format!("{scheme}://{user}:***@{host}{tail}")
+            } else {
+                format!("{scheme}://{user}@{host}{tail}")
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_give_host_port_tls_and_credentials() {
+        let c = SmtpConfig::from_url("smtp://127.0.0.1:2525?tls=none").expect("valid");
+        assert_eq!(
+            (c.host(), c.port_or_default(), c.tls_mode()),
+            ("127.0.0.1", 2525, SmtpTls::None)
+        );
+        let c = SmtpConfig::from_url("smtps://u%40x:p%3Aw@mail.example.com").expect("valid");
+        assert_eq!(c.port_or_default(), 465);
+        assert_eq!(c.credentials, Some(("u@x".to_string(), "p:w".to_string())));
+        let c = SmtpConfig::from_url("smtp://[::1]:25/?tls=none&timeout=500ms").expect("valid");
+        assert_eq!(
+            (c.host(), c.timeout_value()),
+            ("::1", Duration::from_millis(500))
+        );
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem_and_hide_the_password() {
+        for (url, expected) in [
+            ("http://host", "scheme \"http\""),
+            ("smtp://u:hunter2@host?tls=maybe", "tls=\"maybe\""),
+            ("smtp://u:hunter2@host:99999", "port \"99999\""),
+            ("smtp://host?retries=3", "unknown option \"retries\""),
+            ("smtp://:25", "host is missing"),
+        ] {
+            let msg = SmtpConfig::from_url(url)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(msg.contains(expected), "{url}: {msg}");
+            assert!(!msg.contains("hunter2"), "{url}: {msg}");
+        }
+    }
+
+    #[test]
+    fn queue_ids_are_read_from_the_reply() {
+        assert_eq!(
+            queue_id("2.0.0 Ok: queued as 4F2A1").as_deref(),
+            Some("4F2A1")
+        );
+        assert_eq!(queue_id("Ok <abc>").as_deref(), None);
+    }
+}

@@ -1,0 +1,170 @@
+//! What a UI polls: a run's state, progress and result ([`ReportRun`]), and its stored rows.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::reports::{self as store, RunRow};
+use crate::Queue;
+
+/// Where a report run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReportState {
+    /// Planning or running its chunks, or finishing.
+    Processing,
+    /// Finished: the result is ready to download.
+    Ready,
+    /// A chunk, the request or the finishing job failed for good; see the run's `error`.
+    Failed,
+}
+
+impl ReportState {
+    /// The word stored in `report_runs.state`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportState::Processing => "processing",
+            ReportState::Ready => "ready",
+            ReportState::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Result<ReportState> {
+        match s {
+            "processing" => Ok(ReportState::Processing),
+            "ready" => Ok(ReportState::Ready),
+            "failed" => Ok(ReportState::Failed),
+            other => Err(Error::new(
+                ErrorKind::Database,
+                format!("report_runs.state holds {other:?}, not processing, ready or failed"),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ReportState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A report run: state, progress and result, as stored in `report_runs`. Times are
+/// milliseconds since the Unix epoch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ReportRun {
+    /// The run's id.
+    pub id: i64,
+    /// The report kind.
+    pub kind: String,
+    /// The request's parameters.
+    pub params: Value,
+    /// processing, ready or failed.
+    pub state: ReportState,
+    /// Chunks planned (0 until the request job has planned them; see `planned_at`).
+    pub chunks_total: i64,
+    /// Chunks done.
+    pub chunks_done: i64,
+    /// Rows the done chunks produced.
+    pub rows_done: i64,
+    /// The result file, when the report wrote one.
+    pub result_path: Option<PathBuf>,
+    /// The result's row count, once ready.
+    pub result_rows: Option<i64>,
+    /// Why the run failed.
+    pub error: Option<String>,
+    /// The job that planned the chunks.
+    pub request_job_id: Option<i64>,
+    /// The finishing job, once enqueued.
+    pub finish_job_id: Option<i64>,
+    /// When the chunks were planned.
+    pub planned_at: Option<i64>,
+    /// When the run was requested.
+    pub created_at: i64,
+    /// When the run last changed.
+    pub updated_at: i64,
+    /// When it became ready or failed.
+    pub finished_at: Option<i64>,
+}
+
+impl ReportRun {
+    /// Chunks done of total, from 0.0 to 1.0 (0.0 before planning; 1.0 when ready).
+    pub fn fraction_done(&self) -> f64 {
+        match self.state {
+            ReportState::Ready => 1.0,
+            _ if self.chunks_total <= 0 => 0.0,
+            _ => self.chunks_done as f64 / self.chunks_total as f64,
+        }
+    }
+
+    pub(crate) fn from_row(row: RunRow) -> Result<ReportRun> {
+        let params = serde_json::from_str(&row.params).unwrap_or(Value::String(row.params));
+        Ok(ReportRun {
+            id: row.id,
+            kind: row.kind,
+            params,
+            state: ReportState::parse(&row.state)?,
+            chunks_total: row.chunks_total,
+            chunks_done: row.chunks_done,
+            rows_done: row.rows_done,
+            result_path: row.result_path.map(PathBuf::from),
+            result_rows: row.result_rows,
+            error: row.error,
+            request_job_id: row.request_job_id,
+            finish_job_id: row.finish_job_id,
+            planned_at: row.planned_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+            finished_at: row.finished_at,
+        })
+    }
+}
+
+/// Parses stored row texts; a row that is not JSON (written by hand) comes back as a string.
+fn parse_rows(texts: Vec<String>) -> Vec<Value> {
+    texts
+        .into_iter()
+        .map(|t| serde_json::from_str(&t).unwrap_or(Value::String(t)))
+        .collect()
+}
+
+impl Queue {
+    /// One report run by id (state, progress, result), or `None`. A run whose chunk job went
+    /// dead reads as failed even before anything else noticed.
+    pub fn report_run(&self, id: i64) -> Result<Option<ReportRun>> {
+        self.db()
+            .read(|conn| store::get_run(conn, id))?
+            .map(ReportRun::from_row)
+            .transpose()
+    }
+
+    /// The latest runs, newest first: of one kind, or of all with `None`.
+    pub fn report_runs(&self, kind: Option<&str>, limit: usize) -> Result<Vec<ReportRun>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.db()
+            .read(|conn| store::list_runs(conn, kind, limit))?
+            .into_iter()
+            .map(ReportRun::from_row)
+            .collect()
+    }
+
+    /// A page of a run's stored rows, in chunk order: at most `limit` rows from position
+    /// `offset` (from 0). Rows of chunks done so far are there while the run is processing.
+    pub fn report_rows(&self, run_id: i64, offset: usize, limit: usize) -> Result<Vec<Value>> {
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let texts = self
+            .db()
+            .read(|conn| store::rows_page(conn, run_id, offset, limit))?;
+        Ok(parse_rows(texts))
+    }
+
+    /// Deletes a run with its chunks and stored rows (not its result file). False when there
+    /// was no such run.
+    pub fn delete_report_run(&self, id: i64) -> Result<bool> {
+        self.db().write(|tx| store::delete_run(tx, id))
+    }
+}

@@ -1,0 +1,654 @@
+//! Rate limits and circuit breakers by key (R15): an engine feature any job type can use,
+//! kept in the database so every process on the file shares them.
+//!
+//! - [`RateLimit`]: at most `limit` calls per `period` under one key (e.g. one webhook
+//!   endpoint, one SMTP provider), spaced evenly.
+//! - [`Breaker`]: after `failure_threshold` failures in a row the key's breaker *opens*:
+//!   calls wait for a cool-down; then one *probe* call goes (half-open); its success closes
+//!   the breaker, its failure opens it again.
+//!
+//! Both answer with a [`Verdict`]: [`Verdict::Go`] or [`Verdict::Wait`] with how long.
+//! Inside a handler, [`JobContext::rate_limit`](crate::JobContext::rate_limit) and [`JobContext::breaker`](crate::JobContext::breaker) turn a wait into
+//! [`JobError::snooze`]: the job comes back later and **no attempt is spent**.
+//!
+//! ```
+//! use litejobs::limits::{Breaker, RateLimit};
+//! use litejobs::{JobContext, JobError};
+//! use std::time::Duration;
+//!
+//! fn call_provider(ctx: &JobContext) -> Result<(), JobError> {
+//!     let breaker = Breaker::new().failure_threshold(5).cool_down(Duration::from_secs(60));
+//!     ctx.rate_limit("provider:acme", &RateLimit::per_second(10))?; // snoozes when over
+//!     let call = ctx.breaker("provider:acme", &breaker)?; // snoozes while open
+//!     match do_the_call() {
+//!         Ok(()) => { call.success(); Ok(()) }
+//!         Err(e) => { call.failure(&e); Err(JobError::retry(e)) }
+//!     }
+//! }
+//! # fn do_the_call() -> Result<(), String> { Ok(()) }
+//! ```
+//!
+//! Keys are free text; built-in job types use prefixes such as `webhook-endpoint:`.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::clock::duration_to_ms;
+use crate::error::{Error, ErrorKind, Result};
+use crate::handler::JobError;
+use crate::storage::limits::{self as store, BreakerRow};
+use crate::Queue;
+
+/// Failures in a row that open a [`Breaker`] unless configured otherwise.
+pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
+/// How long an open [`Breaker`] makes calls wait unless configured otherwise.
+pub const DEFAULT_BREAKER_COOL_DOWN: Duration = Duration::from_secs(60);
+/// How long a half-open [`Breaker`]'s probe call may take before another call may probe,
+/// unless configured otherwise (covers a probe whose worker crashed).
+pub const DEFAULT_BREAKER_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a handler snoozes when the database was too busy to check a limit.
+const BUSY_SNOOZE: Duration = Duration::from_secs(1);
+
+/// What a rate limit or a breaker says about a call now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a Verdict says whether the call may go"]
+pub enum Verdict {
+    /// Go ahead.
+    Go,
+    /// Not now: ask again after this long.
+    Wait(Duration),
+}
+
+impl Verdict {
+    /// True for [`Verdict::Go`].
+    pub fn is_go(self) -> bool {
+        self == Verdict::Go
+    }
+
+    /// The wait of a [`Verdict::Wait`].
+    pub fn wait(self) -> Option<Duration> {
+        match self {
+            Verdict::Go => None,
+            Verdict::Wait(d) => Some(d),
+        }
+    }
+}
+
+fn wait_ms(ms: i64) -> Verdict {
+    Verdict::Wait(Duration::from_millis(ms.max(1) as u64))
+}
+
+/// At most `limit` calls per `period` under a key, shared by every process on the file.
+///
+/// Calls are spaced evenly (one every `period / limit`), so no window of length `period`
+/// sees more than `limit` calls; [`burst`](RateLimit::burst) lets a few go at once after a
+/// quiet spell. The limit is given at each check, so changing it takes effect at once.
+///
+/// ```
+/// use litejobs::limits::{RateLimit, Verdict};
+/// use litejobs::{ManualClock, Queue};
+/// use std::time::Duration;
+/// # fn main() -> litejobs::Result<()> {
+/// let clock = ManualClock::new(1_000_000);
+/// let queue = Queue::builder().clock(clock.clone()).open_in_memory()?;
+/// let limit = RateLimit::new(2, Duration::from_secs(1)); // one every 500 ms
+/// assert_eq!(limit.acquire(&queue, "api")?, Verdict::Go);
+/// assert_eq!(limit.acquire(&queue, "api")?, Verdict::Wait(Duration::from_millis(500)));
+/// clock.advance(Duration::from_millis(500));
+/// assert_eq!(limit.acquire(&queue, "api")?, Verdict::Go);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    limit: u32,
+    period: Duration,
+    burst: u32,
+}
+
+impl RateLimit {
+    /// `limit` calls per `period`. A limit of 0 or an empty period is refused when used,
+    /// with [`ErrorKind::InvalidConfig`].
+    pub fn new(limit: u32, period: Duration) -> RateLimit {
+        RateLimit {
+            limit,
+            period,
+            burst: 1,
+        }
+    }
+
+    /// `limit` calls per second.
+    pub fn per_second(limit: u32) -> RateLimit {
+        RateLimit::new(limit, Duration::from_secs(1))
+    }
+
+    /// `limit` calls per minute.
+    pub fn per_minute(limit: u32) -> RateLimit {
+        RateLimit::new(limit, Duration::from_secs(60))
+    }
+
+    /// Lets up to `calls` go at once after a quiet spell (at least 1, at most `limit`).
+    /// Defaults to 1: calls evenly spaced.
+    pub fn burst(mut self, calls: u32) -> RateLimit {
+        self.burst = calls;
+        self
+    }
+
+    /// Calls per period.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The time between two evenly spaced calls, in ms (rounded up, so the limit holds).
+    fn interval_ms(&self) -> Result<i64> {
+        let period = duration_to_ms(self.period);
+        if self.limit == 0 || period <= 0 {
+            return Err(Error::invalid_config(format!(
+                "rate limit must allow at least 1 call per period of at least 1 ms, got {} per {:?}",
+                self.limit, self.period
+            )));
+        }
+        let limit = i64::from(self.limit);
+        Ok(((period + limit - 1) / limit).max(1))
+    }
+
+    /// Takes one call's slot under `key` if one is free now ([`Verdict::Go`]); otherwise
+    /// says how long until the next slot ([`Verdict::Wait`]) and takes nothing.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`] for a limit of 0 or an empty period; database errors
+    /// ([`ErrorKind::Busy`] when another process held the lock past the busy timeout).
+    pub fn acquire(&self, queue: &Queue, key: &str) -> Result<Verdict> {
+        let interval = self.interval_ms()?;
+        let burst = i64::from(self.burst.clamp(1, self.limit.max(1)));
+        let tolerance = interval.saturating_mul(burst - 1);
+        let now = queue.now_ms();
+        queue.db().write(|tx| {
+            // GCRA: `next_at` is when the next call would be due if calls were evenly
+            // spaced; a call may go while it is no further ahead than the burst allows.
+            let next_at = store::rate_next_at(tx, key)?.unwrap_or(now).max(now);
+            if next_at - now > tolerance {
+                return Ok(wait_ms(next_at - tolerance - now));
+            }
+            store::set_rate_next_at(tx, key, next_at.saturating_add(interval), now)?;
+            Ok(Verdict::Go)
+        })
+    }
+
+    /// Forgets the state of `key`: its next call goes at once. True when it had state.
+    pub fn reset(queue: &Queue, key: &str) -> Result<bool> {
+        queue.db().write(|tx| store::delete_rate(tx, key))
+    }
+}
+
+/// The state of a [`Breaker`] key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    /// Calls go.
+    Closed,
+    /// Calls wait until the cool-down ends.
+    Open,
+    /// One probe call is out; the others wait for its result.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The word stored in the `state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+
+    fn parse(s: &str) -> BreakerState {
+        match s {
+            "open" => BreakerState::Open,
+            "half_open" => BreakerState::HalfOpen,
+            // The CHECK constraint allows nothing else; closed is the safe reading.
+            _ => BreakerState::Closed,
+        }
+    }
+}
+
+impl fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A breaker key's stored state, as read by [`Breaker::status`] and [`Breaker::list`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BreakerStatus {
+    /// The key.
+    pub key: String,
+    /// Closed, open or half-open.
+    pub state: BreakerState,
+    /// Failures in a row.
+    pub failures: i64,
+    /// Open: when the cool-down ends; half-open: when the probe's turn lapses (ms).
+    pub open_until: Option<i64>,
+    /// When it last opened (ms).
+    pub opened_at: Option<i64>,
+    /// The latest failure's message.
+    pub last_error: Option<String>,
+    /// When the state last changed (ms).
+    pub updated_at: i64,
+}
+
+impl From<BreakerRow> for BreakerStatus {
+    fn from(row: BreakerRow) -> BreakerStatus {
+        BreakerStatus {
+            state: BreakerState::parse(&row.state),
+            key: row.key,
+            failures: row.failures,
+            open_until: row.open_until,
+            opened_at: row.opened_at,
+            last_error: row.last_error,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+/// A circuit breaker by key, shared by every process on the file.
+///
+/// ```text
+/// closed ──failure_threshold failures in a row──► open ──cool_down over──► half_open (one probe)
+///   ▲                                               ▲                          │
+///   └──────────────── probe succeeds ───────────────┼──────────────────────────┤
+///                                                   └────── probe fails ───────┘
+/// ```
+///
+/// The configuration is given at each call, the state is in the `circuit_breakers` table.
+///
+/// ```
+/// use litejobs::limits::{Breaker, BreakerState, Verdict};
+/// use litejobs::{ManualClock, Queue};
+/// use std::time::Duration;
+/// # fn main() -> litejobs::Result<()> {
+/// let clock = ManualClock::new(1_000_000);
+/// let queue = Queue::builder().clock(clock.clone()).open_in_memory()?;
+/// let breaker = Breaker::new().failure_threshold(2).cool_down(Duration::from_secs(30));
+/// breaker.record_failure(&queue, "crm", "HTTP 503")?;
+/// assert_eq!(breaker.record_failure(&queue, "crm", "HTTP 503")?, BreakerState::Open);
+/// assert_eq!(breaker.allow(&queue, "crm")?, Verdict::Wait(Duration::from_secs(30)));
+/// clock.advance(Duration::from_secs(30));
+/// assert_eq!(breaker.allow(&queue, "crm")?, Verdict::Go); // the probe
+/// breaker.record_success(&queue, "crm")?;
+/// assert_eq!(Breaker::status(&queue, "crm")?.map(|s| s.state), Some(BreakerState::Closed));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breaker {
+    failure_threshold: u32,
+    cool_down: Duration,
+    probe_timeout: Duration,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Breaker::new()
+    }
+}
+
+impl Breaker {
+    /// A breaker with the defaults: opens after [`DEFAULT_BREAKER_FAILURES`] failures in a
+    /// row, cools down for [`DEFAULT_BREAKER_COOL_DOWN`], gives a probe
+    /// [`DEFAULT_BREAKER_PROBE_TIMEOUT`].
+    pub fn new() -> Breaker {
+        Breaker {
+            failure_threshold: DEFAULT_BREAKER_FAILURES,
+            cool_down: DEFAULT_BREAKER_COOL_DOWN,
+            probe_timeout: DEFAULT_BREAKER_PROBE_TIMEOUT,
+        }
+    }
+
+    /// Failures in a row that open the breaker (at least 1). Defaults to
+    /// [`DEFAULT_BREAKER_FAILURES`].
+    pub fn failure_threshold(mut self, failures: u32) -> Breaker {
+        self.failure_threshold = failures.max(1);
+        self
+    }
+
+    /// How long an open breaker makes calls wait before a probe. Defaults to
+    /// [`DEFAULT_BREAKER_COOL_DOWN`].
+    pub fn cool_down(mut self, cool_down: Duration) -> Breaker {
+        self.cool_down = cool_down;
+        self
+    }
+
+    /// How long the probe call has before another call may probe instead (its worker may
+    /// have crashed). Set it to about the call's time limit. Defaults to
+    /// [`DEFAULT_BREAKER_PROBE_TIMEOUT`].
+    pub fn probe_timeout(mut self, timeout: Duration) -> Breaker {
+        self.probe_timeout = timeout;
+        self
+    }
+
+    /// The configured failures in a row that open the breaker.
+    pub fn threshold(&self) -> u32 {
+        self.failure_threshold
+    }
+
+    /// The configured cool-down.
+    pub fn cool_down_period(&self) -> Duration {
+        self.cool_down
+    }
+
+    /// May a call under `key` go now? [`Verdict::Go`] while closed, and for the one probe
+    /// when the cool-down is over (the breaker turns half-open); [`Verdict::Wait`] until
+    /// the cool-down ends (open) or the probe's turn lapses (half-open).
+    pub fn allow(&self, queue: &Queue, key: &str) -> Result<Verdict> {
+        // The common case (closed) is a read; only an open breaker needs the write lock.
+        let row = queue.db().read(|conn| store::breaker(conn, key))?;
+        if row.is_none_or(|r| BreakerState::parse(&r.state) == BreakerState::Closed) {
+            return Ok(Verdict::Go);
+        }
+        let now = queue.now_ms();
+        let probe_ms = duration_to_ms(self.probe_timeout).max(1);
+        queue.db().write(|tx| {
+            let Some(mut row) = store::breaker(tx, key)? else {
+                return Ok(Verdict::Go);
+            };
+            match BreakerState::parse(&row.state) {
+                BreakerState::Closed => Ok(Verdict::Go),
+                BreakerState::Open | BreakerState::HalfOpen => {
+                    let until = row.open_until.unwrap_or(now);
+                    if now < until {
+                        return Ok(wait_ms(until - now));
+                    }
+                    // Cool-down over (or the last probe lapsed): this call is the probe.
+                    row.state = BreakerState::HalfOpen.as_str().to_string();
+                    row.open_until = Some(now.saturating_add(probe_ms));
+                    row.updated_at = now;
+                    store::put_breaker(tx, &row)?;
+                    Ok(Verdict::Go)
+                }
+            }
+        })
+    }
+
+    /// A call under `key` succeeded: the breaker closes and its failure count resets.
+    pub fn record_success(&self, queue: &Queue, key: &str) -> Result<()> {
+        let row = queue.db().read(|conn| store::breaker(conn, key))?;
+        if row.is_none_or(|r| r.state == "closed" && r.failures == 0) {
+            return Ok(());
+        }
+        let now = queue.now_ms();
+        queue.db().write(|tx| {
+            if let Some(mut row) = store::breaker(tx, key)? {
+                if BreakerState::parse(&row.state) != BreakerState::Closed {
+                    log::info!("litejobs: circuit breaker {key:?} closed");
+                }
+                row.state = BreakerState::Closed.as_str().to_string();
+                row.failures = 0;
+                row.open_until = None;
+                row.updated_at = now;
+                store::put_breaker(tx, &row)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// A call under `key` failed: counts it, and opens the breaker when the failures in a
+    /// row reach the threshold or when the failed call was the probe. Returns the state
+    /// after.
+    pub fn record_failure(&self, queue: &Queue, key: &str, error: &str) -> Result<BreakerState> {
+        let now = queue.now_ms();
+        let cool_down = duration_to_ms(self.cool_down);
+        let threshold = i64::from(self.failure_threshold.max(1));
+        queue.db().write(|tx| {
+            let mut row = store::breaker(tx, key)?.unwrap_or_else(|| BreakerRow {
+                key: key.to_string(),
+                state: BreakerState::Closed.as_str().to_string(),
+                failures: 0,
+                open_until: None,
+                opened_at: None,
+                last_error: None,
+                updated_at: now,
+            });
+            row.failures = row.failures.saturating_add(1);
+            row.last_error = Some(error.to_string());
+            row.updated_at = now;
+            let before = BreakerState::parse(&row.state);
+            let opens = match before {
+                BreakerState::Closed => row.failures >= threshold,
+                BreakerState::HalfOpen => true,
+                // A call that started before the breaker opened: the cool-down stands.
+                BreakerState::Open => false,
+            };
+            if opens {
+                row.state = BreakerState::Open.as_str().to_string();
+                row.opened_at = Some(now);
+                row.open_until = Some(now.saturating_add(cool_down));
+                log::warn!(
+                    "litejobs: circuit breaker {key:?} opened after {} failures in a row \
+                     (latest: {error}); calls wait {:?}",
+                    row.failures,
+                    self.cool_down
+                );
+            }
+            store::put_breaker(tx, &row)?;
+            Ok(BreakerState::parse(&row.state))
+        })
+    }
+
+    /// The stored state of `key`; `None` when it never failed (closed).
+    pub fn status(queue: &Queue, key: &str) -> Result<Option<BreakerStatus>> {
+        Ok(queue
+            .db()
+            .read(|conn| store::breaker(conn, key))?
+            .map(BreakerStatus::from))
+    }
+
+    /// Every breaker with stored state, by key.
+    pub fn list(queue: &Queue) -> Result<Vec<BreakerStatus>> {
+        Ok(queue
+            .db()
+            .read(store::breakers)?
+            .into_iter()
+            .map(BreakerStatus::from)
+            .collect())
+    }
+
+    /// Closes the breaker of `key` by hand (e.g. after fixing the endpoint). True when it
+    /// had state.
+    pub fn reset(queue: &Queue, key: &str) -> Result<bool> {
+        queue.db().write(|tx| store::delete_breaker(tx, key))
+    }
+}
+
+/// A call a [`Breaker`] let through from a handler ([`JobContext::breaker`](crate::JobContext::breaker)): report how
+/// it went with [`success`](BreakerCall::success) or [`failure`](BreakerCall::failure).
+/// Dropping it reports nothing (e.g. when the call never happened); a probe that reports
+/// nothing lapses after the breaker's probe timeout.
+#[derive(Debug)]
+#[must_use = "report the call's result with success() or failure()"]
+pub struct BreakerCall<'a> {
+    queue: &'a Queue,
+    key: String,
+    breaker: Breaker,
+}
+
+impl BreakerCall<'_> {
+    /// The call succeeded: the breaker closes. A database error is logged, not returned:
+    /// the call's own result matters more than its bookkeeping.
+    pub fn success(self) {
+        if let Err(e) = self.breaker.record_success(self.queue, &self.key) {
+            log::warn!(
+                "litejobs: could not record a success on breaker {:?}: {e}",
+                self.key
+            );
+        }
+    }
+
+    /// The call failed: counted against the breaker. Returns the state after (closed when
+    /// the failure could not be recorded; the error is logged).
+    pub fn failure(self, error: &str) -> BreakerState {
+        match self.breaker.record_failure(self.queue, &self.key, error) {
+            Ok(state) => state,
+            Err(e) => {
+                log::warn!(
+                    "litejobs: could not record a failure on breaker {:?}: {e}",
+                    self.key
+                );
+                BreakerState::Closed
+            }
+        }
+    }
+}
+
+/// A limit check that failed in the database: a busy database snoozes the job (no attempt
+/// spent); anything else is a retryable failure.
+fn limit_failure(what: &str, key: &str, err: Error) -> JobError {
+    if err.kind() == ErrorKind::Busy {
+        log::warn!("litejobs: could not check the {what} {key:?} (database busy); snoozing");
+        JobError::snooze(BUSY_SNOOZE)
+    } else {
+        JobError::retry(format!("could not check the {what} {key:?}: {err}"))
+    }
+}
+
+/// [`JobContext::rate_limit`](crate::JobContext::rate_limit): a wait becomes a snooze.
+pub(crate) fn rate_limit_in_handler(
+    queue: &Queue,
+    key: &str,
+    limit: &RateLimit,
+) -> std::result::Result<(), JobError> {
+    match limit.acquire(queue, key) {
+        Ok(Verdict::Go) => Ok(()),
+        Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
+        Err(e) if e.kind() == ErrorKind::InvalidConfig => Err(JobError::permanent(e.to_string())),
+        Err(e) => Err(limit_failure("rate limit", key, e)),
+    }
+}
+
+/// [`JobContext::breaker`](crate::JobContext::breaker): a wait becomes a snooze; a go becomes a [`BreakerCall`].
+pub(crate) fn breaker_in_handler<'a>(
+    queue: &'a Queue,
+    key: &str,
+    breaker: &Breaker,
+) -> std::result::Result<BreakerCall<'a>, JobError> {
+    match breaker.allow(queue, key) {
+        Ok(Verdict::Go) => Ok(BreakerCall {
+            queue,
+            key: key.to_string(),
+            breaker: *breaker,
+        }),
+        Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
+        Err(e) => Err(limit_failure("circuit breaker", key, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ManualClock;
+
+    fn queue_at(ms: i64) -> (Queue, ManualClock) {
+        let clock = ManualClock::new(ms);
+        let queue = Queue::builder()
+            .clock(clock.clone())
+            .open_in_memory()
+            .expect("in-memory queue");
+        (queue, clock)
+    }
+
+    #[test]
+    fn rate_limit_spaces_calls_and_bursts_when_asked() {
+        let (queue, clock) = queue_at(10_000);
+        let limit = RateLimit::new(3, Duration::from_millis(900));
+        assert!(limit.acquire(&queue, "k").expect("acquire").is_go());
+        assert_eq!(
+            limit.acquire(&queue, "k").expect("acquire"),
+            Verdict::Wait(Duration::from_millis(300))
+        );
+        // Another key is independent.
+        assert!(limit.acquire(&queue, "other").expect("acquire").is_go());
+        clock.advance(Duration::from_millis(300));
+        assert!(limit.acquire(&queue, "k").expect("acquire").is_go());
+
+        let bursty = RateLimit::new(3, Duration::from_millis(900)).burst(3);
+        clock.advance(Duration::from_secs(10));
+        for _ in 0..3 {
+            assert!(bursty.acquire(&queue, "b").expect("acquire").is_go());
+        }
+        assert_eq!(
+            bursty.acquire(&queue, "b").expect("acquire"),
+            Verdict::Wait(Duration::from_millis(300))
+        );
+    }
+
+    #[test]
+    fn a_zero_rate_limit_is_refused_with_a_clear_error() {
+        let (queue, _) = queue_at(0);
+        let err = RateLimit::per_second(0)
+            .acquire(&queue, "k")
+            .expect_err("a limit of 0 must be refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        assert!(err.to_string().contains("at least 1 call"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_probe_opens_the_breaker_again() {
+        let (queue, clock) = queue_at(50_000);
+        let breaker = Breaker::new()
+            .failure_threshold(1)
+            .cool_down(Duration::from_secs(10))
+            .probe_timeout(Duration::from_secs(3));
+        assert_eq!(
+            breaker.record_failure(&queue, "k", "boom").expect("record"),
+            BreakerState::Open
+        );
+        clock.advance(Duration::from_secs(10));
+        assert!(breaker.allow(&queue, "k").expect("allow").is_go(), "probe");
+        // While the probe is out, others wait for the probe's turn to lapse.
+        assert_eq!(
+            breaker.allow(&queue, "k").expect("allow"),
+            Verdict::Wait(Duration::from_secs(3))
+        );
+        assert_eq!(
+            breaker
+                .record_failure(&queue, "k", "still down")
+                .expect("record"),
+            BreakerState::Open
+        );
+        assert_eq!(
+            breaker.allow(&queue, "k").expect("allow"),
+            Verdict::Wait(Duration::from_secs(10))
+        );
+        let status = Breaker::status(&queue, "k").expect("status").expect("row");
+        assert_eq!(status.failures, 2);
+        assert_eq!(status.last_error.as_deref(), Some("still down"));
+        assert!(Breaker::reset(&queue, "k").expect("reset"));
+        assert!(breaker.allow(&queue, "k").expect("allow").is_go());
+    }
+
+    #[test]
+    fn a_lapsed_probe_lets_another_call_probe() {
+        let (queue, clock) = queue_at(0);
+        let breaker = Breaker::new()
+            .failure_threshold(1)
+            .cool_down(Duration::from_secs(5))
+            .probe_timeout(Duration::from_secs(2));
+        let _ = breaker.record_failure(&queue, "k", "x").expect("record");
+        clock.advance(Duration::from_secs(5));
+        assert!(breaker.allow(&queue, "k").expect("allow").is_go());
+        clock.advance(Duration::from_secs(2));
+        assert!(
+            breaker.allow(&queue, "k").expect("allow").is_go(),
+            "the first probe never reported; a second one goes"
+        );
+    }
+}

@@ -1,0 +1,265 @@
+//! The dead letter: list, requeue (one, bulk, all or nothing), discard.
+
+use super::*;
+
+#[test]
+fn dead_list_shows_jobs_awaiting_a_person_and_hides_requeued_ones_unless_all() {
+    let fx = Fx::new();
+    let (refused, rejected) = fx.dead_webhooks();
+    fx.queue
+        .requeue_dead(rejected, "ops", "fixed")
+        .expect("requeue");
+
+    let human = fx
+        .run(&["dead", "list", "--type", "deliver_webhook"])
+        .ok()
+        .stdout;
+    let rows: Vec<&str> = human
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('('))
+        .collect();
+    assert_eq!(rows.len(), 3, "{human}");
+    assert!(
+        rows.iter().all(|r| r.contains("connection refused")),
+        "{human}"
+    );
+    assert!(human.contains("--all shows them"), "{human}");
+
+    let all = fx.run(&["dead", "list", "--all", "--json"]).json();
+    let jobs = all["jobs"].as_array().expect("jobs");
+    assert_eq!(jobs.len(), 4);
+    assert_eq!(jobs[0]["id"], json!(rejected));
+    assert_eq!(jobs[0]["requeued_by"], json!("ops"));
+    let searched = fx
+        .run(&["dead", "list", "--search", "refused", "--json"])
+        .json();
+    let ids: Vec<i64> = searched["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["id"].as_i64())
+        .collect();
+    assert_eq!(ids, refused.iter().rev().copied().collect::<Vec<_>>());
+}
+
+#[test]
+fn dead_requeue_one_or_in_bulk_makes_new_jobs_and_marks_the_dead_ones() {
+    let fx = Fx::new();
+    let (refused, rejected) = fx.dead_webhooks();
+
+    let dry = fx
+        .run(&[
+            "dead",
+            "requeue",
+            "--type",
+            "deliver_webhook",
+            "--search",
+            "connection refused",
+            "--dry-run",
+        ])
+        .ok()
+        .stdout;
+    assert!(
+        dry.starts_with("dry run: 3 dead job(s) would be requeued"),
+        "{dry}"
+    );
+    assert_eq!(
+        fx.queue
+            .list(&litejobs::JobFilter::new())
+            .expect("list")
+            .len(),
+        4,
+        "dry run"
+    );
+
+    let out = fx
+        .run(&[
+            "dead",
+            "requeue",
+            "--type",
+            "deliver_webhook",
+            "--search",
+            "connection refused",
+            "--by",
+            "you@example.com",
+            "--reason",
+            "endpoint fixed",
+            "--json",
+        ])
+        .json();
+    let pairs = out["requeued"].as_array().expect("requeued");
+    assert_eq!(pairs.len(), 3);
+    for (pair, dead_id) in pairs.iter().zip(&refused) {
+        assert_eq!(keys(pair), ["dead_id", "new_id"].map(String::from).into());
+        assert_eq!(pair["dead_id"], json!(dead_id));
+        let new_id = pair["new_id"].as_i64().expect("new id");
+        assert!(new_id > rejected);
+        let dead = fx.job(*dead_id);
+        assert_eq!(dead.status, JobStatus::Dead, "the dead one stays");
+        assert_eq!(dead.requeued_by.as_deref(), Some("you@example.com"));
+        assert_eq!(dead.requeue_reason.as_deref(), Some("endpoint fixed"));
+        assert_eq!(dead.requeued_as, Some(new_id));
+        assert!(dead.requeued_at.is_some());
+        let fresh = fx.job(new_id);
+        assert_eq!(fresh.status, JobStatus::Queued);
+        assert_eq!(fresh.payload, dead.payload);
+        assert_eq!(fresh.attempts, 0);
+    }
+    assert_eq!(
+        fx.job(rejected).requeued_as,
+        None,
+        "not matched, not requeued"
+    );
+
+    // Nothing left to match: a clear message, exit 0.
+    let again = fx
+        .run(&[
+            "dead",
+            "requeue",
+            "--type",
+            "deliver_webhook",
+            "--search",
+            "refused",
+            "--by",
+            "a",
+            "--reason",
+            "b",
+        ])
+        .ok()
+        .stdout;
+    assert_eq!(again, "no dead jobs match; nothing was requeued\n");
+
+    // One by id; twice is refused.
+    let one = fx
+        .run(&[
+            "dead",
+            "requeue",
+            &rejected.to_string(),
+            "--by",
+            "ops",
+            "--reason",
+            "retry once",
+        ])
+        .ok()
+        .stdout;
+    assert!(
+        one.starts_with(&format!("dead job {rejected} requeued as job ")),
+        "{one}"
+    );
+    fx.run(&[
+        "dead",
+        "requeue",
+        &rejected.to_string(),
+        "--by",
+        "ops",
+        "--reason",
+        "again",
+    ])
+    .refused("already requeued");
+    // A job that is not dead is refused.
+    let queued = fx.job(refused[0]).requeued_as.expect("requeued");
+    fx.run(&[
+        "dead",
+        "requeue",
+        &queued.to_string(),
+        "--by",
+        "ops",
+        "--reason",
+        "x",
+    ])
+    .refused("not dead");
+}
+
+#[test]
+fn bulk_requeue_is_all_or_nothing() {
+    let fx = Fx::new();
+    fx.ago(5 * MINUTE);
+    let ids: Vec<i64> = (0..3)
+        .map(|n| {
+            fx.enqueue(
+                NewJob::new("deliver_webhook", json!({"n": n}))
+                    .idempotency_key(format!("webhook:{n}")),
+            )
+        })
+        .collect();
+    fx.fail_due("deliver_webhook", "default", "connection refused", true);
+    // A dead job releases its key; a live job now holds the key of the middle one.
+    let holder = fx.enqueue(NewJob::new("other", json!({})).idempotency_key("webhook:1"));
+    let path = fx.path.clone();
+    let jobs_before = count_rows(&path, "jobs");
+
+    fx.run(&[
+        "dead",
+        "requeue",
+        "--type",
+        "deliver_webhook",
+        "--by",
+        "ops",
+        "--reason",
+        "fixed",
+    ])
+    .refused(&format!("job {} cannot be requeued", ids[1]));
+    assert!(fx
+        .run(&[
+            "dead",
+            "requeue",
+            "--type",
+            "deliver_webhook",
+            "--by",
+            "ops",
+            "--reason",
+            "fixed"
+        ])
+        .stderr
+        .contains("nothing was requeued"));
+    assert_eq!(count_rows(&path, "jobs"), jobs_before, "no new job");
+    for id in &ids {
+        let job = fx.job(*id);
+        assert_eq!(job.requeued_as, None, "job {id} was not marked");
+        assert_eq!(job.requeued_by, None);
+    }
+    // Once the holder is gone, the same command requeues all three.
+    fx.queue.cancel(holder).expect("cancel the holder");
+    let out = fx
+        .run(&[
+            "dead",
+            "requeue",
+            "--type",
+            "deliver_webhook",
+            "--by",
+            "ops",
+            "--reason",
+            "fixed",
+            "--json",
+        ])
+        .json();
+    assert_eq!(out["requeued"].as_array().map(Vec::len), Some(3));
+}
+
+#[test]
+fn dead_discard_deletes_the_job_and_its_history_and_refuses_live_jobs() {
+    let fx = Fx::new();
+    let (refused, _) = fx.dead_webhooks();
+    let live = fx.enqueue(NewJob::new("send_email", json!({})));
+    let id = refused[0];
+    let history = |id: i64| -> i64 {
+        raw_conn(&fx.path)
+            .query_row(
+                "SELECT COUNT(*) FROM job_attempts WHERE job_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .expect("counting attempts")
+    };
+    assert_eq!(history(id), 1);
+    let out = fx
+        .run(&["dead", "discard", &id.to_string(), "--json"])
+        .json();
+    assert_eq!(out, json!({"discarded": id}));
+    assert!(fx.queue.job(id).expect("read").is_none());
+    assert_eq!(history(id), 0, "its attempts went with it");
+    fx.run(&["dead", "discard", &live.to_string()])
+        .refused("not dead");
+    assert_eq!(fx.job(live).status, JobStatus::Queued);
+}

@@ -1,0 +1,162 @@
+//! prune: retention of finished jobs and remembered keys, in chunks, with a checkpoint.
+
+use super::*;
+
+#[test]
+fn prune_deletes_only_succeeded_and_cancelled_jobs_past_the_window_with_their_attempts() {
+    let fx = Fx::new();
+    let now = SystemClock.now_ms();
+    let conn = raw_conn(&fx.path);
+    let insert = |status: &str, age_ms: i64| -> i64 {
+        let at = now - age_ms;
+        let finished = matches!(status, "succeeded" | "cancelled" | "dead").then_some(at);
+        conn.execute(
+            "INSERT INTO jobs (job_type, payload, status, attempts, run_at, created_at, updated_at,
+                               finished_at)
+             VALUES ('t', '{}', ?1, 2, ?2, ?2, ?2, ?3)",
+            params![status, at, finished],
+        )
+        .expect("insert");
+        let id = conn.last_insert_rowid();
+        conn.execute(
+            "INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
+             VALUES (?1, 1, ?2, 'failed', 'first try failed')",
+            params![id, at],
+        )
+        .expect("insert attempt");
+        id
+    };
+    let old_succeeded = insert("succeeded", 10 * DAY);
+    let old_cancelled = insert("cancelled", 8 * DAY);
+    let kept: Vec<i64> = vec![
+        insert("succeeded", 6 * DAY),
+        insert("dead", 30 * DAY),
+        insert("failed", 30 * DAY),
+        insert("queued", 30 * DAY),
+        insert("running", 30 * DAY),
+    ];
+    conn.execute(
+        "INSERT INTO idempotency_keys (key, job_id, completed_at, expires_at) VALUES
+            ('expired', ?1, ?2, ?3), ('remembered', ?1, ?2, ?4), ('old-but-live', ?1, ?5, ?4)",
+        params![
+            old_succeeded,
+            now - 10 * DAY,
+            now - DAY,
+            now + DAY,
+            now - 40 * DAY
+        ],
+    )
+    .expect("insert keys");
+
+    let report = fx.run(&["prune", "--older-than", "7d", "--json"]).json();
+    assert_has_fields(
+        &report,
+        &[
+            "cutoff_ms",
+            "jobs_deleted",
+            "attempts_deleted",
+            "keys_deleted",
+            "transactions",
+            "checkpoint",
+        ],
+    );
+    assert_eq!(report["jobs_deleted"], json!(2));
+    assert_eq!(report["attempts_deleted"], json!(2));
+    assert_eq!(report["keys_deleted"], json!(1), "only the expired key");
+    assert_eq!(report["checkpoint"]["busy"], json!(false));
+    for gone in [old_succeeded, old_cancelled] {
+        assert!(
+            fx.queue.job(gone).expect("read").is_none(),
+            "job {gone} pruned"
+        );
+    }
+    for id in &kept {
+        assert!(fx.queue.job(*id).expect("read").is_some(), "job {id} kept");
+        assert_eq!(
+            fx.queue.attempts(*id).expect("attempts").len(),
+            1,
+            "its history kept"
+        );
+    }
+    let orphans: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM job_attempts WHERE job_id NOT IN (SELECT id FROM jobs)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("orphans");
+    assert_eq!(orphans, 0);
+    let wal = PathBuf::from(format!("{}-wal", fx.path.display()));
+    assert_eq!(
+        std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0),
+        0,
+        "TRUNCATE emptied the WAL"
+    );
+
+    // Remembered keys have their own window.
+    let keys_report = fx
+        .run(&[
+            "prune",
+            "--older-than",
+            "7d",
+            "--keys-older-than",
+            "30d",
+            "--json",
+        ])
+        .json();
+    assert_eq!(
+        keys_report["keys_deleted"],
+        json!(1),
+        "old-but-live goes, remembered stays"
+    );
+    let mut stmt = conn
+        .prepare("SELECT key FROM idempotency_keys")
+        .expect("prepare");
+    let left: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(Iterator::collect)
+        .expect("keys");
+    assert_eq!(left, vec!["remembered".to_string()]);
+
+    let human = fx
+        .run(&["prune", "--older-than", "1d", "--checkpoint", "none"])
+        .ok()
+        .stdout;
+    assert!(
+        human.starts_with("deleted 1 succeeded/cancelled jobs"),
+        "{human}"
+    );
+}
+
+#[test]
+fn prune_works_in_chunks_of_short_transactions() {
+    let fx = Fx::new();
+    let old = SystemClock.now_ms() - 30 * DAY;
+    let mut conn = raw_conn(&fx.path);
+    let tx = conn.transaction().expect("tx");
+    for _ in 0..2_345 {
+        tx.execute(
+            "INSERT INTO jobs (job_type, payload, status, updated_at, finished_at)
+             VALUES ('bulk', '{}', 'succeeded', ?1, ?1)",
+            [old],
+        )
+        .expect("insert");
+    }
+    tx.execute("INSERT INTO jobs (job_type, payload, status, updated_at) VALUES ('bulk', '{}', 'dead', ?1)", [old])
+        .expect("insert dead");
+    tx.commit().expect("commit");
+    let report = fx
+        .run(&[
+            "prune",
+            "--older-than",
+            "7d",
+            "--chunk-size",
+            "500",
+            "--json",
+        ])
+        .json();
+    assert_eq!(report["jobs_deleted"], json!(2_345));
+    // Five job chunks (500 x 4 + 345) and one for the keys.
+    assert_eq!(report["transactions"], json!(6));
+    assert_eq!(count_rows(&fx.path, "jobs"), 1, "the dead job stays");
+}
