@@ -50,6 +50,12 @@ pub enum Event {
         /// How many jobs.
         count: usize,
     },
+    /// A worker's scheduled prune pass finished (see
+    /// [`WorkerBuilder::prune`](crate::WorkerBuilder::prune)).
+    Pruned {
+        /// Succeeded and cancelled jobs deleted.
+        jobs: u64,
+    },
 }
 
 /// Fan-out of events to subscribers; costs one atomic load when nobody listens.

@@ -12,6 +12,8 @@ mod dead_letter;
 mod drain;
 // email (R18) against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer
 mod email;
+// retention: a worker's scheduled prune deletes old finished jobs only (R17)
+mod retention;
 // enqueue, batch, transactional enqueue, validation, idempotency, busy, events
 mod enqueue;
 // runs the examples and checks what they print

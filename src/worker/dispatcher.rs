@@ -16,6 +16,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use crate::clock::duration_to_ms;
 use crate::error::Result;
 use crate::events::Event;
+use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::{self, ClaimRequest, ClaimedRow, Lease};
 use crate::worker::completer::{self, Completion, Outcome, WriterMsg};
@@ -41,11 +42,13 @@ pub(crate) enum Control {
 }
 
 /// Timing knobs of a dispatcher.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct DispatchConfig {
     pub(crate) prefetch: usize,
     pub(crate) poll_interval: Duration,
     pub(crate) reap_interval: Duration,
+    /// Scheduled retention, one chunk per loop between claim rounds.
+    pub(crate) pruner: Option<Pruner>,
 }
 
 /// One worked queue: its executor threads and what is claimed but not yet written back.
@@ -233,6 +236,7 @@ impl Dispatcher {
             if self.retry_at.is_none_or(|at| now >= at) && self.has_work(now) {
                 self.round(true);
             }
+            self.prune_step();
             if self.has_work(Instant::now()) && self.retry_at.is_none() {
                 continue;
             }
@@ -301,8 +305,30 @@ impl Dispatcher {
             .any(|at| at <= now)
     }
 
+    /// One chunk of scheduled pruning, in its own short transaction (never inside a round:
+    /// the write gate is not re-entrant).
+    fn prune_step(&mut self) {
+        let Some(pruner) = self.config.pruner.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        if !pruner.due(now) {
+            return;
+        }
+        match pruner.step(&self.shared.queue, now) {
+            Ok(Some(report)) => self.shared.queue.events().send(Event::Pruned {
+                jobs: report.jobs_deleted,
+            }),
+            Ok(None) => {}
+            Err(e) => log::warn!("litejobs: scheduled prune step failed ({e}); it will be retried"),
+        }
+    }
+
     fn next_wake(&self, next_poll: Instant) -> Instant {
         let mut at = next_poll.min(self.reaper.next());
+        if let Some(pruner) = &self.config.pruner {
+            at = at.min(pruner.next());
+        }
         if let Some(since) = self.pending_since {
             at = at.min(since + LINGER);
         }

@@ -18,6 +18,7 @@ use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
 use crate::job::DEFAULT_QUEUE;
+use crate::maintenance::pruner::{PruneOptions, Pruner};
 use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
 use crate::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::retry::RetryPolicy;
@@ -161,6 +162,7 @@ pub struct WorkerBuilder {
     lease_grace: Duration,
     worker_id: Option<String>,
     periodics: Vec<Periodic>,
+    pruner: Option<Pruner>,
 }
 
 impl std::fmt::Debug for WorkerBuilder {
@@ -185,6 +187,7 @@ impl WorkerBuilder {
             lease_grace: DEFAULT_LEASE_GRACE,
             worker_id: None,
             periodics: Vec::new(),
+            pruner: None,
         }
     }
 
@@ -281,6 +284,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// Prunes on a schedule from this worker's own loop (R17): every `every`, succeeded and
+    /// cancelled jobs past `options`' window are deleted in short chunks between claims,
+    /// expired idempotency keys are forgotten and the WAL is checkpointed. Off by default
+    /// (run `litejobs prune` from cron, or turn it on in one worker per file).
+    pub fn prune(mut self, options: PruneOptions, every: Duration) -> Self {
+        self.pruner = Some(Pruner::new(options, every));
+        self
+    }
+
     pub(crate) fn queue_handle(&self) -> &Queue {
         &self.queue
     }
@@ -320,7 +332,7 @@ impl WorkerBuilder {
     /// # Errors
     /// [`ErrorKind::InvalidConfig`] naming the bad option; [`ErrorKind::Io`] when a thread
     /// cannot be spawned.
-    pub fn start(self) -> Result<Worker> {
+    pub fn start(mut self) -> Result<Worker> {
         self.validate()?;
         let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
         let (writer_tx, writer_rx) = crossbeam_channel::unbounded();
@@ -358,6 +370,7 @@ impl WorkerBuilder {
                 prefetch: self.prefetch,
                 poll_interval: self.poll_interval,
                 reap_interval: self.reap_interval,
+                pruner: self.pruner.take(),
             },
         );
         // Dropping it (if the dispatcher cannot start) ends its thread.
