@@ -437,9 +437,10 @@ fn ceiling_conn(path: &Path, sync: &str) -> Res<Connection> {
     Ok(conn)
 }
 
-const CEIL_INSERT: &str =
-    "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, \
-     created_at, updated_at) VALUES ('default', 'noop', ?1, 0, 6, ?2, ?2, ?2)";
+/// The ceiling binds what a hand-written enqueue binds: queue, type, payload, priority,
+/// attempts and times (litejobs also binds its NULL options: timeout, keys).
+const CEIL_INSERT: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, \
+     run_at, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?6)";
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -453,8 +454,14 @@ fn ceiling_single(path: &Path, sync: &str, n: usize) -> Res<f64> {
     let t = Instant::now();
     for i in 0..n {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.prepare_cached(CEIL_INSERT)?
-            .execute(params![json!({ "i": i }).to_string(), now_ms()])?;
+        tx.prepare_cached(CEIL_INSERT)?.execute(params![
+            "default",
+            "noop",
+            json!({ "i": i }).to_string(),
+            0,
+            6,
+            now_ms()
+        ])?;
         tx.commit()?;
     }
     Ok(n as f64 / t.elapsed().as_secs_f64())
@@ -468,7 +475,14 @@ fn ceiling_insert_batched(conn: &mut Connection, n: usize) -> Res<()> {
             let mut stmt = tx.prepare_cached(CEIL_INSERT)?;
             let now = now_ms();
             for j in i..(i + 1000).min(n) {
-                stmt.execute(params![json!({ "i": j }).to_string(), now])?;
+                stmt.execute(params![
+                    "default",
+                    "noop",
+                    json!({ "i": j }).to_string(),
+                    0,
+                    6,
+                    now
+                ])?;
             }
         }
         tx.commit()?;
