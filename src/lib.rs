@@ -45,6 +45,7 @@ mod admin;
 pub mod builtin;
 mod clock;
 mod context;
+mod dashboard_queries;
 mod dead_letter;
 mod error;
 mod events;
@@ -59,12 +60,15 @@ mod retry;
 mod storage;
 pub mod testing;
 mod wake;
+#[cfg(feature = "web")]
+pub mod web;
 mod worker;
 
 pub use admin::{ErrorGroup, Health, DEFAULT_HEALTH_WINDOW};
 pub use admin::{JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::JobContext;
+pub use dashboard_queries::{ActivityBucket, MAX_ACTIVITY_BUCKETS};
 pub use error::{Error, ErrorKind, Result};
 pub use events::Event;
 pub use handler::{Handler, JobError};

@@ -1,6 +1,9 @@
 //! One integration-test binary (ripgrep's layout): each module is a part of litejobs, tested
 //! against real database files, loopback servers and child processes.
 
+// the web dashboard in headless Chromium (R25): sign in, overview, dead job, requeue through the form, screenshots
+#[cfg(feature = "web")]
+mod browser;
 // the litejobs binary against real files: every command, exit codes, JSON fields, masking, prune, pause, work
 #[cfg(feature = "cli")]
 mod cli;
@@ -18,8 +21,6 @@ mod retention;
 mod enqueue;
 // runs the examples and checks what they print
 mod examples;
-// injected faults (R11, R23): a storm of long write locks, a full disk, a poison pill that aborts its worker
-mod faults;
 // rate limits and circuit breakers by key (R15), shared through the database
 mod limits;
 // two worker processes on one file; another process hammering the lock
@@ -44,5 +45,8 @@ mod shutdown;
 mod support;
 // worker runtime: timeouts (R7), deadlines, heartbeats and leases
 mod timeouts;
+// the web dashboard (R25) over HTTP: every route, filters, actions, CSRF, tokens, escaping, read-only, `litejobs web`
+#[cfg(feature = "web")]
+mod web;
 // webhook delivery (R20) against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
 mod webhook;

@@ -62,7 +62,7 @@ pub(crate) fn retry_now(conn: &Connection, id: i64, now: i64) -> Result<()> {
                 )));
             }
             "UPDATE jobs SET status = 'failed', run_at = ?1, updated_at = ?1, finished_at = NULL,
-                    max_attempts = MAX(max_attempts, attempts + 1)
+                    max_attempts = attempts + 1
              WHERE id = ?2"
         }
         other => {

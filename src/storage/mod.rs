@@ -8,6 +8,7 @@
 //! A second backend (e.g. PostgreSQL) would replace this module behind the same functions.
 
 pub(crate) mod admin;
+pub(crate) mod dashboard;
 pub(crate) mod dead_letter;
 pub(crate) mod history;
 pub(crate) mod jobs;

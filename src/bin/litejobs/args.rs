@@ -69,6 +69,9 @@ pub enum Command {
     Metrics,
     /// Run the built-in job handlers until SIGINT or SIGTERM.
     Work(WorkArgs),
+    /// Serve the web dashboard until SIGINT or SIGTERM.
+    #[cfg(feature = "web")]
+    Web(WebArgs),
 }
 
 /// `enqueue`.
@@ -270,6 +273,27 @@ pub struct WorkArgs {
     /// released for another worker.
     #[arg(long, value_parser = duration::parse, default_value = "30s", value_name = "DURATION")]
     pub grace: Duration,
+}
+
+/// `web`.
+#[cfg(feature = "web")]
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Address to listen on; an address that is not loopback needs --token. Port 0 picks a
+    /// free port (the address is printed).
+    #[arg(long, default_value = litejobs::web::DEFAULT_ADDR, value_name = "HOST:PORT")]
+    pub addr: String,
+    /// Require this token: `Authorization: Bearer TOKEN`, or the sign-in form in a browser.
+    #[arg(
+        long,
+        env = "LITEJOBS_WEB_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+    /// Show everything, change nothing: hide every action and refuse every POST.
+    #[arg(long)]
+    pub read_only: bool,
 }
 
 /// `--queue NAME[=THREADS]`.

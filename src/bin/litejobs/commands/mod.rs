@@ -15,6 +15,8 @@ pub mod prune;
 pub mod retry;
 pub mod show;
 pub mod stats;
+#[cfg(feature = "web")]
+pub mod web;
 pub mod work;
 
 use std::fmt;
@@ -164,5 +166,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Check(args) => check::run(&ctx, args, out),
         Command::Metrics => metrics::run(&ctx, out),
         Command::Work(args) => work::run(&ctx, args, out),
+        #[cfg(feature = "web")]
+        Command::Web(args) => web::run(&ctx, args, out),
     }
 }

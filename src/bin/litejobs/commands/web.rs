@@ -1,0 +1,50 @@
+//! `litejobs web`: serve the dashboard (R25) until SIGINT or SIGTERM. All of it lives in
+//! the library (`litejobs::web`), so an application can serve the same dashboard itself.
+
+use std::io::Write;
+use std::sync::mpsc::{self, Receiver};
+
+use litejobs::web::{Dashboard, DashboardOptions};
+
+use super::{CliError, Ctx, Exit};
+use crate::args::WebArgs;
+
+/// Starts the dashboard, prints its address, and serves until a signal.
+pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let mut options = DashboardOptions::new()
+        .addr(&args.addr)
+        .read_only(args.read_only)
+        .redactor(ctx.redactor.clone());
+    if let Some(token) = &args.token {
+        options = options.token(token);
+    }
+    // Installed before start so that a signal during start-up is not lost.
+    let signals = install_signal_handler()?;
+    let dashboard = Dashboard::start(&queue, options)?;
+    writeln!(
+        out,
+        "litejobs web: serving {} on {}{}; stop with SIGINT or SIGTERM",
+        dashboard.url(),
+        ctx.db_path()?.display(),
+        if args.read_only { " (read-only)" } else { "" }
+    )?;
+    // Scripts (and tests) read the address as soon as it is there.
+    out.flush()?;
+    // An Err means every sender is gone, which cannot happen while the handler is
+    // installed; stopping is the safe answer either way.
+    let _ = signals.recv();
+    dashboard.stop();
+    writeln!(out, "litejobs web: stopped")?;
+    Ok(Exit::Ok)
+}
+
+/// SIGINT, SIGTERM (and SIGHUP) send on the returned channel.
+fn install_signal_handler() -> Result<Receiver<()>, CliError> {
+    let (tx, rx) = mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = tx.send(());
+    })
+    .map_err(|e| CliError::new(format!("cannot install the signal handler: {e}")))?;
+    Ok(rx)
+}

@@ -1,0 +1,136 @@
+//! The JSON API under `/api/`, for scripts. Each answer has the field names of the matching
+//! `litejobs ... --json` output (payloads masked the same way):
+//!
+//! | route | like | shape |
+//! | --- | --- | --- |
+//! | `GET /api/stats` | `litejobs stats --json` | the health figures, `counts`, `top_errors` |
+//! | `GET /api/jobs` | `litejobs list --json` | `{"jobs": [...]}`; filters `status`, `type`, `queue`, `search`, `before`, `limit` |
+//! | `GET /api/jobs/{id}` | `litejobs show ID --json` | `{"job": {...}, "attempts": [...]}` |
+//! | `GET /api/dead` | `litejobs dead list --json` | `{"jobs": [...]}`, dead jobs waiting for a person |
+//! | `GET /api/overview` | | the overview's live figures, by display key |
+//!
+//! Errors are `{"error": "..."}` with 400, 401, 404 or 500.
+
+use serde::Serialize;
+
+use crate::admin::{ErrorGroup, Health, StatusCount, DEFAULT_HEALTH_WINDOW, DEFAULT_LIST_LIMIT};
+use crate::error::{Error, ErrorKind};
+use crate::job::{AttemptRecord, JobRecord};
+
+use super::app::App;
+use super::http::{Request, Response};
+use super::pages::jobs::ListQuery;
+use super::pages::overview;
+
+/// Most jobs one `/api/jobs` answer holds.
+const MAX_LIMIT: usize = 1000;
+/// Error groups in `/api/stats`, as `litejobs stats`.
+const TOP_ERRORS: usize = 5;
+
+#[derive(Serialize)]
+struct StatsJson<'a> {
+    #[serde(flatten)]
+    health: &'a Health,
+    counts: &'a [StatusCount],
+    top_errors: &'a [ErrorGroup],
+}
+
+#[derive(Serialize)]
+struct JobsJson {
+    jobs: Vec<JobRecord>,
+}
+
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    job: &'a JobRecord,
+    attempts: &'a [AttemptRecord],
+}
+
+fn error(e: &Error) -> Response {
+    let status = match e.kind() {
+        ErrorKind::NotFound => 404,
+        ErrorKind::InvalidJob | ErrorKind::InvalidConfig => 400,
+        ErrorKind::Busy => 503,
+        _ => 500,
+    };
+    Response::json_error(status, &e.to_string())
+}
+
+/// `GET /api/stats`.
+pub(crate) fn stats(app: &App) -> Response {
+    let read = || -> crate::Result<Response> {
+        let health = app.queue.health(DEFAULT_HEALTH_WINDOW)?;
+        let stats = app.queue.stats()?;
+        let errors = app.queue.error_groups(TOP_ERRORS)?;
+        Ok(Response::json(
+            200,
+            &StatsJson {
+                health: &health,
+                counts: &stats.counts,
+                top_errors: &errors,
+            },
+        ))
+    };
+    read().unwrap_or_else(|e| error(&e))
+}
+
+fn limit(req: &Request) -> Result<usize, String> {
+    match req.query("limit") {
+        None => Ok(DEFAULT_LIST_LIMIT),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "limit must be a number from 1 to {MAX_LIMIT}, got {text:?}"
+            )),
+        },
+    }
+}
+
+/// `GET /api/jobs` and `GET /api/dead`.
+pub(crate) fn jobs(app: &App, req: &Request, dead_only: bool) -> Response {
+    let (query, limit) = match ListQuery::parse(req).and_then(|q| Ok((q, limit(req)?))) {
+        Ok(parsed) => parsed,
+        Err(message) => return Response::json_error(400, &message),
+    };
+    let filter = query.filter(limit);
+    let jobs = if dead_only {
+        app.queue.dead_jobs(&filter)
+    } else {
+        app.queue.list(&filter)
+    };
+    match jobs {
+        Ok(jobs) => Response::json(
+            200,
+            &JobsJson {
+                jobs: jobs.iter().map(|j| app.redactor.mask_job(j)).collect(),
+            },
+        ),
+        Err(e) => error(&e),
+    }
+}
+
+/// `GET /api/jobs/{id}`.
+pub(crate) fn job(app: &App, id: i64) -> Response {
+    let read = || -> crate::Result<Response> {
+        let Some(job) = app.queue.job(id)? else {
+            return Ok(Response::json_error(404, &format!("no job with id {id}")));
+        };
+        let attempts = app.queue.attempts(id)?;
+        Ok(Response::json(
+            200,
+            &ShowJson {
+                job: &app.redactor.mask_job(&job),
+                attempts: &attempts,
+            },
+        ))
+    };
+    read().unwrap_or_else(|e| error(&e))
+}
+
+/// `GET /api/overview`.
+pub(crate) fn live(app: &App) -> Response {
+    match overview::live(app) {
+        Ok(live) => Response::json(200, &live),
+        Err(e) => error(&e),
+    }
+}

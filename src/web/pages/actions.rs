@@ -1,0 +1,136 @@
+//! What the forms post to. By the time one of these runs, the router has checked access,
+//! read-only mode and the CSRF token. Each calls one of the library's admin functions and
+//! answers 303 to the page to look at next, with a flash message saying what happened; a
+//! refusal (wrong status, bad input) is a page with the library's one-line reason.
+
+use crate::web::app::{App, Ctx};
+use crate::web::flash;
+use crate::web::html::error_page;
+use crate::web::http::{Request, Response};
+
+use super::error_response;
+use super::job::DEFAULT_REQUEUED_BY;
+
+/// Longest reason or name kept from a form, in characters (the forms' `maxlength`).
+const MAX_TEXT: usize = 500;
+
+fn too_long(text: &str) -> bool {
+    text.chars().count() > MAX_TEXT
+}
+
+/// A job action: `retry`, `cancel`, `requeue` or `discard`.
+pub(crate) fn job_action(app: &App, ctx: &Ctx, req: &Request, id: i64, action: &str) -> Response {
+    let back = format!("/jobs/{id}");
+    let done = |message: String| flash::redirect(&app.secret, &back, true, &message);
+    let result = match action {
+        "retry" => app
+            .queue
+            .retry_now(id)
+            .map(|()| done(format!("Job {id} is due now."))),
+        "cancel" => app
+            .queue
+            .cancel(id)
+            .map(|()| done(format!("Job {id} cancelled."))),
+        "discard" => app.queue.discard_dead(id).map(|()| {
+            flash::redirect(
+                &app.secret,
+                "/dead",
+                true,
+                &format!("Dead job {id} discarded."),
+            )
+        }),
+        "requeue" => {
+            let form = req.form();
+            let Some(reason) = form.get("reason") else {
+                return error_page(
+                    ctx,
+                    400,
+                    "Reason needed",
+                    "a requeue needs a reason (it is kept on the dead job)",
+                );
+            };
+            let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
+            if too_long(reason) || too_long(by) {
+                return error_page(
+                    ctx,
+                    400,
+                    "Too long",
+                    &format!("reason and by must be at most {MAX_TEXT} characters"),
+                );
+            }
+            app.queue.requeue_dead(id, by, reason).map(|new_id| {
+                flash::redirect(
+                    &app.secret,
+                    &format!("/jobs/{new_id}"),
+                    true,
+                    &format!("Dead job {id} requeued as job {new_id} by {by}: {reason}"),
+                )
+            })
+        }
+        _ => return error_page(ctx, 404, "Not found", "no such action"),
+    };
+    result.unwrap_or_else(|e| error_response(ctx, &e))
+}
+
+/// `POST /dead/requeue`: every dead job of one type whose last error contains a text.
+pub(crate) fn bulk_requeue(app: &App, ctx: &Ctx, req: &Request) -> Response {
+    let form = req.form();
+    let (Some(job_type), Some(reason)) = (form.get("type"), form.get("reason")) else {
+        return error_page(
+            ctx,
+            400,
+            "Missing fields",
+            "a bulk requeue needs a job type and a reason",
+        );
+    };
+    let search = form.get("search");
+    let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
+    if too_long(reason) || too_long(by) {
+        return error_page(
+            ctx,
+            400,
+            "Too long",
+            &format!("reason and by must be at most {MAX_TEXT} characters"),
+        );
+    }
+    match app
+        .queue
+        .requeue_dead_matching(job_type, search, by, reason)
+    {
+        Ok(pairs) => flash::redirect(
+            &app.secret,
+            "/dead",
+            true,
+            &format!(
+                "Requeued {} dead {job_type} job(s) as new jobs by {by}: {reason}",
+                pairs.len()
+            ),
+        ),
+        Err(e) => error_response(ctx, &e),
+    }
+}
+
+/// `POST /queues/{name}/pause` and `/resume`.
+pub(crate) fn queue_switch(app: &App, ctx: &Ctx, name: &str, pause: bool) -> Response {
+    let result = if pause {
+        app.queue.pause_queue(name)
+    } else {
+        app.queue.resume_queue(name)
+    };
+    match result {
+        Ok(()) => flash::redirect(
+            &app.secret,
+            "/",
+            true,
+            &format!(
+                "Queue {name} {}.",
+                if pause {
+                    "paused in every worker process"
+                } else {
+                    "resumed"
+                }
+            ),
+        ),
+        Err(e) => error_response(ctx, &e),
+    }
+}

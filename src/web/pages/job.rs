@@ -1,0 +1,202 @@
+//! `GET /jobs/{id}`: one job, every field, its masked payload, result and progress, its
+//! attempt history, and the actions its status allows.
+
+use std::fmt::Write as _;
+
+use crate::job::{JobRecord, JobStatus};
+
+use crate::web::app::{App, Ctx};
+use crate::web::format::{ago, human_ms, utc};
+use crate::web::html::{
+    action_button, badge, csrf_field, error_page, esc, job_link, json_block, page, Nav,
+};
+use crate::web::http::{query_string, Response};
+
+use super::error_response;
+
+/// The `by` a requeue records unless the form says otherwise.
+pub(crate) const DEFAULT_REQUEUED_BY: &str = "web dashboard";
+
+/// `GET /jobs/{id}`.
+pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
+    let job = match app.queue.job(id) {
+        Ok(Some(job)) => app.redactor.mask_job(&job),
+        Ok(None) => return error_page(ctx, 404, "Not found", &format!("no job with id {id}")),
+        Err(e) => return error_response(ctx, &e),
+    };
+    let attempts = match app.queue.attempts(id) {
+        Ok(a) => a,
+        Err(e) => return error_response(ctx, &e),
+    };
+    let now = ctx.now;
+    let at = |ms: i64| {
+        format!(
+            "{} <span class=\"muted\">({})</span>",
+            esc(&utc(ms)),
+            esc(&ago(ms, now))
+        )
+    };
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "<div class=\"page-head\"><h1>Job #{} {}</h1><span class=\"muted\">{} in queue <a href=\"/jobs{}\">{}</a></span></div>",
+        job.id,
+        badge(job.status),
+        esc(&job.job_type),
+        esc(&query_string(&[("queue", &job.queue)])),
+        esc(&job.queue)
+    );
+    actions(&mut body, ctx, &job);
+
+    let mut fields: Vec<(&str, String)> = vec![
+        (
+            "Attempts",
+            format!("{} of {}", job.attempts, job.max_attempts),
+        ),
+        ("Priority", job.priority.to_string()),
+        ("Created", at(job.created_at)),
+        ("Run at", at(job.run_at)),
+    ];
+    if let Some(ms) = job.started_at {
+        fields.push(("Started", at(ms)));
+    }
+    if let Some(ms) = job.finished_at {
+        fields.push(("Finished", at(ms)));
+    }
+    if let (Some(by), Some(until)) = (&job.locked_by, job.locked_until) {
+        fields.push(("Lease", format!("held by {} until {}", esc(by), at(until))));
+    }
+    if let Some(ms) = job.timeout_ms {
+        fields.push(("Timeout", esc(&human_ms(ms))));
+    }
+    if let Some(key) = &job.idempotency_key {
+        fields.push(("Idempotency key", format!("<code>{}</code>", esc(key))));
+    }
+    if let Some(key) = &job.group_key {
+        fields.push(("Group key", format!("<code>{}</code>", esc(key))));
+    }
+    if let Some(code) = job.last_status_code {
+        fields.push(("Last status code", code.to_string()));
+    }
+    if let Some(new_id) = job.requeued_as {
+        fields.push((
+            "Requeued",
+            format!(
+                "as {} by {} {}: {}",
+                job_link(new_id),
+                esc(job.requeued_by.as_deref().unwrap_or("–")),
+                job.requeued_at.map_or_else(String::new, at),
+                esc(job.requeue_reason.as_deref().unwrap_or("–"))
+            ),
+        ));
+    }
+    body.push_str("<dl class=\"fields\">");
+    for (name, value) in fields {
+        let _ = write!(body, "<dt>{name}</dt><dd>{value}</dd>");
+    }
+    body.push_str("</dl>\n");
+
+    if let Some(error) = &job.last_error {
+        let _ = writeln!(
+            body,
+            "<h2>Last error</h2><pre class=\"code error-text\">{}</pre>",
+            esc(error)
+        );
+    }
+    body.push_str("<h2>Payload <span class=\"muted small\">(secret fields masked)</span></h2>");
+    body.push_str(&json_block(&job.payload));
+    if let Some(result) = &job.result {
+        body.push_str("<h2>Result</h2>");
+        body.push_str(&json_block(result));
+    }
+    if let Some(progress) = &job.progress {
+        body.push_str("<h2>Progress</h2>");
+        body.push_str(&json_block(progress));
+    }
+
+    body.push_str("<h2>Attempts</h2>\n");
+    if attempts.is_empty() && job.attempts == 0 {
+        body.push_str("<p class=\"empty\">No attempts yet.</p>\n");
+    } else if attempts.is_empty() {
+        body.push_str("<p class=\"empty\">No attempt history (a first-try success is recorded on the job row only).</p>\n");
+    } else {
+        body.push_str("<table class=\"grid\"><thead><tr><th class=\"num\">#</th><th>Outcome</th><th>Finished</th><th class=\"num\">Duration</th><th class=\"num\">Code</th><th>Worker</th><th>Error</th></tr></thead><tbody>\n");
+        for a in &attempts {
+            let _ = writeln!(
+                body,
+                "<tr><td class=\"num\">{}</td><td><span class=\"outcome outcome-{}\">{}</span></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"error-cell wrap-cell\">{}</td></tr>",
+                a.attempt,
+                esc(&a.outcome),
+                esc(&a.outcome),
+                esc(&utc(a.finished_at)),
+                a.duration_ms.map_or_else(|| "–".to_string(), human_ms),
+                a.status_code.map_or_else(|| "–".to_string(), |c| c.to_string()),
+                esc(a.worker.as_deref().unwrap_or("–")),
+                esc(a.error.as_deref().unwrap_or(""))
+            );
+        }
+        body.push_str("</tbody></table>\n");
+    }
+    Response::html(
+        200,
+        page(ctx, Nav::Jobs, &format!("Job #{}", job.id), "", &body),
+    )
+}
+
+/// The buttons and forms this job's status allows; none in read-only mode.
+fn actions(out: &mut String, ctx: &Ctx, job: &JobRecord) {
+    if ctx.read_only {
+        return;
+    }
+    let base = format!("/jobs/{}", job.id);
+    let waiting = matches!(job.status, JobStatus::Queued | JobStatus::Failed);
+    let dead_waiting = job.status == JobStatus::Dead && job.requeued_as.is_none();
+    if !waiting && job.status != JobStatus::Dead {
+        return;
+    }
+    out.push_str("<section class=\"actions-panel\">");
+    if waiting {
+        out.push_str(&action_button(
+            ctx,
+            &format!("{base}/retry"),
+            "Run now",
+            "",
+            None,
+        ));
+        out.push_str(&action_button(
+            ctx,
+            &format!("{base}/cancel"),
+            "Cancel",
+            "btn-danger",
+            Some("Cancel this job? No worker will run it."),
+        ));
+    }
+    if dead_waiting {
+        let _ = write!(
+            out,
+            "<form method=\"post\" action=\"{base}/requeue\" class=\"requeue\" id=\"requeue-form\">{}\
+             <label>Reason <input name=\"reason\" required maxlength=\"500\" placeholder=\"why (kept on the dead job)\"></label>\
+             <label>By <input name=\"by\" maxlength=\"200\" value=\"{}\"></label>\
+             <button class=\"btn btn-primary\">Requeue as a new job</button></form>",
+            csrf_field(ctx),
+            esc(DEFAULT_REQUEUED_BY)
+        );
+        out.push_str(&action_button(
+            ctx,
+            &format!("{base}/retry"),
+            "Retry once more",
+            "btn-quiet",
+            None,
+        ));
+    }
+    if job.status == JobStatus::Dead {
+        out.push_str(&action_button(
+            ctx,
+            &format!("{base}/discard"),
+            "Discard",
+            "btn-danger",
+            Some("Delete this dead job and its history for good?"),
+        ));
+    }
+    out.push_str("</section>\n");
+}

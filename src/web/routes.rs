@@ -1,0 +1,182 @@
+//! The routes, and the checks every request passes first, in this order:
+//!
+//! 1. Without a token, the `Host` header must name a loopback host, so a web page whose
+//!    domain an attacker points at 127.0.0.1 (DNS rebinding) cannot read the dashboard.
+//! 2. Static assets (`/assets/...`) are public, so the sign-in page is styled.
+//! 3. With a token, the request must carry it (bearer header or session cookie): 401.
+//! 4. A POST must come from our own pages: `Sec-Fetch-Site` not cross-site, and the form's
+//!    CSRF token matching the browser's cookie: 403, nothing changed.
+//! 5. In read-only mode every POST but sign-in and sign-out is refused: 403.
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /` | overview |
+//! | `GET /jobs?status=&type=&queue=&search=&before=&page=` | jobs, newest first |
+//! | `GET /jobs/{id}` | one job |
+//! | `POST /jobs/{id}/retry` · `/cancel` · `/requeue` · `/discard` | act on a job |
+//! | `GET /dead?type=&queue=&search=&before=` | dead jobs by error, with bulk requeue |
+//! | `POST /dead/requeue` | bulk requeue (type, error text, reason) |
+//! | `POST /queues/{name}/pause` · `/resume` | pause or resume a queue |
+//! | `GET /schedules` | periodic schedules and report runs |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /api/...` | JSON (see the api module) |
+//! | `GET /login` · `POST /login` · `POST /logout` | token sign-in |
+
+use crate::metrics;
+
+use super::api;
+use super::app::{App, Ctx};
+use super::assets;
+use super::auth;
+use super::csrf;
+use super::html::error_page;
+use super::http::{Method, Request, Response};
+use super::pages::{self, actions, parse_id};
+
+/// The answer to one request (security headers are added by the server).
+pub(crate) fn handle(app: &App, req: &Request) -> Response {
+    if !host_allowed(app, req) {
+        return Response::text(
+            421,
+            "litejobs: this dashboard answers only to a loopback host name (localhost, 127.0.0.1, [::1]); start it with --token to serve other names\n",
+        );
+    }
+    let segments = req.segments();
+    let path: Vec<&str> = segments.iter().map(String::as_str).collect();
+    if let ["assets", name] = path.as_slice() {
+        return if req.method.is_read() {
+            assets::serve(name)
+        } else {
+            method_not_allowed("GET")
+        };
+    }
+    let access = auth::check(app.token.as_deref(), &app.secret, req);
+    let ctx = match Ctx::new(app, req, access) {
+        Ok(ctx) => ctx,
+        Err(e) => return Response::text(500, &format!("litejobs: {e}\n")),
+    };
+    let resp = route(app, &ctx, req, &path);
+    ctx.finish(resp)
+}
+
+fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
+    let api = path.first() == Some(&"api");
+    if req.method == Method::Post {
+        if !csrf::same_origin(req) {
+            return refused(ctx, api, "cross-site request refused");
+        }
+        if !csrf::verify(&app.secret, req) {
+            return refused(
+                ctx,
+                api,
+                "the form's CSRF token is missing or wrong (reload the page and try again)",
+            );
+        }
+    }
+    match (req.method, path) {
+        (Method::Get | Method::Head, ["login"]) => return pages::login::show(app, ctx, req),
+        (Method::Post, ["login"]) => return pages::login::submit(app, ctx, req),
+        (Method::Post, ["logout"]) => return pages::login::logout(ctx),
+        _ => {}
+    }
+    if let auth::Access::Denied(reason) = ctx.access {
+        return pages::login::denied(ctx, req, reason, api);
+    }
+    if req.method == Method::Post && app.read_only {
+        return refused(ctx, api, "the dashboard is read-only");
+    }
+    let read = req.method.is_read();
+    let post = req.method == Method::Post;
+    match path {
+        [] if read => {
+            pages::overview::render(app, ctx).unwrap_or_else(|e| pages::error_response(ctx, &e))
+        }
+        ["jobs"] if read => pages::jobs::render(app, ctx, req),
+        ["jobs", id] if read => match parse_id(id) {
+            Some(id) => pages::job::render(app, ctx, id),
+            None => not_found(ctx, api),
+        },
+        ["jobs", id, action @ ("retry" | "cancel" | "requeue" | "discard")] if post => {
+            match parse_id(id) {
+                Some(id) => actions::job_action(app, ctx, req, id, action),
+                None => not_found(ctx, api),
+            }
+        }
+        ["dead"] if read => pages::dead::render(app, ctx, req),
+        ["dead", "requeue"] if post => actions::bulk_requeue(app, ctx, req),
+        ["queues", name, switch @ ("pause" | "resume")] if post => {
+            actions::queue_switch(app, ctx, name, *switch == "pause")
+        }
+        ["schedules"] if read => pages::schedules::render(app, ctx),
+        ["metrics"] if read => match metrics::prometheus_text(&app.queue) {
+            Ok(text) => Response::bytes(
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                text.into_bytes(),
+            ),
+            Err(e) => Response::text(500, &format!("litejobs: {e}\n")),
+        },
+        ["api", "stats"] if read => api::stats(app),
+        ["api", "overview"] if read => api::live(app),
+        ["api", "jobs"] if read => api::jobs(app, req, false),
+        ["api", "dead"] if read => api::jobs(app, req, true),
+        ["api", "jobs", id] if read => match parse_id(id) {
+            Some(id) => api::job(app, id),
+            None => not_found(ctx, api),
+        },
+        [] | ["jobs"] | ["jobs", _] | ["dead"] | ["schedules"] | ["metrics"] | ["api", ..] => {
+            method_not_allowed("GET, HEAD")
+        }
+        ["jobs", _, _] | ["dead", "requeue"] | ["queues", _, _] | ["login"] | ["logout"] => {
+            method_not_allowed("POST")
+        }
+        _ => not_found(ctx, api),
+    }
+}
+
+fn refused(ctx: &Ctx, api: bool, reason: &str) -> Response {
+    if api {
+        Response::json_error(403, reason)
+    } else {
+        error_page(ctx, 403, "Refused", reason)
+    }
+}
+
+fn not_found(ctx: &Ctx, api: bool) -> Response {
+    if api {
+        Response::json_error(404, "no such page")
+    } else {
+        error_page(ctx, 404, "Not found", "There is no such page.")
+    }
+}
+
+fn method_not_allowed(allow: &str) -> Response {
+    Response::text(405, "litejobs: method not allowed\n").with_header("Allow", allow)
+}
+
+/// Without a token, only loopback host names (or the bound address) are served: see the
+/// module docs. A request without `Host` (HTTP/1.0 from a local script) is let through: a
+/// browser always sends one.
+fn host_allowed(app: &App, req: &Request) -> bool {
+    if app.token.is_some() {
+        return true;
+    }
+    let Some(host) = req.header("host") else {
+        return true;
+    };
+    let name = match host.rsplit_once(':') {
+        // `[::1]:8080`, `127.0.0.1:8080`, `localhost:8080`; a bare `::1` has colons too.
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !name.ends_with(':') => {
+            name
+        }
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback() || ip == app.addr.ip(),
+        Err(_) => false,
+    }
+}
