@@ -347,14 +347,7 @@ pub(crate) fn validate(job: &NewJob, max_payload_bytes: usize) -> Result<String>
     let text = match &job.payload {
         Payload::Value(value) => serde_json::to_string(value)
             .map_err(|e| Error::invalid_job(format!("payload cannot be serialized: {e}")))?,
-        Payload::Text(text) => {
-            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
-                return Err(Error::invalid_job(format!(
-                    "payload is not valid JSON: {e}"
-                )));
-            }
-            text.clone()
-        }
+        Payload::Text(text) => text.clone(),
     };
     if text.len() > max_payload_bytes {
         return Err(Error::invalid_job(format!(
@@ -363,7 +356,44 @@ pub(crate) fn validate(job: &NewJob, max_payload_bytes: usize) -> Result<String>
             max_payload_bytes
         )));
     }
+    // Checked the way the executor will parse it: text that is only syntactically JSON (a
+    // number out of range, a lone surrogate, nesting past serde_json's depth limit) would
+    // otherwise be accepted here and go dead unread. A `Value` can only fail on depth, which
+    // is cheaper to measure than to re-parse (enqueue is a hot path).
+    let readable = match &job.payload {
+        Payload::Value(value) => {
+            if depth_exceeds(value, MAX_PAYLOAD_DEPTH) {
+                Err(format!("nested deeper than {MAX_PAYLOAD_DEPTH} levels"))
+            } else {
+                Ok(())
+            }
+        }
+        Payload::Text(_) => serde_json::from_str::<serde_json::Value>(&text)
+            .map(drop)
+            .map_err(|e| e.to_string()),
+    };
+    if let Err(e) = readable {
+        return Err(Error::invalid_job(format!(
+            "payload is not valid JSON: {e}"
+        )));
+    }
     Ok(text)
+}
+
+/// serde_json's parser refuses nesting past 128 levels; a payload must stay below it.
+const MAX_PAYLOAD_DEPTH: usize = 127;
+
+fn depth_exceeds(value: &serde_json::Value, budget: usize) -> bool {
+    let children: Box<dyn Iterator<Item = &serde_json::Value>> = match value {
+        serde_json::Value::Array(items) => Box::new(items.iter()),
+        serde_json::Value::Object(map) => Box::new(map.values()),
+        _ => return false,
+    };
+    if budget == 0 {
+        return true;
+    }
+    let mut children = children;
+    children.any(|child| depth_exceeds(child, budget - 1))
 }
 
 #[cfg(test)]

@@ -21,8 +21,14 @@ mod retention;
 mod enqueue;
 // runs the examples and checks what they print
 mod examples;
+// injected faults (R11, R23): a storm of long write locks, a full disk, a poison pill that aborts its worker
+mod faults;
+// "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
+mod fuzz;
 // rate limits and circuit breakers by key (R15), shared through the database
 mod limits;
+// model-based test (proptest): random operation sequences against an in-memory model, state-machine invariants
+mod model;
 // two worker processes on one file; another process hammering the lock
 mod multiprocess;
 // worker runtime: priority, group keys (R13), queue isolation (R14), wake-up and polling
@@ -41,6 +47,8 @@ mod retry;
 mod schema;
 // worker runtime: graceful shutdown (R10), reaper (R9), busy database (R11)
 mod shutdown;
+// soak (ignored; scripts/soak.sh): a million jobs, worker processes killed with SIGKILL at random
+mod soak;
 // shared fixtures: temp database, ManualClock queue, raw connections
 mod support;
 // worker runtime: timeouts (R7), deadlines, heartbeats and leases

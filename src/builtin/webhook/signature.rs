@@ -212,7 +212,7 @@ pub fn verify(
     if age > tolerance {
         return Err(SignatureError::TooOld { age_secs: age });
     }
-    if -age > tolerance {
+    if age.saturating_neg() > tolerance {
         return Err(SignatureError::TooNew {
             ahead_secs: age.saturating_neg(),
         });

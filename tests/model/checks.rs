@@ -1,0 +1,238 @@
+//! What is compared with the model, and what must hold in the table whatever happened.
+
+use super::*;
+
+/// A stored job as the checks read it.
+#[derive(Debug, PartialEq)]
+pub(super) struct Row {
+    pub(super) status: String,
+    pub(super) attempts: i64,
+    pub(super) max_attempts: i64,
+    pub(super) priority: i64,
+    pub(super) run_at: i64,
+    pub(super) locked_until: Option<i64>,
+    pub(super) requeued_as: Option<i64>,
+}
+
+/// Compares every job with the model, then checks the invariants on the table itself.
+pub(super) fn check(model: &Model, real: &mut Real) {
+    let conn = &real.check;
+    let total: i64 = conn
+        .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+        .expect("counting jobs");
+    assert_eq!(
+        total,
+        model.jobs.len() as i64,
+        "jobs in the table vs the model"
+    );
+    for &id in &model.gone {
+        let there: Option<i64> = conn
+            .query_row("SELECT id FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .expect("looking for a deleted job");
+        assert_eq!(
+            there, None,
+            "job {id} was pruned or discarded but is still there"
+        );
+    }
+    for (&id, job) in &model.jobs {
+        let (row, locked_by, updated_at) = conn
+            .query_row(
+                "SELECT status, attempts, max_attempts, priority, CAST(run_at AS INTEGER),
+                        locked_until, requeued_as, locked_by, updated_at
+                 FROM jobs WHERE id = ?1",
+                [id],
+                |r| {
+                    let row = Row {
+                        status: r.get(0)?,
+                        attempts: r.get(1)?,
+                        max_attempts: r.get(2)?,
+                        priority: r.get(3)?,
+                        run_at: r.get(4)?,
+                        locked_until: r.get(5)?,
+                        requeued_as: r.get(6)?,
+                    };
+                    Ok((row, r.get::<_, Option<String>>(7)?, r.get::<_, i64>(8)?))
+                },
+            )
+            .optional()
+            .expect("reading a job")
+            .unwrap_or_else(|| panic!("job {id} was lost: the model has it, the table does not"));
+        let expected = Row {
+            status: job.status.as_str().to_string(),
+            attempts: job.attempts,
+            max_attempts: job.max_attempts,
+            priority: job.priority,
+            run_at: job.run_at,
+            locked_until: job.locked_until,
+            requeued_as: job.requeued_as,
+        };
+        assert_eq!(row, expected, "job {id}: the table vs the model {job:?}");
+        if matches!(job.status, JobStatus::Succeeded | JobStatus::Cancelled) {
+            // What prune compares with its cutoff.
+            assert_eq!(updated_at, job.finished, "job {id}: when it finished");
+        }
+        let holder = locked_by.as_deref().map(|w| {
+            if w == CRASHED {
+                Holder::Crashed
+            } else {
+                assert!(w.starts_with("drain:"), "job {id} locked by {w:?}");
+                Holder::Drain
+            }
+        });
+        assert_eq!(holder, job.holder, "job {id}: lease holder");
+        let history: Vec<(i64, String)> = real
+            .queue
+            .attempts(id)
+            .expect("reading the history")
+            .into_iter()
+            .map(|a| (a.attempt, a.outcome))
+            .collect();
+        assert_eq!(history, job.history, "job {id}: attempt history");
+    }
+    invariants(conn);
+    check_changes(real);
+}
+
+/// What must hold in the table whatever the operations were.
+pub(super) fn invariants(conn: &Connection) {
+    let count = |sql: &str| -> i64 {
+        conn.query_row(sql, [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    };
+    assert_eq!(
+        count("SELECT COUNT(*) FROM jobs WHERE attempts > max_attempts OR attempts < 0"),
+        0,
+        "attempts never exceed max_attempts"
+    );
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM (SELECT idempotency_key FROM jobs
+              WHERE idempotency_key IS NOT NULL
+                AND status IN ('queued', 'running', 'failed', 'succeeded')
+              GROUP BY idempotency_key HAVING COUNT(*) > 1)"
+        ),
+        0,
+        "idempotency keys are unique among live and succeeded jobs"
+    );
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM (SELECT group_key FROM jobs
+              WHERE group_key IS NOT NULL AND status = 'running'
+              GROUP BY group_key HAVING COUNT(*) > 1)"
+        ),
+        0,
+        "at most one running job per group key"
+    );
+    assert_eq!(
+        count(
+            "SELECT COUNT(*) FROM jobs WHERE (status = 'running') !=
+                 (locked_by IS NOT NULL AND locked_until IS NOT NULL)
+              OR (status != 'running' AND (locked_by IS NOT NULL OR locked_until IS NOT NULL))"
+        ),
+        0,
+        "a running job has exactly one lease (holder and expiry); no other job has one"
+    );
+}
+
+/// The transitions of `JobStatus` (its diagram), plus the operator's documented ones:
+/// `Queue::cancel` of a waiting job, and `Queue::retry_now` of a dead one.
+pub(super) fn transition_allowed(from: &str, to: &str) -> bool {
+    matches!(
+        (from, to),
+        ("queued", "running")
+            | ("queued", "cancelled")
+            | ("running", "succeeded")
+            | ("running", "failed")
+            | ("running", "dead")
+            | ("running", "queued")
+            | ("running", "cancelled")
+            | ("failed", "running")
+            | ("failed", "cancelled")
+            | ("dead", "failed")
+    )
+}
+
+pub(super) type Change = (
+    i64,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// Every status, holder and attempts change since the last step, one by one.
+pub(super) fn check_changes(real: &mut Real) {
+    let changes: Vec<Change> = real
+        .check
+        .prepare(
+            "SELECT seq, job_id, old_status, new_status, old_locked_by, new_locked_by,
+                    old_attempts, new_attempts
+             FROM model_changes WHERE seq > ?1 ORDER BY seq",
+        )
+        .and_then(|mut s| {
+            s.query_map([real.changes_seen], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()
+        })
+        .expect("reading the recorded changes");
+    for change in &changes {
+        let (seq, id, old, new, old_by, new_by, old_attempts, new_attempts) = change;
+        real.changes_seen = *seq;
+        match (old.as_deref(), new.as_deref()) {
+            (None, Some(new)) => {
+                assert_eq!(
+                    (new, new_by.as_deref(), *new_attempts),
+                    ("queued", None, Some(0)),
+                    "job {id} was inserted other than queued, unleased, unattempted: {change:?}"
+                );
+            }
+            (Some(old), None) => assert!(
+                matches!(old, "succeeded" | "cancelled" | "dead"),
+                "job {id} was deleted while {old}: only finished jobs may be pruned and dead \
+                 ones discarded: {change:?}"
+            ),
+            (Some(old), Some(new)) => {
+                assert!(
+                    transition_allowed(old, new),
+                    "job {id}: {old} -> {new} is not a transition of the state machine (a \
+                     lease handed over while running, or attempts changed in place): {change:?}"
+                );
+                let expected_attempts = match (old, new) {
+                    (_, "running") => old_attempts.map(|a| a + 1),
+                    ("running", "queued") => old_attempts.map(|a| a - 1),
+                    _ => *old_attempts,
+                };
+                assert_eq!(
+                    *new_attempts, expected_attempts,
+                    "job {id}: attempts across {old} -> {new}: {change:?}"
+                );
+                assert_eq!(
+                    new_by.is_some(),
+                    new == "running",
+                    "job {id}: a lease holder exactly while running: {change:?}"
+                );
+                if old == "running" {
+                    assert!(
+                        old_by.is_some(),
+                        "job {id} ran without a holder: {change:?}"
+                    );
+                }
+            }
+            (None, None) => unreachable!("a change has a side"),
+        }
+    }
+}
