@@ -131,6 +131,8 @@ impl Db {
             .idle_timeout(None)
             .max_lifetime(None)
             .connection_timeout(config.busy_timeout.max(Duration::from_secs(5)))
+            // Pooled connections stay valid; a check per checkout costs every enqueue.
+            .test_on_check_out(false)
             .build(manager)?;
         Ok(Db {
             pool,
@@ -189,7 +191,6 @@ fn configure(
     }
     conn.pragma_update(None, "synchronous", synchronous.pragma_value())?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }
