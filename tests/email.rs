@@ -425,7 +425,7 @@ fn a_started_worker_sends_through_the_sink() {
 #[test]
 fn the_email_example_writes_its_message_once() {
     let dir = crate::support::temp_dir();
-    let out = crate::report::run_example("email", &[dir.path().as_os_str()]);
+    let out = crate::support::run_example("email", &[dir.path().as_os_str()]);
     for expected in [
         "dedupe key: email:42:welcome:signup",
         "enqueued email job 1; the same email again gave job 1",

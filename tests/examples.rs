@@ -1,35 +1,8 @@
 //! Runs the examples (built by `cargo test` beside this binary) and checks their output, so
 //! the README's stories cannot rot.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-fn example(name: &str) -> PathBuf {
-    // target/<profile>/deps/integration-HASH → target/<profile>/examples/<name>
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile> directory");
-    profile_dir.join("examples").join(name)
-}
-
 fn run(name: &str) -> String {
-    let path = example(name);
-    assert!(
-        path.exists(),
-        "{} is not built; run the tests with `cargo test` so examples are compiled",
-        path.display()
-    );
-    let out = Command::new(&path).output().expect("run example");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "example {name} failed with {}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    crate::support::run_example(name, &[])
 }
 
 #[test]

@@ -380,7 +380,7 @@ fn workers_run_their_scheduler_threads_and_enqueue_each_slot_once() {
 #[test]
 fn the_periodic_example_runs_the_nightly_report_once_per_night_and_once_after_downtime() {
     let dir = crate::support::temp_dir();
-    let out = crate::report::run_example("periodic", &[dir.path().as_os_str()]);
+    let out = crate::support::run_example("periodic", &[dir.path().as_os_str()]);
     for expected in [
         "2024-03-01 02:00 UTC: enqueued the slot of 2024-03-01 02:00 UTC",
         "2024-03-01 02:01 UTC: again: nothing due",

@@ -795,39 +795,10 @@ fn a_request_job_from_a_schedule_creates_its_own_run() {
     assert_eq!(result["run_id"], json!(r.id));
 }
 
-/// Runs an example binary (built by `cargo test` beside this test binary, as in
-/// tests/examples.rs) with `args`; returns its stdout, failing with its output if it failed.
-pub(crate) fn run_example(name: &str, args: &[&std::ffi::OsStr]) -> String {
-    let exe = std::env::current_exe().expect("test binary path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .join("examples")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is not built; run the tests with `cargo test`",
-        path.display()
-    );
-    let out = std::process::Command::new(&path)
-        .args(args)
-        .output()
-        .expect("run the example");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "example {name} failed with {}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn the_report_chunks_example_leaves_a_complete_csv_and_shows_progress() {
     let dir = crate::support::temp_dir();
-    let out = run_example("report_chunks", &[dir.path().as_os_str()]);
+    let out = crate::support::run_example("report_chunks", &[dir.path().as_os_str()]);
     let csv_path = dir.path().join("activity.csv");
     assert!(
         out.contains(&format!(

@@ -110,6 +110,34 @@ pub fn count_rows(path: &Path, table: &str) -> i64 {
         .unwrap_or_else(|e| panic!("counting rows of {table}: {e}"))
 }
 
+/// Runs an example binary (built by `cargo test` beside this test binary) with `args`; returns its stdout, failing with its output if it failed.
+pub fn run_example(name: &str, args: &[&std::ffi::OsStr]) -> String {
+    let exe = std::env::current_exe().expect("test binary path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>")
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run the tests with `cargo test`",
+        path.display()
+    );
+    let out = std::process::Command::new(&path)
+        .args(args)
+        .output()
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "example {name} failed with {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Child processes for the process-level tests (crash, multiprocess).
 pub mod child;
 pub mod http;
