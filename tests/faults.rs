@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Sender};
 use litejobs::{CheckpointMode, ErrorKind, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
-use rusqlite::TransactionBehavior;
 use serde_json::json;
 
 use crate::support::child::{
@@ -155,35 +154,7 @@ fn child_storm_locker() {
     if !child::is_child(STORM_LOCKER_ROLE) {
         return;
     }
-    let deadline = Deadline::new("storm locker child", CHILD_LIFETIME_CAP);
-    let stop = child::env_path(SIGNAL_VAR);
-    let ready = child::env_path(READY_VAR);
-    let mut rng = Prng::new(child::env_u64(SEED_VAR));
-    let mut conn = raw_conn(&child::env_path(DB_VAR));
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS storm (cycle INTEGER NOT NULL, held_ms INTEGER NOT NULL)",
-    )
-    .expect("locker: creating its table");
-    let mut cycle: i64 = 0;
-    while !stop.exists() {
-        deadline.check(|| "holding the write lock (the parent never asked to stop)");
-        let hold = rng.range(1, STORM_MAX_HOLD_MS);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .expect("locker: BEGIN IMMEDIATE");
-        tx.execute(
-            "INSERT INTO storm (cycle, held_ms) VALUES (?1, ?2)",
-            rusqlite::params![cycle, hold as i64],
-        )
-        .expect("locker: insert");
-        std::thread::sleep(Duration::from_millis(hold));
-        tx.commit().expect("locker: COMMIT");
-        cycle += 1;
-        if cycle == 1 {
-            std::fs::write(&ready, b"ready").expect("locker: writing ready file");
-        }
-        std::thread::sleep(Duration::from_millis(rng.range(1, STORM_MAX_GAP_MS)));
-    }
+    child::hammer_write_lock("storm locker", 1..STORM_MAX_HOLD_MS, 1..STORM_MAX_GAP_MS);
 }
 
 #[test]
@@ -365,7 +336,7 @@ fn a_storm_of_long_write_locks_from_another_process_costs_waits_never_attempts()
         assert_eq!(n, expected, "enqueue call {i} left {n} rows");
     }
     let (cycles, held_ms): (i64, i64) = conn
-        .query_row("SELECT COUNT(*), SUM(held_ms) FROM storm", [], |r| {
+        .query_row("SELECT COUNT(*), SUM(held_ms) FROM hammer", [], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .expect("counting the locker's cycles");

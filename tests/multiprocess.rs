@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use litejobs::{ErrorKind, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
-use rusqlite::TransactionBehavior;
 use serde_json::json;
 
 use crate::support::child::{
@@ -69,35 +68,7 @@ fn child_locker_process() {
     if !child::is_child(LOCKER_ROLE) {
         return;
     }
-    let deadline = Deadline::new("multiprocess locker child", CHILD_LIFETIME_CAP);
-    let stop = child::env_path(SIGNAL_VAR);
-    let ready = child::env_path(READY_VAR);
-    let mut rng = Prng::new(child::env_u64(SEED_VAR));
-    let mut conn = raw_conn(&child::env_path(DB_VAR));
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS hammer (cycle INTEGER NOT NULL, held_ms INTEGER NOT NULL)",
-    )
-    .expect("locker: creating its table");
-    let mut cycle: i64 = 0;
-    while !stop.exists() {
-        deadline.check(|| "hammering the write lock (the parent never asked to stop)");
-        let hold = rng.range(1, 50);
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .expect("locker: BEGIN IMMEDIATE");
-        tx.execute(
-            "INSERT INTO hammer (cycle, held_ms) VALUES (?1, ?2)",
-            rusqlite::params![cycle, hold as i64],
-        )
-        .expect("locker: insert");
-        std::thread::sleep(Duration::from_millis(hold));
-        tx.commit().expect("locker: COMMIT");
-        cycle += 1;
-        if cycle == 1 {
-            std::fs::write(&ready, b"ready").expect("locker: writing ready file");
-        }
-        std::thread::sleep(Duration::from_millis(rng.range(5, 25)));
-    }
+    child::hammer_write_lock("multiprocess locker", 1..50, 5..25);
 }
 
 #[test]

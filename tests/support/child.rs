@@ -358,3 +358,40 @@ pub fn wait_for_file(path: &Path, deadline: &Deadline) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// The body of a child process that takes the write lock again and again until the stop file
+/// ([`SIGNAL_VAR`]) appears: `BEGIN IMMEDIATE`, a small insert, hold `hold_ms` (a seeded
+/// random range), commit, let go for `gap_ms`. Creates the ready file ([`READY_VAR`]) after its
+/// first cycle, so the parent starts its work under the storm.
+pub fn hammer_write_lock(label: &str, hold_ms: std::ops::Range<u64>, gap_ms: std::ops::Range<u64>) {
+    let deadline = Deadline::new("write-lock hammer child", CHILD_LIFETIME_CAP);
+    let stop = env_path(SIGNAL_VAR);
+    let ready = env_path(READY_VAR);
+    let mut rng = Prng::new(env_u64(SEED_VAR));
+    let mut conn = crate::support::raw_conn(&env_path(DB_VAR));
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS hammer (cycle INTEGER NOT NULL, held_ms INTEGER NOT NULL)",
+    )
+    .expect("locker: creating its table");
+    let mut cycle: i64 = 0;
+    while !stop.exists() {
+        deadline
+            .check(|| format!("{label}: holding the write lock (the parent never asked to stop)"));
+        let hold = rng.range(hold_ms.start, hold_ms.end);
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .expect("locker: BEGIN IMMEDIATE");
+        tx.execute(
+            "INSERT INTO hammer (cycle, held_ms) VALUES (?1, ?2)",
+            rusqlite::params![cycle, hold as i64],
+        )
+        .expect("locker: insert");
+        std::thread::sleep(Duration::from_millis(hold));
+        tx.commit().expect("locker: COMMIT");
+        cycle += 1;
+        if cycle == 1 {
+            std::fs::write(&ready, b"ready").expect("locker: writing ready file");
+        }
+        std::thread::sleep(Duration::from_millis(rng.range(gap_ms.start, gap_ms.end)));
+    }
+}
