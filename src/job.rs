@@ -295,6 +295,19 @@ pub struct JobRecord {
     pub requeued_as: Option<i64>,
 }
 
+impl JobRecord {
+    /// The moment that matters for a person looking at the job in its status, with its word:
+    /// `("due", run_at)` while waiting, `("started", ..)` while running, `("finished", ..)`
+    /// once final. Listings in the CLI and the dashboard show it relative to now.
+    pub fn status_time(&self) -> (&'static str, i64) {
+        match self.status {
+            JobStatus::Queued | JobStatus::Failed => ("due", self.run_at),
+            JobStatus::Running => ("started", self.started_at.unwrap_or(self.updated_at)),
+            _ => ("finished", self.finished_at.unwrap_or(self.updated_at)),
+        }
+    }
+}
+
 /// One row of a job's attempt history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]

@@ -10,7 +10,7 @@ pub(crate) mod overview;
 pub(crate) mod schedules;
 
 use crate::error::{Error, ErrorKind};
-use crate::job::{JobRecord, JobStatus};
+use crate::job::JobRecord;
 
 use super::app::Ctx;
 use super::format::ago;
@@ -19,17 +19,8 @@ use super::http::Response;
 
 /// The time that matters for a job in its status, relative to now (as `litejobs list`).
 pub(crate) fn when(job: &JobRecord, now: i64) -> String {
-    match job.status {
-        JobStatus::Queued | JobStatus::Failed => format!("due {}", ago(job.run_at, now)),
-        JobStatus::Running => format!(
-            "started {}",
-            ago(job.started_at.unwrap_or(job.updated_at), now)
-        ),
-        _ => format!(
-            "finished {}",
-            ago(job.finished_at.unwrap_or(job.updated_at), now)
-        ),
-    }
+    let (word, at) = job.status_time();
+    format!("{word} {}", ago(at, now))
 }
 
 /// A library error as a page: 404 for an unknown id, 409 for an action the job's status

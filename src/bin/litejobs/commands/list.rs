@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use litejobs::{JobFilter, JobRecord, JobStatus};
+use litejobs::{JobFilter, JobRecord};
 use serde::Serialize;
 
 use super::{CliError, Ctx, Exit};
@@ -82,15 +82,6 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
 
 /// The time that matters for a job in its status, relative to now.
 pub fn when(job: &JobRecord, now: i64) -> String {
-    match job.status {
-        JobStatus::Queued | JobStatus::Failed => format!("due {}", ago(job.run_at, now)),
-        JobStatus::Running => format!(
-            "started {}",
-            ago(job.started_at.unwrap_or(job.updated_at), now)
-        ),
-        _ => format!(
-            "finished {}",
-            ago(job.finished_at.unwrap_or(job.updated_at), now)
-        ),
-    }
+    let (word, at) = job.status_time();
+    format!("{word} {}", ago(at, now))
 }
