@@ -397,16 +397,15 @@ pub(crate) fn validate(job: &NewJob, max_payload_bytes: usize) -> Result<String>
 const MAX_PAYLOAD_DEPTH: usize = 127;
 
 fn depth_exceeds(value: &serde_json::Value, budget: usize) -> bool {
-    let children: Box<dyn Iterator<Item = &serde_json::Value>> = match value {
-        serde_json::Value::Array(items) => Box::new(items.iter()),
-        serde_json::Value::Object(map) => Box::new(map.values()),
-        _ => return false,
-    };
-    if budget == 0 {
-        return true;
+    match value {
+        serde_json::Value::Array(items) => {
+            budget == 0 || items.iter().any(|child| depth_exceeds(child, budget - 1))
+        }
+        serde_json::Value::Object(map) => {
+            budget == 0 || map.values().any(|child| depth_exceeds(child, budget - 1))
+        }
+        _ => false,
     }
-    let mut children = children;
-    children.any(|child| depth_exceeds(child, budget - 1))
 }
 
 #[cfg(test)]
