@@ -118,12 +118,9 @@ pub struct StatsArgs {
     pub errors: usize,
 }
 
-/// `list`.
+/// The filters `list` and `dead list` share.
 #[derive(Debug, Args)]
-pub struct ListArgs {
-    /// Only jobs in this status (queued, running, succeeded, failed, dead, cancelled).
-    #[arg(long, value_parser = parse_status, value_name = "STATUS")]
-    pub status: Option<JobStatus>,
+pub struct FilterArgs {
     /// Only jobs of this type.
     #[arg(long = "type", value_name = "TYPE")]
     pub job_type: Option<String>,
@@ -136,6 +133,33 @@ pub struct ListArgs {
     /// At most this many jobs.
     #[arg(long, default_value_t = litejobs::DEFAULT_LIST_LIMIT, value_name = "N")]
     pub limit: usize,
+}
+
+impl FilterArgs {
+    /// The library filter these flags describe.
+    pub fn to_filter(&self) -> litejobs::JobFilter {
+        let mut filter = litejobs::JobFilter::new().limit(self.limit);
+        if let Some(job_type) = &self.job_type {
+            filter = filter.job_type(job_type);
+        }
+        if let Some(name) = &self.queue {
+            filter = filter.queue(name);
+        }
+        if let Some(text) = &self.search {
+            filter = filter.search(text);
+        }
+        filter
+    }
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only jobs in this status (queued, running, succeeded, failed, dead, cancelled).
+    #[arg(long, value_parser = parse_status, value_name = "STATUS")]
+    pub status: Option<JobStatus>,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Only jobs with a smaller id (the next page after the last id shown).
     #[arg(long, value_name = "ID")]
     pub before: Option<i64>,
@@ -169,18 +193,8 @@ pub enum DeadCommand {
 /// `dead list`.
 #[derive(Debug, Args)]
 pub struct DeadListArgs {
-    /// Only jobs of this type.
-    #[arg(long = "type", value_name = "TYPE")]
-    pub job_type: Option<String>,
-    /// Only jobs in this queue.
-    #[arg(long, value_name = "QUEUE")]
-    pub queue: Option<String>,
-    /// Only jobs whose last error contains this text (ASCII case-insensitive).
-    #[arg(long, value_name = "TEXT")]
-    pub search: Option<String>,
-    /// At most this many jobs.
-    #[arg(long, default_value_t = litejobs::DEFAULT_LIST_LIMIT, value_name = "N")]
-    pub limit: usize,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Also dead jobs already requeued.
     #[arg(long)]
     pub all: bool,

@@ -21,16 +21,7 @@ pub fn run(ctx: &Ctx, cmd: &DeadCommand, out: &mut dyn Write) -> Result<Exit, Cl
 
 fn list(ctx: &Ctx, args: &DeadListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
-    let mut filter = JobFilter::new().limit(args.limit);
-    if let Some(job_type) = &args.job_type {
-        filter = filter.job_type(job_type);
-    }
-    if let Some(name) = &args.queue {
-        filter = filter.queue(name);
-    }
-    if let Some(text) = &args.search {
-        filter = filter.search(text);
-    }
+    let filter = args.filter.to_filter();
     let jobs = if args.all {
         queue.list(&filter.status(JobStatus::Dead))?
     } else {
@@ -45,7 +36,7 @@ fn list(ctx: &Ctx, args: &DeadListArgs, out: &mut dyn Write) -> Result<Exit, Cli
     if jobs.is_empty() {
         return Ok(Exit::Ok);
     }
-    if jobs.len() == args.limit {
+    if jobs.len() == args.filter.limit {
         writeln!(out, "(first {} shown; raise --limit for more)", jobs.len())?;
     }
     if !args.all {

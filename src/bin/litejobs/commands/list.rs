@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use litejobs::{JobFilter, JobRecord};
+use litejobs::JobRecord;
 use serde::Serialize;
 
 use super::{CliError, Ctx, Exit};
@@ -20,18 +20,9 @@ pub struct JobsJson {
 /// Prints the matching jobs.
 pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
-    let mut filter = JobFilter::new().limit(args.limit);
+    let mut filter = args.filter.to_filter();
     if let Some(status) = args.status {
         filter = filter.status(status);
-    }
-    if let Some(job_type) = &args.job_type {
-        filter = filter.job_type(job_type);
-    }
-    if let Some(name) = &args.queue {
-        filter = filter.queue(name);
-    }
-    if let Some(text) = &args.search {
-        filter = filter.search(text);
     }
     if let Some(id) = args.before {
         filter = filter.before_id(id);
@@ -67,7 +58,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
         ]);
     }
     table.write(out)?;
-    if jobs.len() == args.limit {
+    if jobs.len() == args.filter.limit {
         if let Some(last) = jobs.last() {
             writeln!(
                 out,
