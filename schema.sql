@@ -1,7 +1,8 @@
--- litejobs schema, version 3: the contract for programs in any language (R27).
+-- litejobs schema, version 4: the contract for programs in any language (R27, R28).
 --
--- Apply it to an empty file with `sqlite3 app.db < schema.sql`; litejobs then opens the
--- file as current. litejobs itself creates the same schema through its migrations, and a
+-- Apply it to an empty file with `sqlite3 app.db < schema.sql` (then `litejobs --db app.db
+-- init`, or open it once from litejobs, switches the file to WAL mode); litejobs then opens
+-- the file as current. litejobs itself creates the same schema through its migrations, and a
 -- test proves the two agree.
 --
 -- Times are integers: milliseconds since 1970-01-01 UTC. Every column but `job_type` and
@@ -9,9 +10,36 @@
 --
 --     INSERT INTO jobs (job_type, payload) VALUES ('deliver_webhook', '{"event_id": 7}');
 --
--- The defaults use only functions that SQLite 3.31 and older understand.
+-- The defaults and the CHECK rules use only functions that SQLite 3.31 and older understand,
+-- so old system SQLite (Python, PHP, Go) can insert.
 -- Statuses: queued, running, succeeded, failed (an attempt failed, the next one is
 -- scheduled at run_at), dead (attempts spent or a permanent error), cancelled.
+--
+-- Rows are checked at the door. A wrongly typed insert fails at once in the inserting program
+-- with "CHECK constraint failed: RULE", where RULE is one of (each applies to live rows:
+-- queued, running, failed):
+--   jobs_queue_text             queue is non-empty TEXT
+--   jobs_job_type_text          job_type is non-empty TEXT
+--   jobs_payload_text           payload is TEXT (JSON). Bind a string, not bytes: Python's
+--                               bytes and Go's []byte arrive as a BLOB and are refused
+--   jobs_priority_integer       priority is an INTEGER
+--   jobs_attempts_integer       attempts is an INTEGER >= 0 (leave it to its default)
+--   jobs_max_attempts_positive  max_attempts is an INTEGER >= 1
+--   jobs_run_at_ms              run_at is INTEGER milliseconds since 1970: not text such as
+--                               '2020-01-01 00:00:00', not REAL (round it: in Python
+--                               int(time.time() * 1000)), not seconds (a value below
+--                               created_at / 100, e.g. 1767225600), not micro- or nanoseconds
+--                               (100000000000000 or more). Leave it out to run now.
+--   jobs_times_ms               created_at and updated_at are INTEGER milliseconds
+--   jobs_timeout_ms_positive    timeout_ms is NULL or an INTEGER > 0
+--   jobs_idempotency_key_text   idempotency_key is NULL or TEXT
+--   jobs_group_key_text         group_key is NULL or TEXT
+--   jobs_status_valid           status is one of the six words above
+-- What SQLite 3.31 cannot check is checked when a worker claims the row: a payload that is not
+-- valid UTF-8 or not valid JSON, or larger than the worker's payload limit, makes the job dead
+-- without running, with an error naming the job, the column and what was wrong; every other
+-- job keeps flowing. Finished rows (succeeded, dead, cancelled) are exempt from the rules above,
+-- so rows an older version let in keep their raw values for a person to inspect.
 
 CREATE TABLE jobs (
     -- Row id, never reused (AUTOINCREMENT): a dead job's requeued_as and log lines stay valid after pruning.
@@ -60,9 +88,34 @@ CREATE TABLE jobs (
     requeued_at INTEGER,
     requeue_reason TEXT,
     requeued_as INTEGER,
-    -- Written with ORs: measured to cost almost nothing, where an IN list halved insert speed.
+    -- The rules listed at the top. Written with ORs: measured to cost almost nothing, where
+    -- an IN list halved insert speed; all of them together cost about 5 % of an insert.
     CONSTRAINT jobs_status_valid CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded'
-        OR status = 'failed' OR status = 'dead' OR status = 'cancelled')
+        OR status = 'failed' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_queue_text CHECK ((typeof(queue) = 'text' AND queue <> '')
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_job_type_text CHECK ((typeof(job_type) = 'text' AND job_type <> '')
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_payload_text CHECK (typeof(payload) = 'text'
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_priority_integer CHECK (typeof(priority) = 'integer'
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_attempts_integer CHECK ((typeof(attempts) = 'integer' AND attempts >= 0)
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_max_attempts_positive CHECK ((typeof(max_attempts) = 'integer' AND max_attempts >= 1)
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_run_at_ms CHECK ((typeof(run_at) = 'integer' AND run_at >= created_at / 100
+            AND run_at < 100000000000000)
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_times_ms CHECK ((typeof(created_at) = 'integer' AND typeof(updated_at) = 'integer')
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_timeout_ms_positive CHECK (timeout_ms IS NULL
+        OR (typeof(timeout_ms) = 'integer' AND timeout_ms > 0)
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_idempotency_key_text CHECK (idempotency_key IS NULL OR typeof(idempotency_key) = 'text'
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
+    CONSTRAINT jobs_group_key_text CHECK (group_key IS NULL OR typeof(group_key) = 'text'
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
 );
 
 -- The claim reads due rows of one queue in (priority DESC, run_at, id) order; the index holds
@@ -269,4 +322,4 @@ CREATE TABLE periodic_schedules (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;

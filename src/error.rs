@@ -34,6 +34,16 @@ pub enum ErrorKind {
     /// The file is a SQLite database that belongs to another program (e.g. its `jobs` table
     /// is not litejobs'). The file was not changed.
     ForeignDatabase,
+    /// The file has no litejobs schema (an empty file, another program's database) or does
+    /// not exist, and it was opened with [`Queue::open_read_only`](crate::Queue::open_read_only),
+    /// which never creates one: run `litejobs init` or open it with
+    /// [`Queue::open`](crate::Queue::open). The file was not changed.
+    Uninitialized,
+    /// The database cannot be written: the file, its directory or its file system is
+    /// read-only, or the queue was opened with
+    /// [`Queue::open_read_only`](crate::Queue::open_read_only). Nothing was written; reading
+    /// still works.
+    ReadOnly,
     /// Any other SQLite or connection-pool failure.
     Database,
     /// A file-system error outside SQLite.
@@ -55,6 +65,8 @@ impl ErrorKind {
             ErrorKind::NewerSchema => "newer schema",
             ErrorKind::NotADatabase => "not a database",
             ErrorKind::ForeignDatabase => "foreign database",
+            ErrorKind::Uninitialized => "not a litejobs database",
+            ErrorKind::ReadOnly => "read-only database",
             ErrorKind::Database => "database error",
             ErrorKind::Io => "i/o error",
             ErrorKind::ShutdownTimeout => "shutdown timeout",
@@ -166,6 +178,12 @@ impl From<rusqlite::Error> for Error {
             Some(ErrorCode::NotADatabase) => (
                 ErrorKind::NotADatabase,
                 "file is not a SQLite database".to_string(),
+            ),
+            Some(ErrorCode::ReadOnly) => (
+                ErrorKind::ReadOnly,
+                "the database is read-only (file permissions, a read-only mount or a backup); \
+                 nothing was written"
+                    .to_string(),
             ),
             Some(ErrorCode::DatabaseCorrupt) => (
                 ErrorKind::NotADatabase,

@@ -133,6 +133,39 @@ pub(crate) enum Payload {
     Text(String),
 }
 
+/// The latest `run_at` the schema accepts (ms; in the year 5138): anything later is taken
+/// for micro- or nanoseconds written by mistake (schema rule `jobs_run_at_ms`).
+pub(crate) const MAX_RUN_AT_MS: i64 = 99_999_999_999_999;
+
+/// A `run_at` computed by litejobs (a retry, a snooze), cut to what the schema accepts: a
+/// delay that long means "not in this millennium" either way.
+pub(crate) fn clamp_run_at(ms: i64) -> i64 {
+    ms.min(MAX_RUN_AT_MS)
+}
+
+impl RunAt {
+    /// When a job enqueued at `now` is due. A time before `now / 100` (the schema's test for
+    /// seconds written as milliseconds) means "already due" and is stored as that floor.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob) for a time past
+    /// [`MAX_RUN_AT_MS`].
+    pub(crate) fn resolve(run_at: Option<RunAt>, now: i64) -> Result<i64> {
+        let at = match run_at {
+            None => now,
+            Some(RunAt::At(at)) => at,
+            Some(RunAt::After(delay)) => now.saturating_add(delay),
+        };
+        if at > MAX_RUN_AT_MS {
+            return Err(Error::invalid_job(format!(
+                "run_at {at} ms is after the year 5000 (the latest is {MAX_RUN_AT_MS} ms); \
+                 give a shorter delay or an earlier time"
+            )));
+        }
+        Ok(at.max(now / 100))
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RunAt {
     At(i64),
@@ -293,6 +326,12 @@ pub struct JobRecord {
     pub requeue_reason: Option<String>,
     /// The id of the new job the requeue created.
     pub requeued_as: Option<i64>,
+    /// What is wrong with the stored row, when another program wrote values litejobs cannot
+    /// use (e.g. `column payload holds BLOB X'7B7D' (2 bytes), not text`). Empty for rows
+    /// litejobs wrote. Such a job goes dead when a worker claims it; the fields above show
+    /// the raw values safely (a BLOB as its hex literal, invalid UTF-8 replaced).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl JobRecord {

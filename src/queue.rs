@@ -71,6 +71,7 @@ pub struct QueueBuilder {
     max_payload_bytes: usize,
     idempotency_window: Duration,
     clock: Arc<dyn Clock>,
+    create: bool,
 }
 
 impl std::fmt::Debug for QueueBuilder {
@@ -93,6 +94,7 @@ impl Default for QueueBuilder {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
             clock: Arc::new(SystemClock),
+            create: true,
         }
     }
 }
@@ -138,6 +140,17 @@ impl QueueBuilder {
         self
     }
 
+    /// Whether [`open`](QueueBuilder::open) may create a missing file, or add the litejobs
+    /// schema to a file without it (e.g. your application's own database). With `false`,
+    /// such a file is refused with [`Uninitialized`](crate::ErrorKind::Uninitialized) and
+    /// left unchanged, while an older litejobs schema is still migrated: what a tool that
+    /// acts on an existing queue wants, so a typo in a path cannot create an empty one.
+    /// Defaults to `true`.
+    pub fn create(mut self, create: bool) -> Self {
+        self.create = create;
+        self
+    }
+
     fn db_config(&self) -> Result<DbConfig> {
         if self.pool_size == 0 {
             return Err(Error::invalid_config("pool_size must be at least 1, got 0"));
@@ -146,6 +159,7 @@ impl QueueBuilder {
             synchronous: self.synchronous,
             busy_timeout: self.busy_timeout,
             pool_size: self.pool_size,
+            create: self.create,
         })
     }
 
@@ -158,6 +172,24 @@ impl QueueBuilder {
     /// litejobs. In each case the file is left untouched.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Queue> {
         let db = Db::open(path.as_ref(), &self.db_config()?)?;
+        Ok(self.into_queue(db))
+    }
+
+    /// Opens an existing litejobs database for reading only, as the `litejobs` read commands
+    /// do: nothing is created, migrated or written (not even WAL mode), so it works on a
+    /// read-only file, a read-only mount or a backup, and on a file an older litejobs still
+    /// writes to (schema version 3 or newer; it is not migrated under that program's feet).
+    /// Reads work as usual; every write ([`enqueue`](Queue::enqueue), [`cancel`](Queue::cancel),
+    /// starting a [`Worker`](crate::Worker), ...) fails at once with
+    /// [`ReadOnly`](crate::ErrorKind::ReadOnly).
+    ///
+    /// # Errors
+    /// [`Uninitialized`](crate::ErrorKind::Uninitialized) for a missing file or one without
+    /// the litejobs schema (e.g. another application's database); the errors of
+    /// [`open`](QueueBuilder::open) for foreign, newer or non-SQLite files. The file is never
+    /// changed.
+    pub fn open_read_only(self, path: impl AsRef<Path>) -> Result<Queue> {
+        let db = Db::open_read_only(path.as_ref(), &self.db_config()?)?;
         Ok(self.into_queue(db))
     }
 
@@ -185,6 +217,33 @@ impl Queue {
     /// Opens or creates the database file with default options; see [`QueueBuilder::open`].
     pub fn open(path: impl AsRef<Path>) -> Result<Queue> {
         QueueBuilder::default().open(path)
+    }
+
+    /// Opens an existing database for reading only, with default options; see
+    /// [`QueueBuilder::open_read_only`].
+    ///
+    /// ```
+    /// # fn main() -> litejobs::Result<()> {
+    /// # let dir = tempfile::tempdir().map_err(|e| litejobs::Error::from(e))?;
+    /// # let path = dir.path().join("app.db");
+    /// # litejobs::Queue::open(&path)?;
+    /// let queue = litejobs::Queue::open_read_only(&path)?;
+    /// assert!(queue.is_read_only());
+    /// let err = queue
+    ///     .enqueue(litejobs::NewJob::new("t", serde_json::json!({})))
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), litejobs::ErrorKind::ReadOnly);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Queue> {
+        QueueBuilder::default().open_read_only(path)
+    }
+
+    /// True when opened with [`Queue::open_read_only`]: every write fails with
+    /// [`ReadOnly`](crate::ErrorKind::ReadOnly).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.db.is_read_only()
     }
 
     /// A private in-memory database for tests, shared by this queue's clones.
@@ -316,6 +375,12 @@ impl Queue {
 
     pub(crate) fn idempotency_window(&self) -> Duration {
         self.inner.idempotency_window
+    }
+
+    /// The payload size limit: enqueue refuses larger payloads, and a worker makes a larger
+    /// row written by another program dead instead of running it.
+    pub(crate) fn max_payload_bytes(&self) -> usize {
+        self.inner.max_payload_bytes
     }
 }
 

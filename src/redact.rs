@@ -276,6 +276,7 @@ mod tests {
             requeued_at: None,
             requeue_reason: None,
             requeued_as: None,
+            problems: Vec::new(),
         };
         let masked = Redactor::new().mask_job(&job);
         assert_eq!(masked.payload, json!({"password": "[masked]"}));

@@ -93,6 +93,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                     limit: DRAIN_BATCH,
                     worker_id: &worker_id,
                     lease_grace_ms: grace_ms,
+                    max_payload_bytes: queue.max_payload_bytes(),
                 };
                 all.extend(jobs::claim(tx, &req, now)?);
             }

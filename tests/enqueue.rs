@@ -137,12 +137,36 @@ fn run_at_is_stored_in_milliseconds() {
     assert_eq!(get(&env, id).run_at, START_MS + 1_000);
 
     // A time in the past is kept as given (due at once).
-    let past = SystemTime::UNIX_EPOCH + Duration::from_millis(1_000);
+    let past = UNIX_EPOCH + Duration::from_millis(START_MS as u64 - 86_400_000);
     let id = env
         .queue
         .enqueue(job("report").run_at(past))
         .expect("enqueue in the past");
-    assert_eq!(get(&env, id).run_at, 1_000);
+    assert_eq!(get(&env, id).run_at, START_MS - 86_400_000);
+
+    // A time so far back that the schema would take it for seconds (before now / 100, see
+    // the jobs_run_at_ms rule) is stored as that floor: still due at once, still first.
+    let ancient = SystemTime::UNIX_EPOCH + Duration::from_millis(1_000);
+    let id = env
+        .queue
+        .enqueue(job("report").run_at(ancient))
+        .expect("enqueue in 1970");
+    assert_eq!(get(&env, id).run_at, START_MS / 100);
+    assert!(get(&env, id).run_at < START_MS - 86_400_000);
+
+    // A time past the year 5000 is micro- or nanoseconds by mistake: refused, naming it.
+    let far = UNIX_EPOCH + Duration::from_millis(100_000_000_000_000);
+    let err = env
+        .queue
+        .enqueue(job("report").run_at(far))
+        .expect_err("run_at past the year 5000 must be refused");
+    assert_eq!(err.kind(), litejobs::ErrorKind::InvalidJob);
+    assert!(err.to_string().contains("after the year 5000"), "{err}");
+    let err = env
+        .queue
+        .enqueue(job("report").delay(Duration::MAX))
+        .expect_err("an endless delay must be refused");
+    assert_eq!(err.kind(), litejobs::ErrorKind::InvalidJob);
 }
 
 /// Enqueues `job`, expects InvalidJob naming every `needle`, and checks nothing was stored.

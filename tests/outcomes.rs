@@ -557,8 +557,8 @@ fn a_row_with_invalid_json_from_plain_sql_goes_dead_with_a_clear_error() {
         assert_eq!(j.attempts, 1);
         let error = j.last_error.unwrap_or_default();
         assert!(
-            error.starts_with("payload is not valid JSON"),
-            "[{mode:?}] {error:?}"
+            error.starts_with(&format!("job {bad}: column payload is not valid JSON")),
+            "[{mode:?}] the error names the job and the column: {error:?}"
         );
         assert_eq!(
             handler.call_ids(),

@@ -7,6 +7,7 @@ use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtensio
 use crate::admin::{ErrorGroup, JobFilter};
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::JobRecord;
+use crate::storage::lenient;
 use crate::storage::read::{job_from_row, JOB_COLUMNS};
 
 /// Attempt outcomes that count as failures in rates and error figures.
@@ -61,6 +62,7 @@ pub(crate) fn retry_now(conn: &Connection, id: i64, now: i64) -> Result<()> {
                     "job {id} was already requeued as job {new_id}; retry that one instead"
                 )));
             }
+            crate::storage::read::refuse_unusable(conn, id, "retried")?;
             "UPDATE jobs SET status = 'failed', run_at = ?1, updated_at = ?1, finished_at = NULL,
                     max_attempts = attempts + 1
              WHERE id = ?2"
@@ -190,7 +192,7 @@ pub(crate) fn requeue_dead_matching(
 pub(crate) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorGroup>> {
     let mut stmt = conn.prepare_cached(
         "SELECT last_error, COUNT(*), SUM(status = 'failed'), SUM(status = 'dead'),
-                json_group_array(DISTINCT job_type),
+                json_group_array(DISTINCT CAST(job_type AS TEXT)),
                 CAST(MIN(COALESCE((SELECT MIN(a.finished_at) FROM job_attempts a
                                    WHERE a.job_id = jobs.id AND a.error = jobs.last_error),
                                   updated_at)) AS INTEGER),
@@ -202,9 +204,9 @@ pub(crate) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorG
          LIMIT ?1",
     )?;
     let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
-        let types: String = row.get(4)?;
+        let types = lenient::label(row, 4)?;
         Ok((
-            row.get::<_, String>(0)?,
+            lenient::label(row, 0)?,
             row.get::<_, i64>(1)?,
             row.get::<_, i64>(2)?,
             row.get::<_, i64>(3)?,
@@ -283,7 +285,7 @@ pub(crate) fn oldest_due_by_queue(conn: &Connection, now: i64) -> Result<Vec<(St
          WHERE status IN ('queued', 'failed') AND run_at <= ?1
          GROUP BY queue ORDER BY queue",
     )?;
-    let rows = stmt.query_map([now], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let rows = stmt.query_map([now], |row| Ok((lenient::label(row, 0)?, row.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -298,7 +300,9 @@ pub(crate) fn attempt_outcomes(conn: &Connection) -> Result<Vec<(String, String,
          GROUP BY job_type
          ORDER BY 1, 2",
     )?;
-    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    let rows = stmt.query_map([], |row| {
+        Ok((lenient::label(row, 0)?, row.get(1)?, row.get(2)?))
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

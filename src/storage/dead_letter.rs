@@ -3,6 +3,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::read;
 
 /// Creates a new job from dead job `id` (same type, payload and options, due now) and marks
 /// the dead one with who requeued it, when, why and the new id. Returns the new id.
@@ -24,6 +25,7 @@ pub(crate) fn requeue(conn: &Connection, id: i64, by: &str, reason: &str, now: i
             format!("job {id} was already requeued as job {new_id}"),
         ));
     }
+    read::refuse_unusable(conn, id, "requeued")?;
     let inserted = conn
         .prepare_cached(
             "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,

@@ -3,7 +3,8 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::Result;
-use crate::job::{NewJob, RunAt};
+use crate::job::{clamp_run_at, NewJob, RunAt};
+use crate::storage::lenient;
 
 /// The outcome of an insert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,11 +43,7 @@ impl<'conn> Inserter<'conn> {
                 return Ok(Inserted { id, created: false });
             }
         }
-        let run_at = match job.run_at {
-            None => now,
-            Some(RunAt::At(at)) => at,
-            Some(RunAt::After(delay)) => now.saturating_add(delay),
-        };
+        let run_at = RunAt::resolve(job.run_at, now)?;
         let changed = self.stmt.execute(params![
             job.queue,
             job.job_type,
@@ -111,6 +108,8 @@ pub(crate) struct ClaimRequest<'a> {
     pub(crate) limit: usize,
     pub(crate) worker_id: &'a str,
     pub(crate) lease_grace_ms: i64,
+    /// A payload longer than this (bytes) is not handed to a handler: the job goes dead.
+    pub(crate) max_payload_bytes: usize,
 }
 
 /// A row moved to `running` by a claim.
@@ -128,6 +127,51 @@ pub(crate) struct ClaimedRow {
     pub(crate) locked_until: i64,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) group_key: Option<String>,
+    /// Why the row cannot be handed to a handler (a value another program wrote that
+    /// litejobs cannot use, e.g. a BLOB payload): the job goes dead without running. The
+    /// claim never fails on such a row (R28).
+    pub(crate) defect: Option<String>,
+}
+
+impl ClaimedRow {
+    /// Reads a row of the claim's `RETURNING` list, whatever its columns hold.
+    fn read(row: &rusqlite::Row<'_>, max_payload_bytes: usize) -> rusqlite::Result<ClaimedRow> {
+        let mut problems = Vec::new();
+        let p = &mut problems;
+        let claimed = ClaimedRow {
+            id: row.get(0)?,
+            queue: lenient::text(row, 1, "queue", p)?,
+            job_type: lenient::text(row, 2, "job_type", p)?,
+            payload: lenient::text(row, 3, "payload", p)?,
+            priority: lenient::int(row, 4, "priority", p)?,
+            run_at: lenient::int(row, 5, "run_at", p)?,
+            attempt: lenient::int(row, 6, "attempts", p)?,
+            max_attempts: lenient::int(row, 7, "max_attempts", p)?,
+            timeout_ms: lenient::opt_int(row, 8, "timeout_ms", p)?,
+            locked_until: lenient::int(row, 9, "locked_until", p)?,
+            idempotency_key: lenient::opt_text(row, 10, "idempotency_key", p)?,
+            group_key: lenient::opt_text(row, 11, "group_key", p)?,
+            defect: None,
+        };
+        if claimed.max_attempts < 1 {
+            p.push(format!(
+                "column max_attempts holds {}, not an integer of at least 1",
+                claimed.max_attempts
+            ));
+        }
+        if claimed.timeout_ms.is_some_and(|ms| ms < 1) {
+            p.push("column timeout_ms holds a value below 1 ms".to_string());
+        }
+        let size = row.get_ref(3)?.as_bytes().map_or(0, <[u8]>::len);
+        if size > max_payload_bytes {
+            p.push(format!(
+                "column payload is {size} bytes, over this worker's limit of \
+                 {max_payload_bytes} bytes"
+            ));
+        }
+        let defect = (!problems.is_empty()).then(|| problems.join("; "));
+        Ok(ClaimedRow { defect, ..claimed })
+    }
 }
 
 /// Claims up to `limit` due jobs of one queue in (priority DESC, run_at, id) order, moving
@@ -169,9 +213,8 @@ pub(crate) fn claim(
                                ORDER BY g.priority DESC, g.run_at, g.id LIMIT 1)))
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT CAST(?6 AS INTEGER))
-         RETURNING id, queue, job_type, payload, priority, CAST(run_at AS INTEGER), attempts,
-                   max_attempts, CAST(timeout_ms AS INTEGER), locked_until, idempotency_key,
-                   group_key",
+         RETURNING id, queue, job_type, payload, priority, run_at, attempts, max_attempts,
+                   timeout_ms, locked_until, idempotency_key, group_key",
         types = type_params.join(", "),
     );
     let mut stmt = conn.prepare_cached(&sql)?;
@@ -190,22 +233,12 @@ pub(crate) fn claim(
     ];
     args.extend(req.job_types.iter().map(|t| t.clone().into()));
     args.extend(req.type_timeouts_ms.iter().map(|&ms| ms.into()));
+    // Rows are read leniently: a value another program wrote that litejobs cannot use marks
+    // that job defective (it goes dead), and never fails the claim of every other job.
+    let max_payload = req.max_payload_bytes;
     let mut rows = stmt
         .query_map(rusqlite::params_from_iter(args), |row| {
-            Ok(ClaimedRow {
-                id: row.get(0)?,
-                queue: row.get(1)?,
-                job_type: row.get(2)?,
-                payload: row.get(3)?,
-                priority: row.get(4)?,
-                run_at: row.get(5)?,
-                attempt: row.get(6)?,
-                max_attempts: row.get(7)?,
-                timeout_ms: row.get(8)?,
-                locked_until: row.get(9)?,
-                idempotency_key: row.get(10)?,
-                group_key: row.get(11)?,
-            })
+            ClaimedRow::read(row, max_payload)
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     // RETURNING gives no order; hand jobs out in claim order.
@@ -347,7 +380,7 @@ pub(crate) fn fail(
 ) -> Result<bool> {
     // ?1 is the next run time, or NULL when the job is dead.
     let retry_at = match after {
-        AfterFailure::RetryAt(run_at) => Some(run_at),
+        AfterFailure::RetryAt(run_at) => Some(clamp_run_at(run_at)),
         AfterFailure::Dead => None,
     };
     let n = conn
@@ -380,7 +413,7 @@ pub(crate) fn put_back(conn: &Connection, lease: Lease<'_>, run_at: i64, now: i6
          WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
     )?;
     let n = stmt.execute(params![
-        run_at,
+        clamp_run_at(run_at),
         now,
         lease.job_id,
         lease.worker_id,
@@ -411,8 +444,8 @@ pub(crate) fn cancel_running(
     Ok(n == 1)
 }
 
-/// Reaps running jobs whose lease expired before `now` (R9): each gets a `lost` attempt
-/// row, then becomes due at once, or dead when its attempts are spent (a job that kills its
+/// Reaps running jobs whose lease expired before `now` (R9), or that have none (a row
+/// another program inserted as `running`): each gets a `lost` attempt row, then becomes due at once, or dead when its attempts are spent (a job that kills its
 /// worker every time must not crash-loop). Never touches a live lease. Returns the count.
 pub(crate) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
     conn.prepare_cached(
@@ -422,7 +455,7 @@ pub(crate) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
                 'lease expired: the worker ' || COALESCE(locked_by, '?') ||
                 ' died or hung while running attempt ' || attempts,
                 ?1 - COALESCE(started_at, ?1)
-         FROM jobs WHERE status = 'running' AND locked_until < ?1",
+         FROM jobs WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)",
     )?
     .execute([now])?;
     let dead = conn
@@ -431,7 +464,8 @@ pub(crate) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
                     last_error = 'the worker died or hung while running attempt ' || attempts ||
                                  ' of ' || max_attempts || ' (lease expired); attempts spent',
                     locked_by = NULL, locked_until = NULL
-             WHERE status = 'running' AND locked_until < ?1 AND attempts >= max_attempts",
+             WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)
+               AND attempts >= max_attempts",
         )?
         .execute([now])?;
     let retried = conn
@@ -440,7 +474,7 @@ pub(crate) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
                     last_error = 'the worker died or hung while running attempt ' || attempts ||
                                  ' (lease expired)',
                     locked_by = NULL, locked_until = NULL
-             WHERE status = 'running' AND locked_until < ?1",
+             WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)",
         )?
         .execute([now])?;
     Ok(dead + retried)

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_webhooks.sql"),
     include_str!("migrations/0003_reports_periodic.sql"),
+    include_str!("migrations/0004_jobs_checked_at_the_door.sql"),
 ];
 
 /// The schema version this build writes and understands.
@@ -92,12 +93,52 @@ fn classify(conn: &Connection) -> Result<State> {
     Ok(State::Ours(version))
 }
 
+/// The oldest schema version a read-only open reads: versions 3 and 4 have the same tables
+/// and columns (4 added CHECK rules), so a newer litejobs can inspect a file an older one
+/// still writes to without migrating it under that program's feet.
+pub(crate) const OLDEST_READABLE_VERSION: i64 = 3;
+
+fn not_initialized() -> Error {
+    Error::new(
+        ErrorKind::Uninitialized,
+        "not a litejobs database (it has no litejobs schema); run `litejobs init` to add one. \
+         The file was not changed",
+    )
+}
+
+/// For a read-only open: the file's schema version, or a clear refusal of a file without
+/// the litejobs schema, a foreign, newer or non-SQLite file, or one too old to read. Writes
+/// nothing.
+pub(crate) fn check_readable(conn: &Connection) -> Result<i64> {
+    let state = {
+        let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Deferred)?;
+        let state = classify(&tx)?;
+        tx.commit()?;
+        state
+    };
+    match state {
+        State::Empty => Err(not_initialized()),
+        State::Ours(version) if version < OLDEST_READABLE_VERSION => Err(Error::new(
+            ErrorKind::Uninitialized,
+            format!(
+                "database schema version {version} is older than this litejobs reads without \
+                 migrating ({OLDEST_READABLE_VERSION}); run `litejobs init` to migrate it. The \
+                 file was not changed"
+            ),
+        )),
+        State::Ours(version) => Ok(version),
+    }
+}
+
 /// Refuses a foreign, newer or non-SQLite file, and brings an empty or older one to
 /// [`SCHEMA_VERSION`] in one transaction. `wal` turns on WAL mode before the first write.
+/// Without `create`, a file without the litejobs schema is refused (and left unchanged)
+/// instead of getting one.
 pub(crate) fn check_and_migrate(
     conn: &Connection,
     wal: bool,
     busy_timeout: Duration,
+    create: bool,
 ) -> Result<()> {
     // One read transaction, so the version and the tables are read from one snapshot even
     // while another process migrates.
@@ -110,9 +151,31 @@ pub(crate) fn check_and_migrate(
     if state == State::Ours(SCHEMA_VERSION) {
         return Ok(());
     }
+    if state == State::Empty && !create {
+        return Err(not_initialized());
+    }
     if wal {
         enable_wal(conn, busy_timeout)?;
     }
+    // A migration that rebuilds a table (SQLite cannot add a constraint in place) drops the
+    // old copy: with foreign keys on, that would cascade into job_attempts, and a rename
+    // would repoint job_attempts' reference. Both pragmas only take effect outside a
+    // transaction, and are put back whatever happens.
+    let foreign_keys: bool = conn.query_row("PRAGMA foreign_keys", [], |row| row.get(0))?;
+    conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA legacy_alter_table = ON;")?;
+    let migrated = migrate(conn);
+    let restored = conn.execute_batch(if foreign_keys {
+        "PRAGMA legacy_alter_table = OFF; PRAGMA foreign_keys = ON;"
+    } else {
+        "PRAGMA legacy_alter_table = OFF;"
+    });
+    migrated?;
+    restored?;
+    Ok(())
+}
+
+/// Applies the missing migrations in one `BEGIN IMMEDIATE` transaction.
+fn migrate(conn: &Connection) -> Result<()> {
     // Another process may be migrating at the same moment: take the write lock, then look
     // again.
     let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;

@@ -12,6 +12,7 @@ pub(crate) mod dashboard;
 pub(crate) mod dead_letter;
 pub(crate) mod history;
 pub(crate) mod jobs;
+pub(crate) mod lenient;
 pub(crate) mod limits;
 pub(crate) mod migrate;
 pub(crate) mod periodic;
@@ -27,7 +28,7 @@ use std::time::Duration;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// How hard SQLite flushes to disk at commit (`PRAGMA synchronous`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -56,6 +57,8 @@ pub(crate) struct DbConfig {
     pub(crate) synchronous: Synchronous,
     pub(crate) busy_timeout: Duration,
     pub(crate) pool_size: u32,
+    /// Whether [`Db::open`] may create the file or add the schema to a file without it.
+    pub(crate) create: bool,
 }
 
 type Pool = r2d2::Pool<SqliteConnectionManager>;
@@ -68,12 +71,15 @@ pub(crate) struct Db {
     /// when the pool drops idle connections.
     _anchor: Option<Mutex<Connection>>,
     in_memory: bool,
+    /// Opened with [`Db::open_read_only`]: every write is refused at once.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
             .field("in_memory", &self.in_memory)
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
@@ -83,19 +89,113 @@ const OPEN_FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_WRITE
     .union(OpenFlags::SQLITE_OPEN_URI)
     .union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
 
+const READ_ONLY_FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_ONLY
+    .union(OpenFlags::SQLITE_OPEN_URI)
+    .union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
+
+/// `file:` URI of a path, for SQLite's URI parameters (`%`, `?` and `#` escaped).
+fn file_uri(path: &Path, params: &str) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push('?');
+    uri.push_str(params);
+    uri
+}
+
 impl Db {
     /// Opens (creating if needed) the database file, checks that it is litejobs' or empty,
     /// migrates it, and builds the pool. A refused file is left byte-for-byte untouched:
     /// nothing is written before the checks pass.
     pub(crate) fn open(path: &Path, config: &DbConfig) -> Result<Db> {
+        if !config.create && !path.exists() {
+            return Err(Error::new(
+                ErrorKind::Uninitialized,
+                format!(
+                    "{} does not exist; create it with `litejobs init`",
+                    path.display()
+                ),
+            ));
+        }
         let probe = Connection::open_with_flags(path, OPEN_FLAGS)
             .map_err(|e| Error::from(e).prefixed(&format!("cannot open {}", path.display())))?;
         probe.busy_timeout(config.busy_timeout)?;
-        migrate::check_and_migrate(&probe, true, config.busy_timeout)
+        // SQLite opens a write-protected file read-only without a word; say so now rather
+        // than at the first write (or, worse, time out in the pool setting WAL mode).
+        if probe.is_readonly(rusqlite::MAIN_DB)? {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                format!(
+                    "{} is read-only (file permissions, a read-only mount or a backup) and this \
+                     needs to write to it; read commands (list, show, stats, check, metrics) \
+                     still work",
+                    path.display()
+                ),
+            ));
+        }
+        migrate::check_and_migrate(&probe, true, config.busy_timeout, config.create)
             .map_err(|e| e.prefixed(&path.display().to_string()))?;
         drop(probe);
         let manager = SqliteConnectionManager::file(path).with_flags(OPEN_FLAGS);
         Db::with_pool(manager, config, None, false)
+    }
+
+    /// Opens an existing litejobs database for reading only: nothing is created, migrated or
+    /// written (not even WAL mode), so a file another program owns, an older litejobs still
+    /// writes to, a backup or a read-only mount can be inspected. A file without the
+    /// litejobs schema is refused with [`ErrorKind::Uninitialized`]; every write through this
+    /// Db fails at once with [`ErrorKind::ReadOnly`].
+    pub(crate) fn open_read_only(path: &Path, config: &DbConfig) -> Result<Db> {
+        let context = |e: Error| e.prefixed(&path.display().to_string());
+        if !path.exists() {
+            return Err(context(Error::new(
+                ErrorKind::Uninitialized,
+                "the file does not exist; create it with `litejobs init`",
+            )));
+        }
+        let open = |name: &str| -> Result<Connection> {
+            let conn = Connection::open_with_flags(name, READ_ONLY_FLAGS)?;
+            conn.busy_timeout(config.busy_timeout)?;
+            migrate::check_readable(&conn)?;
+            Ok(conn)
+        };
+        let plain = file_uri(path, "mode=ro");
+        let name = match open(&plain) {
+            Ok(_) => plain,
+            // A WAL-mode file on a read-only mount whose shared-memory file cannot be made:
+            // SQLite reads it as immutable (nobody can be writing to it there anyway).
+            Err(e) if e.kind() == ErrorKind::ReadOnly || e.kind() == ErrorKind::Database => {
+                let immutable = file_uri(path, "mode=ro&immutable=1");
+                open(&immutable).map_err(|_| context(e))?;
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+                    log::warn!(
+                        "litejobs: {} is on a read-only file system and its write-ahead log \
+                         cannot be read without its -shm file; showing the database as of its \
+                         last checkpoint",
+                        path.display()
+                    );
+                }
+                immutable
+            }
+            Err(e) => return Err(context(e)),
+        };
+        let manager = SqliteConnectionManager::file(&name).with_flags(READ_ONLY_FLAGS);
+        let mut db = Db::with_pool(manager, config, None, false)?;
+        db.read_only = true;
+        Ok(db)
+    }
+
+    /// True when opened with [`Db::open_read_only`].
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// A private in-memory database shared by this Db's connections (SQLite's `memdb` VFS,
@@ -109,7 +209,7 @@ impl Db {
         );
         let anchor = Connection::open_with_flags(&name, OPEN_FLAGS)?;
         anchor.busy_timeout(config.busy_timeout)?;
-        migrate::check_and_migrate(&anchor, false, config.busy_timeout)?;
+        migrate::check_and_migrate(&anchor, false, config.busy_timeout, true)?;
         let manager = SqliteConnectionManager::file(&name).with_flags(OPEN_FLAGS);
         Db::with_pool(manager, config, Some(Mutex::new(anchor)), true)
     }
@@ -122,8 +222,11 @@ impl Db {
     ) -> Result<Db> {
         let synchronous = config.synchronous;
         let busy_timeout = config.busy_timeout;
-        let manager =
-            manager.with_init(move |conn| configure(conn, synchronous, busy_timeout, !in_memory));
+        let manager = manager.with_init(move |conn| {
+            // A read-only connection must not try to set WAL mode (a write).
+            let wal = !in_memory && !conn.is_readonly(rusqlite::MAIN_DB)?;
+            configure(conn, synchronous, busy_timeout, wal)
+        });
         let pool = r2d2::Pool::builder()
             .max_size(config.pool_size)
             .min_idle(Some(1))
@@ -139,6 +242,7 @@ impl Db {
             write_gate: Mutex::new(()),
             _anchor: anchor,
             in_memory,
+            read_only: false,
         })
     }
 
@@ -158,6 +262,12 @@ impl Db {
     /// process queue on the write gate first; another process's lock is waited out up to the
     /// busy timeout, then [`ErrorKind::Busy`] is returned and nothing was written.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "this queue was opened read-only (Queue::open_read_only); nothing was written",
+            ));
+        }
         let mut conn = self.conn()?;
         let _gate = self.gate();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

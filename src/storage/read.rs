@@ -6,16 +6,14 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 use crate::admin::{JobFilter, Stats, StatusCount};
 use crate::error::Result;
 use crate::job::{AttemptRecord, JobRecord, JobStatus};
+use crate::storage::lenient;
 
-/// The columns [`job_from_row`] reads, in order.
-/// Times are cast to integers: another program may have written a fractional time (e.g.
-/// Python's `time.time() * 1000`), which SQLite keeps as REAL.
+/// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
+/// can be shown as it is (see [`lenient`]).
 pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
-     max_attempts, CAST(run_at AS INTEGER), CAST(created_at AS INTEGER), \
-     CAST(updated_at AS INTEGER), CAST(started_at AS INTEGER), CAST(finished_at AS INTEGER), \
-     locked_by, CAST(locked_until AS INTEGER), last_error, last_status_code, idempotency_key, \
-     group_key, timeout_ms, result, progress, requeued_by, requeued_at, requeue_reason, \
-     requeued_as";
+     max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
+     locked_until, last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
+     result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
 /// is shown as a JSON string rather than hidden.
@@ -23,45 +21,84 @@ pub(crate) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
     text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
 }
 
+/// A stored job, whatever another program put in its columns: values litejobs cannot use are
+/// shown safely and listed in [`JobRecord::problems`]; reading never fails on them.
 pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
-    let status: String = row.get(4)?;
-    let status = status.parse::<JobStatus>().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, Box::new(e))
-    })?;
-    Ok(JobRecord {
+    let mut problems = Vec::new();
+    let p = &mut problems;
+    let status_text = lenient::text(row, 4, "status", p)?;
+    let status = status_text.parse::<JobStatus>().unwrap_or_else(|_| {
+        p.push(format!(
+            "column status holds {}, not one of the six status words",
+            lenient::describe(rusqlite::types::ValueRef::Text(status_text.as_bytes()))
+        ));
+        JobStatus::Dead
+    });
+    let payload = match row.get_ref(3)? {
+        rusqlite::types::ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => serde_json::from_str(text).unwrap_or_else(|e| {
+                p.push(format!("column payload is not valid JSON ({e})"));
+                serde_json::Value::String(text.to_string())
+            }),
+            Err(_) => serde_json::Value::String(lenient::text(row, 3, "payload", p)?),
+        },
+        _ => serde_json::Value::String(lenient::text(row, 3, "payload", p)?),
+    };
+    let job = JobRecord {
         id: row.get(0)?,
-        queue: row.get(1)?,
-        job_type: row.get(2)?,
-        payload: json_column(row.get(3)?).unwrap_or(serde_json::Value::Null),
+        queue: lenient::text(row, 1, "queue", p)?,
+        job_type: lenient::text(row, 2, "job_type", p)?,
+        payload,
         status,
-        priority: row.get(5)?,
-        attempts: row.get(6)?,
-        max_attempts: row.get(7)?,
-        run_at: row.get(8)?,
-        created_at: row.get(9)?,
-        updated_at: row.get(10)?,
-        started_at: row.get(11)?,
-        finished_at: row.get(12)?,
-        locked_by: row.get(13)?,
-        locked_until: row.get(14)?,
-        last_error: row.get(15)?,
-        last_status_code: row.get(16)?,
-        idempotency_key: row.get(17)?,
-        group_key: row.get(18)?,
-        timeout_ms: row.get(19)?,
-        result: json_column(row.get(20)?),
-        progress: json_column(row.get(21)?),
-        requeued_by: row.get(22)?,
-        requeued_at: row.get(23)?,
-        requeue_reason: row.get(24)?,
-        requeued_as: row.get(25)?,
-    })
+        priority: lenient::int(row, 5, "priority", p)?,
+        attempts: lenient::int(row, 6, "attempts", p)?,
+        max_attempts: lenient::int(row, 7, "max_attempts", p)?,
+        run_at: lenient::int(row, 8, "run_at", p)?,
+        created_at: lenient::int(row, 9, "created_at", p)?,
+        updated_at: lenient::int(row, 10, "updated_at", p)?,
+        started_at: lenient::opt_int(row, 11, "started_at", p)?,
+        finished_at: lenient::opt_int(row, 12, "finished_at", p)?,
+        locked_by: lenient::opt_text(row, 13, "locked_by", p)?,
+        locked_until: lenient::opt_int(row, 14, "locked_until", p)?,
+        last_error: lenient::opt_text(row, 15, "last_error", p)?,
+        last_status_code: lenient::opt_int(row, 16, "last_status_code", p)?,
+        idempotency_key: lenient::opt_text(row, 17, "idempotency_key", p)?,
+        group_key: lenient::opt_text(row, 18, "group_key", p)?,
+        timeout_ms: lenient::opt_int(row, 19, "timeout_ms", p)?,
+        result: json_column(lenient::opt_text(row, 20, "result", p)?),
+        progress: json_column(lenient::opt_text(row, 21, "progress", p)?),
+        requeued_by: lenient::opt_text(row, 22, "requeued_by", p)?,
+        requeued_at: lenient::opt_int(row, 23, "requeued_at", p)?,
+        requeue_reason: lenient::opt_text(row, 24, "requeue_reason", p)?,
+        requeued_as: lenient::opt_int(row, 25, "requeued_as", p)?,
+        problems,
+    };
+    Ok(job)
 }
 
 /// One job by id.
 pub(crate) fn job(conn: &Connection, id: i64) -> Result<Option<JobRecord>> {
     let mut stmt = conn.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?;
     Ok(stmt.query_row([id], job_from_row).optional()?)
+}
+
+/// Refuses to `act` on job `id` (requeue it, retry it) when its row holds values another
+/// program wrote that no handler could use: the new attempt would only go dead again.
+pub(crate) fn refuse_unusable(conn: &Connection, id: i64, act: &str) -> Result<()> {
+    let Some(job) = job(conn, id)? else {
+        return Ok(());
+    };
+    if job.problems.is_empty() {
+        return Ok(());
+    }
+    Err(crate::Error::new(
+        crate::ErrorKind::InvalidState,
+        format!(
+            "job {id} cannot be {act}: {}; fix the row with SQL (see the rules in schema.sql) \
+             or discard it",
+            job.problems.join("; ")
+        ),
+    ))
 }
 
 /// A job's attempt history, oldest first.
@@ -140,8 +177,12 @@ pub(crate) fn stats(conn: &Connection, now: i64) -> Result<Stats> {
     )?;
     let counts = stmt
         .query_map([], |row| {
-            let status: String = row.get(2)?;
-            Ok((row.get(0)?, row.get(1)?, status, row.get(3)?))
+            Ok((
+                lenient::label(row, 0)?,
+                lenient::label(row, 1)?,
+                lenient::label(row, 2)?,
+                row.get(3)?,
+            ))
         })?
         .collect::<rusqlite::Result<Vec<(String, String, String, i64)>>>()?
         .into_iter()

@@ -514,6 +514,7 @@ impl Dispatcher {
                     limit: want,
                     worker_id,
                     lease_grace_ms: grace_ms,
+                    max_payload_bytes: self.shared.queue.max_payload_bytes(),
                 };
                 claimed.push(jobs::claim(tx, &req, now)?);
             }

@@ -284,16 +284,20 @@ pub(crate) fn run_attempt(
         // The claim only takes registered types; this would be a bug, so keep the job.
         return Outcome::Released;
     };
+    // A row another program wrote that no handler can use goes dead without running, with
+    // an error naming the job, the column and what it held (R28).
+    let unusable = |what: String| Outcome::Failed {
+        after: AfterFailure::Dead,
+        error: format!("job {}: {what}; dead without running", row.id),
+        status_code: None,
+        timed_out: false,
+    };
+    if let Some(defect) = &row.defect {
+        return unusable(defect.clone());
+    }
     let payload = match serde_json::from_str(&row.payload) {
         Ok(payload) => payload,
-        Err(e) => {
-            return Outcome::Failed {
-                after: AfterFailure::Dead,
-                error: format!("payload is not valid JSON: {e}"),
-                status_code: None,
-                timed_out: false,
-            }
-        }
+        Err(e) => return unusable(format!("column payload is not valid JSON ({e})")),
     };
     let ctx = JobContext::new(
         Arc::clone(row),

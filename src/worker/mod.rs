@@ -334,6 +334,12 @@ impl WorkerBuilder {
     /// cannot be spawned.
     pub fn start(mut self) -> Result<Worker> {
         self.validate()?;
+        if self.queue.is_read_only() {
+            return Err(crate::Error::new(
+                crate::ErrorKind::ReadOnly,
+                "a worker cannot start on a queue opened read-only (Queue::open_read_only)",
+            ));
+        }
         let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
         let (writer_tx, writer_rx) = crossbeam_channel::unbounded();
         let (nudge_tx, nudge_rx) = crossbeam_channel::bounded(1);

@@ -75,9 +75,19 @@ fn width(text: &str) -> usize {
     text.chars().count()
 }
 
-/// Newlines and tabs as spaces, so a cell or a summary stays on its line.
+/// Newlines and tabs as spaces, so a cell or a summary stays on its line; other control
+/// characters escaped (`\u{1b}`), so text another program wrote into the database cannot
+/// drive the terminal.
 pub fn one_line(text: &str) -> String {
-    text.replace(['\n', '\r', '\t'], " ")
+    let mut line = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' | '\t' => line.push(' '),
+            c if c.is_control() => line.extend(c.escape_default()),
+            c => line.push(c),
+        }
+    }
+    line
 }
 
 /// At most `max` characters on one line, with `…` when cut.

@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, Cli
              --max-oldest-age or --max-failed-rate",
         ));
     }
-    let queue = ctx.open_existing()?;
+    let queue = ctx.open_read_only()?;
     let health = queue.health(args.window)?;
     let failures = evaluate(args, &health);
     if ctx.json {

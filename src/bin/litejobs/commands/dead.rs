@@ -20,7 +20,7 @@ pub fn run(ctx: &Ctx, cmd: &DeadCommand, out: &mut dyn Write) -> Result<Exit, Cl
 }
 
 fn list(ctx: &Ctx, args: &DeadListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let queue = ctx.open_existing()?;
+    let queue = ctx.open_read_only()?;
     let filter = args.filter.to_filter();
     let jobs = if args.all {
         queue.list(&filter.status(JobStatus::Dead))?

@@ -19,7 +19,7 @@ pub struct JobsJson {
 
 /// Prints the matching jobs.
 pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let queue = ctx.open_existing()?;
+    let queue = ctx.open_read_only()?;
     let mut filter = args.filter.to_filter();
     if let Some(status) = args.status {
         filter = filter.status(status);

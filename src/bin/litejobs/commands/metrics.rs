@@ -7,7 +7,7 @@ use crate::output::write_json;
 
 /// Prints the metrics.
 pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let queue = ctx.open_existing()?;
+    let queue = ctx.open_read_only()?;
     let snapshot = queue.metrics_snapshot()?;
     if ctx.json {
         write_json(out, &snapshot)?;

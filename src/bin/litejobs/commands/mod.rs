@@ -41,6 +41,8 @@ pub enum Exit {
 #[derive(Debug)]
 pub struct CliError {
     message: String,
+    /// The library error's kind, when it came from one.
+    kind: Option<litejobs::ErrorKind>,
     /// Set for output errors, so `litejobs list | head` can end quietly on a closed pipe.
     io_kind: Option<io::ErrorKind>,
 }
@@ -50,8 +52,14 @@ impl CliError {
     pub fn new(message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
+            kind: None,
             io_kind: None,
         }
+    }
+
+    /// True when the database could not be written because it is read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.kind == Some(litejobs::ErrorKind::ReadOnly)
     }
 
     /// True when stdout was closed by the reader (e.g. `| head`).
@@ -68,7 +76,10 @@ impl fmt::Display for CliError {
 
 impl From<litejobs::Error> for CliError {
     fn from(e: litejobs::Error) -> CliError {
-        CliError::new(e.to_string())
+        CliError {
+            kind: Some(e.kind()),
+            ..CliError::new(e.to_string())
+        }
     }
 }
 
@@ -76,6 +87,7 @@ impl From<io::Error> for CliError {
     fn from(e: io::Error) -> CliError {
         CliError {
             message: e.to_string(),
+            kind: None,
             io_kind: Some(e.kind()),
         }
     }
@@ -110,36 +122,36 @@ impl Ctx {
             .ok_or_else(|| CliError::new("no database: pass --db FILE or set LITEJOBS_DB"))
     }
 
-    /// Opens a database that must already exist: commands that only read or act on jobs
-    /// never create a file by mistake (a typo in the path would otherwise show an empty
-    /// queue).
-    pub fn open_existing(&self) -> Result<Queue, CliError> {
+    /// The database path, refusing a directory.
+    fn file_path(&self) -> Result<&Path, CliError> {
         let path = self.db_path()?;
-        if !path.exists() {
-            return Err(CliError::new(format!(
-                "database file {} does not exist (create it with `litejobs init`)",
-                path.display()
-            )));
-        }
         if path.is_dir() {
             return Err(CliError::new(format!(
                 "database path {} is a directory, not a file",
                 path.display()
             )));
         }
-        Ok(Queue::open(path)?)
+        Ok(path)
+    }
+
+    /// Opens an existing litejobs database for reading only (R28: reading never writes). A
+    /// missing file or one without the litejobs schema is refused and left byte-for-byte
+    /// unchanged; a read-only file, mount or backup works; a file an older litejobs still
+    /// writes to is read without being migrated.
+    pub fn open_read_only(&self) -> Result<Queue, CliError> {
+        Ok(Queue::open_read_only(self.file_path()?)?)
+    }
+
+    /// Opens an existing litejobs database to act on its jobs (cancel, retry, requeue, ...):
+    /// never creates a file or adds the schema to another program's database (a typo in the
+    /// path would otherwise show an empty queue); an older schema is migrated.
+    pub fn open_existing(&self) -> Result<Queue, CliError> {
+        Ok(Queue::builder().create(false).open(self.file_path()?)?)
     }
 
     /// Opens the database, creating (or migrating) it.
     pub fn open_or_create(&self) -> Result<Queue, CliError> {
-        let path = self.db_path()?;
-        if path.is_dir() {
-            return Err(CliError::new(format!(
-                "database path {} is a directory, not a file",
-                path.display()
-            )));
-        }
-        Ok(Queue::open(path)?)
+        Ok(Queue::open(self.file_path()?)?)
     }
 
     /// A job as people and scripts may see it: secrets masked.

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{CliError, Ctx, Exit};
 use crate::args::IdArgs;
 use crate::duration::{ago, human_ms, utc};
-use crate::output::{or_dash, write_json, Table};
+use crate::output::{one_line, or_dash, write_json, Table};
 
 #[derive(Serialize)]
 struct ShowJson<'a> {
@@ -18,7 +18,7 @@ struct ShowJson<'a> {
 
 /// Prints the job (secrets masked) and its attempts.
 pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let queue = ctx.open_existing()?;
+    let queue = ctx.open_read_only()?;
     let job = queue
         .job(args.id)?
         .ok_or_else(|| CliError::new(format!("no job with id {}", args.id)))?;
@@ -85,9 +85,13 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
             ),
         ));
     }
+    // A row another program wrote with values litejobs cannot use says what is wrong.
+    for problem in &job.problems {
+        fields.push(("problem", problem.clone()));
+    }
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (name, value) in &fields {
-        writeln!(out, "{name:<width$}  {value}")?;
+        writeln!(out, "{name:<width$}  {}", one_line(value))?;
     }
     write_json_field(out, "payload", Some(&job.payload))?;
     write_json_field(out, "result", job.result.as_ref())?;

@@ -22,7 +22,7 @@ struct StatsJson<'a> {
 
 /// Prints the overview.
 pub fn run(ctx: &Ctx, args: &StatsArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let queue = ctx.open_existing()?;
+    let queue = ctx.open_read_only()?;
     let health = queue.health(args.window)?;
     let stats = queue.stats()?;
     let errors = queue.error_groups(args.errors)?;

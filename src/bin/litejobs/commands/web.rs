@@ -11,10 +11,16 @@ use crate::args::WebArgs;
 
 /// Starts the dashboard, prints its address, and serves until a signal.
 pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let queue = ctx.open_existing()?;
+    // A file this process cannot write (permissions, a read-only mount, a backup) is still
+    // worth looking at: serve it read-only.
+    let queue = match ctx.open_existing() {
+        Err(e) if e.is_read_only() => ctx.open_read_only()?,
+        opened => opened?,
+    };
+    let read_only = args.read_only || queue.is_read_only();
     let mut options = DashboardOptions::new()
         .addr(&args.addr)
-        .read_only(args.read_only)
+        .read_only(read_only)
         .redactor(ctx.redactor.clone());
     if let Some(token) = &args.token {
         options = options.token(token);
@@ -27,7 +33,7 @@ pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         "litejobs web: serving {} on {}{}; stop with SIGINT or SIGTERM",
         dashboard.url(),
         ctx.db_path()?.display(),
-        if args.read_only { " (read-only)" } else { "" }
+        if read_only { " (read-only)" } else { "" }
     )?;
     // Scripts (and tests) read the address as soon as it is there.
     out.flush()?;
