@@ -131,6 +131,15 @@ impl Error {
         self.kind
     }
 
+    /// True for a SQLite constraint failure (a CHECK rule, a unique index).
+    pub(crate) fn is_constraint_violation(&self) -> bool {
+        self.source
+            .as_ref()
+            .and_then(|s| s.downcast_ref::<rusqlite::Error>())
+            .and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::ConstraintViolation)
+    }
+
     /// True when the database was locked for longer than the busy timeout; retrying later
     /// may succeed.
     pub fn is_busy(&self) -> bool {

@@ -250,7 +250,9 @@ fn seconds(ms: i64) -> String {
     }
 }
 
-/// A label value as the text format wants it: `\`, `"` and line feed escaped.
+/// A label value as the text format wants it: `\`, `"` and line feed escaped. Other control
+/// characters (a queue or job type written by another program can hold anything) become
+/// U+FFFD: the format has no escape for them, and they must not reach a terminal or a log.
 pub fn escape_label_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
@@ -258,6 +260,7 @@ pub fn escape_label_value(value: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

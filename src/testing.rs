@@ -83,6 +83,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     let mut report = DrainReport::default();
     for _ in 0..DRAIN_MAX_ROUNDS {
         let now = queue.now_ms();
+        let mut refused = Vec::new();
         let claimed = queue.db().write(|tx| {
             let mut all = Vec::new();
             for (name, _) in &builder.queues {
@@ -95,12 +96,21 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                     lease_grace_ms: grace_ms,
                     max_payload_bytes: queue.max_payload_bytes(),
                 };
-                all.extend(jobs::claim(tx, &req, now)?);
+                let claimed = jobs::claim(tx, &req, now)?;
+                refused.extend(claimed.refused);
+                all.extend(claimed.rows);
             }
             Ok(all)
         })?;
+        for r in &refused {
+            completer::announce_refused(queue.events(), r);
+        }
+        report.dead += refused.len();
         if claimed.is_empty() {
-            break;
+            if refused.is_empty() {
+                break;
+            }
+            continue;
         }
         let completions: Vec<Completion> = claimed
             .into_iter()

@@ -23,6 +23,8 @@ mod enqueue;
 mod examples;
 // injected faults (R11, R23): a storm of long write locks, a full disk, a poison pill that aborts its worker
 mod faults;
+// rows from outside (R28): CHECK rules at the door, bad rows dead at the claim, safe readers, migration 4, read-only opens
+mod foreign_rows;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
 mod fuzz;
 // rate limits and circuit breakers by key (R15), shared through the database

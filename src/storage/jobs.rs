@@ -174,15 +174,116 @@ impl ClaimedRow {
     }
 }
 
+/// What one claim took: jobs now running under this worker's lease, and jobs it found
+/// unusable and made dead without running.
+#[derive(Debug, Default)]
+pub(crate) struct Claimed {
+    pub(crate) rows: Vec<ClaimedRow>,
+    pub(crate) refused: Vec<Refused>,
+}
+
+/// A due job the claim made dead without running: a live row breaking a schema rule (written
+/// while the rules were switched off), which the claim's own update could not move to
+/// `running`.
+#[derive(Debug, Clone)]
+pub(crate) struct Refused {
+    pub(crate) id: i64,
+    pub(crate) job_type: String,
+    pub(crate) attempts: i64,
+    pub(crate) error: String,
+}
+
+/// Why a live row breaks a schema rule (the CHECK rules of schema.sql, in the same order),
+/// or NULL. Shows the raw value as SQL would write it.
+const RULE_BROKEN_SQL: &str = "CASE
+    WHEN typeof(payload) <> 'text' THEN 'column payload holds ' || upper(typeof(payload)) || ' '
+        || substr(quote(payload), 1, 64) || ', not JSON text'
+    WHEN typeof(queue) <> 'text' OR queue = '' THEN 'column queue holds ' || upper(typeof(queue))
+        || ' ' || substr(quote(queue), 1, 64) || ', not a queue name'
+    WHEN typeof(job_type) <> 'text' OR job_type = '' THEN 'column job_type holds '
+        || upper(typeof(job_type)) || ' ' || substr(quote(job_type), 1, 64) || ', not a job type'
+    WHEN typeof(priority) <> 'integer' THEN 'column priority holds ' || upper(typeof(priority))
+        || ' ' || substr(quote(priority), 1, 64) || ', not an integer'
+    WHEN typeof(attempts) <> 'integer' OR attempts < 0 THEN 'column attempts holds '
+        || upper(typeof(attempts)) || ' ' || substr(quote(attempts), 1, 64)
+        || ', not an integer of at least 0'
+    WHEN typeof(max_attempts) <> 'integer' OR max_attempts < 1 THEN 'column max_attempts holds '
+        || upper(typeof(max_attempts)) || ' ' || substr(quote(max_attempts), 1, 64)
+        || ', not an integer of at least 1'
+    WHEN typeof(created_at) <> 'integer' OR typeof(updated_at) <> 'integer' THEN
+        'columns created_at and updated_at hold ' || upper(typeof(created_at)) || ' '
+        || substr(quote(created_at), 1, 64) || ' and ' || upper(typeof(updated_at)) || ' '
+        || substr(quote(updated_at), 1, 64) || ', not integer milliseconds'
+    WHEN typeof(run_at) <> 'integer' THEN 'column run_at holds ' || upper(typeof(run_at)) || ' '
+        || substr(quote(run_at), 1, 64) || ', not integer milliseconds since 1970'
+    WHEN run_at < created_at / 100 THEN 'column run_at holds ' || run_at
+        || ', which looks like seconds, not milliseconds since 1970'
+    WHEN run_at >= 100000000000000 THEN 'column run_at holds ' || run_at
+        || ', past the year 5000: microseconds or nanoseconds, not milliseconds'
+    WHEN timeout_ms IS NOT NULL AND (typeof(timeout_ms) <> 'integer' OR timeout_ms < 1) THEN
+        'column timeout_ms holds ' || upper(typeof(timeout_ms)) || ' '
+        || substr(quote(timeout_ms), 1, 64) || ', not NULL or a positive integer'
+    WHEN idempotency_key IS NOT NULL AND typeof(idempotency_key) <> 'text' THEN
+        'column idempotency_key holds ' || upper(typeof(idempotency_key)) || ' '
+        || substr(quote(idempotency_key), 1, 64) || ', not NULL or text'
+    WHEN group_key IS NOT NULL AND typeof(group_key) <> 'text' THEN 'column group_key holds '
+        || upper(typeof(group_key)) || ' ' || substr(quote(group_key), 1, 64)
+        || ', not NULL or text'
+END";
+
+/// Makes every waiting row of `queue` that breaks a schema rule dead, with an error naming
+/// the job, the column and what it held. Only runs after a claim failed on such a row: it
+/// reads every waiting row of the queue.
+fn refuse_rule_breakers(conn: &Connection, queue: &str, now: i64) -> Result<Vec<Refused>> {
+    let sql = format!(
+        "UPDATE jobs SET status = 'dead', finished_at = ?1, updated_at = ?1, locked_by = NULL,
+                locked_until = NULL,
+                last_error = 'job ' || id || ': ' || ({RULE_BROKEN_SQL}) || '; dead without running'
+         WHERE queue = ?2 AND status IN ('queued', 'failed') AND ({RULE_BROKEN_SQL}) IS NOT NULL
+         RETURNING id, job_type, attempts, last_error"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let refused = stmt
+        .query_map(params![now, queue], |row| {
+            let mut ignored = Vec::new();
+            Ok(Refused {
+                id: row.get(0)?,
+                job_type: lenient::text(row, 1, "job_type", &mut ignored)?,
+                attempts: lenient::int(row, 2, "attempts", &mut ignored)?,
+                error: lenient::text(row, 3, "last_error", &mut ignored)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for r in &refused {
+        log::warn!("litejobs: {}", r.error);
+    }
+    Ok(refused)
+}
+
+/// Claims up to `limit` due jobs of one queue (see [`claim_rows`]). A claim never fails on a
+/// row another program wrote: a row that breaks a schema rule (its update to `running`
+/// would be refused) is made dead first, and the claim runs again.
+pub(crate) fn claim(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Claimed> {
+    match claim_rows(conn, req, now) {
+        Ok(rows) => Ok(Claimed {
+            rows,
+            refused: Vec::new(),
+        }),
+        Err(e) if e.is_constraint_violation() => {
+            // The failed statement was rolled back by itself; the transaction goes on.
+            let refused = refuse_rule_breakers(conn, req.queue, now)?;
+            let rows = claim_rows(conn, req, now)?;
+            Ok(Claimed { rows, refused })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Claims up to `limit` due jobs of one queue in (priority DESC, run_at, id) order, moving
 /// them to `running` under a lease. Skips a paused queue, types this worker cannot run, and
 /// any job whose group key already has a running job or an earlier due job (R13).
 /// Must run inside a write transaction (the dispatcher's `BEGIN IMMEDIATE`).
-pub(crate) fn claim(
-    conn: &Connection,
-    req: &ClaimRequest<'_>,
-    now: i64,
-) -> Result<Vec<ClaimedRow>> {
+fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec<ClaimedRow>> {
     if req.limit == 0 || req.job_types.is_empty() {
         return Ok(Vec::new());
     }
@@ -478,4 +579,96 @@ pub(crate) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
         )?
         .execute([now])?;
     Ok(dead + retried)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{Db, DbConfig, Synchronous};
+
+    fn db() -> Db {
+        Db::open_in_memory(&DbConfig {
+            synchronous: Synchronous::Normal,
+            busy_timeout: std::time::Duration::from_secs(5),
+            pool_size: 2,
+            create: true,
+        })
+        .expect("in-memory database")
+    }
+
+    /// The claim recovers from a rule-breaking row only if [`RULE_BROKEN_SQL`] names every
+    /// row the schema's CHECK rules refuse to move to `running`, and no other: checked over
+    /// every combination of odd values in the checked columns.
+    #[test]
+    fn rule_broken_sql_agrees_with_the_check_rules() {
+        let db = db();
+        let odd: &[(&str, &[&str])] = &[
+            ("queue", &["'default'", "''", "x'71'", "7"]),
+            ("job_type", &["'t'", "''", "x'74'"]),
+            ("payload", &["'{}'", "x'7b7d'", "42"]),
+            ("priority", &["0", "'high'", "1.5", "-3"]),
+            ("attempts", &["0", "-1", "'x'"]),
+            ("max_attempts", &["6", "0", "'five'", "2.5"]),
+            (
+                "run_at",
+                &["1767225600000", "1767225600", "'2020-01-01'", "1.5e15", "0"],
+            ),
+            ("created_at", &["1767225600000", "'yesterday'", "5"]),
+            ("timeout_ms", &["NULL", "0", "'10s'", "2.5", "100"]),
+            ("idempotency_key", &["NULL", "'k'", "x'6b'"]),
+            ("group_key", &["NULL", "'g'", "x'67'"]),
+        ];
+        db.write(|tx| {
+            tx.execute_batch("PRAGMA ignore_check_constraints = ON")?;
+            let columns: Vec<&str> = odd.iter().map(|(c, _)| *c).collect();
+            // Each column's odd values against the others' first (valid) value, and a few
+            // rows breaking two rules at once.
+            let mut rows: Vec<Vec<&str>> = Vec::new();
+            for (i, (_, values)) in odd.iter().enumerate() {
+                for v in *values {
+                    let mut row: Vec<&str> = odd.iter().map(|(_, vs)| vs[0]).collect();
+                    row[i] = v;
+                    rows.push(row);
+                }
+            }
+            let mut both: Vec<&str> = odd.iter().map(|(_, vs)| vs[0]).collect();
+            both[2] = "x'7b7d'";
+            both[6] = "'2020-01-01'";
+            rows.push(both);
+            for row in &rows {
+                tx.execute(
+                    &format!(
+                        "INSERT INTO jobs ({}, updated_at) VALUES ({}, 1767225600000)",
+                        columns.join(", "),
+                        row.join(", ")
+                    ),
+                    [],
+                )?;
+            }
+            tx.execute_batch("PRAGMA ignore_check_constraints = OFF")?;
+            let ids: Vec<(i64, Option<String>)> = tx
+                .prepare(&format!("SELECT id, {RULE_BROKEN_SQL} FROM jobs ORDER BY id"))?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            assert_eq!(ids.len(), rows.len());
+            for ((id, broken), row) in ids.into_iter().zip(&rows) {
+                let moved = tx.execute(
+                    "UPDATE jobs SET status = 'running' WHERE id = ?1",
+                    [id],
+                );
+                match (&moved, &broken) {
+                    (Ok(_), None) => {}
+                    (Err(e), Some(why)) => assert!(
+                        e.to_string().contains("CHECK constraint failed"),
+                        "{row:?}: {e} ({why})"
+                    ),
+                    _ => panic!(
+                        "row {row:?}: the CHECK rules say {moved:?} but RULE_BROKEN_SQL says {broken:?}"
+                    ),
+                }
+            }
+            Ok(())
+        })
+        .expect("the comparison runs");
+    }
 }

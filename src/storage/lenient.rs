@@ -204,9 +204,10 @@ mod tests {
 
     #[test]
     fn described_text_escapes_control_characters_and_is_bounded() {
-        let (shown, _) = read("SELECT char(27) || '[31mred' || hex(zeroblob(100))", |row, _| {
-            Ok(describe(row.get_ref(0)?))
-        });
+        let (shown, _) = read(
+            "SELECT char(27) || '[31mred' || hex(zeroblob(100))",
+            |row, _| Ok(describe(row.get_ref(0)?)),
+        );
         assert!(shown.starts_with("TEXT '\\u{1b}[31mred"), "{shown}");
         assert!(shown.ends_with("…'"), "{shown}");
         assert!(!shown.contains('\u{1b}'));

@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::{Event, EventHub};
 use crate::job::JobStatus;
 use crate::storage::history::{self, AttemptRow};
-use crate::storage::jobs::{self, AfterFailure, ClaimedRow, Lease};
+use crate::storage::jobs::{self, AfterFailure, ClaimedRow, Lease, Refused};
 use crate::Queue;
 
 /// How an attempt ended.
@@ -251,5 +251,17 @@ pub(crate) fn announce(events: &EventHub, c: &Completion) {
         attempt: c.row.attempt,
         status: status_after(c),
         error,
+    });
+}
+
+/// Tells subscribers about a job the claim made dead without running (a row breaking a
+/// schema rule), as a `Finished` event like any other.
+pub(crate) fn announce_refused(events: &EventHub, refused: &Refused) {
+    events.send(Event::Finished {
+        id: refused.id,
+        job_type: refused.job_type.clone(),
+        attempt: refused.attempts,
+        status: JobStatus::Dead,
+        error: Some(refused.error.clone()),
     });
 }

@@ -573,9 +573,13 @@ impl Dispatcher {
                 events.send(Event::Reaped { count: reaped });
             }
         }
-        for ((qi, want), rows) in plan.into_iter().zip(claimed) {
+        for ((qi, want), claimed) in plan.into_iter().zip(claimed) {
+            let rows = claimed.rows;
+            for refused in &claimed.refused {
+                completer::announce_refused(events, refused);
+            }
             let q = &mut self.queues[qi];
-            q.maybe_more = rows.len() == want;
+            q.maybe_more = rows.len() == want || !claimed.refused.is_empty();
             let Some(tx) = &q.job_tx else { continue };
             q.outstanding += rows.len();
             q.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
