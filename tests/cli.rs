@@ -25,6 +25,7 @@ use crate::support::{count_rows, raw_conn, temp_dir};
 
 mod actions; // cancel, retry, pause/resume with a running worker
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard
+mod foreign; // rows from outside next to a running worker, read commands that never write
 mod monitoring; // check's exit codes, Prometheus text
 mod refusals; // init, enqueue, refusals (exit 2, one line, nothing changed)
 mod retention; // prune in chunks, remembered keys, WAL checkpoint

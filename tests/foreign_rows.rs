@@ -645,3 +645,52 @@ fn open_read_only_reads_an_older_file_without_migrating_it_and_refuses_every_wri
     );
     assert!(file_state(&path).0 == before.0, "the file was changed");
 }
+
+/// The dashboard and its JSON API show rows another program wrote, escaped, never a 500.
+#[cfg(feature = "web")]
+#[test]
+fn the_dashboard_shows_foreign_rows_and_never_fails() {
+    use crate::web::Web;
+    let env = crate::support::setup();
+    let conn = env.raw();
+    let good = insert_good_row(&conn, 0);
+    let blob = insert_unchecked(
+        &conn,
+        "INSERT INTO jobs (job_type, payload, priority) VALUES ('t', x'7b7d', 'high')",
+    );
+    let dead = insert_unchecked(
+        &conn,
+        "INSERT INTO jobs (queue, job_type, payload, status, last_error)
+         VALUES (x'71', 't<script>', CAST(x'3cff3e' AS TEXT), 'dead', x'626164')",
+    );
+    let web = Web::start(env, litejobs::web::DashboardOptions::new());
+    let mut client = web.client();
+    for path in [
+        "/".to_string(),
+        "/jobs".to_string(),
+        "/jobs?status=dead".to_string(),
+        "/dead".to_string(),
+        format!("/jobs/{good}"),
+        format!("/jobs/{blob}"),
+        format!("/jobs/{dead}"),
+        "/api/jobs".to_string(),
+        "/api/stats".to_string(),
+        format!("/api/jobs/{blob}"),
+    ] {
+        let page = client.get(&path).expect(200);
+        if !path.starts_with("/api/") {
+            assert!(
+                !page.body.contains("<script>"),
+                "{path} shows markup unescaped"
+            );
+        }
+    }
+    let page = client.get(&format!("/jobs/{blob}")).expect(200);
+    assert!(
+        page.body
+            .contains("column payload holds BLOB X&#39;7B7D&#39;")
+            || page.body.contains("column payload holds BLOB X'7B7D'"),
+        "the job page names the problem: {}",
+        page.body
+    );
+}

@@ -103,6 +103,14 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
             esc(error)
         );
     }
+    // A row another program wrote with values litejobs cannot use says what is wrong.
+    if !job.problems.is_empty() {
+        body.push_str("<h2>Problems with this row</h2><ul class=\"error-text\">");
+        for problem in &job.problems {
+            let _ = write!(body, "<li>{}</li>", esc(problem));
+        }
+        body.push_str("</ul>\n");
+    }
     body.push_str("<h2>Payload <span class=\"muted small\">(secret fields masked)</span></h2>");
     body.push_str(&json_block(&job.payload));
     if let Some(result) = &job.result {
