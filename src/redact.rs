@@ -52,6 +52,9 @@
 //! assert_eq!(redactor.mask(&json!({"SSN": "078-05-1120"}))["SSN"], "[masked]");
 //! assert!(redactor.is_secret("customer.ssn"));
 //! ```
+//!
+//! URLs in error messages and logs (the SMTP URL's) have their password hidden by
+//! [`mask_url_password`].
 
 use serde_json::{Map, Value};
 
@@ -259,6 +262,36 @@ impl Redactor {
 /// `value` with the [`DEFAULT_SECRET_FIELDS`] masked.
 pub fn mask_payload(value: &Value) -> Value {
     Redactor::new().mask(value)
+}
+
+/// `text`, a URL, with the password of its userinfo replaced by `***`, for error messages
+/// and logs (the SMTP URL's errors use it):
+/// `smtp://user:pa@ss@host?tls=none` shows as `smtp://user:***@host?tls=none`.
+///
+/// The host is taken to start after the **last** `@` of the text, wherever it is, and the
+/// user to end at the first `:` before it. That hides the password also in text that is not
+/// a valid URL, such as a password with an unencoded `/` or `?` (`smtp://u:pa/ss@host`
+/// shows as `smtp://u:***@host`), at the cost of hiding more than needed when an `@` follows
+/// the host. Text without `@` is returned as it is.
+///
+/// ```
+/// use litejobs::redact::mask_url_password;
+/// assert_eq!(mask_url_password("smtp://user:pa@ss@host:587"), "smtp://user:***@host:587");
+/// assert_eq!(mask_url_password("smtp://user:pa/s?s@host?tls=tls"), "smtp://user:***@host?tls=tls");
+/// assert_eq!(mask_url_password("smtp://host:25"), "smtp://host:25");
+/// ```
+pub fn mask_url_password(text: &str) -> String {
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), text),
+    };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}{user}:***@{host}"),
+            None => format!("{scheme}{userinfo}@{host}"),
+        },
+        None => text.to_string(),
+    }
 }
 
 /// True when `words` is not empty and each is one of [`DESCRIPTIVE_WORDS`].
@@ -538,9 +571,36 @@ mod tests {
     }
 
     #[test]
+    fn url_passwords_are_hidden_up_to_the_last_at() {
+        for (url, shown) in [
+            ("smtp://user:pa@ss@host", "smtp://user:***@host"),
+            (
+                "smtp://user:pa/ss@host?tls=none",
+                "smtp://user:***@host?tls=none",
+            ),
+            ("smtp://user:pa?ss@host:25", "smtp://user:***@host:25"),
+            ("smtp://user:pa#ss@host", "smtp://user:***@host"),
+            ("smtp://user:a://b@host", "smtp://user:***@host"),
+            (
+                "smtp://me@example.com:pw@host",
+                "smtp://me@example.com:***@host",
+            ),
+            ("smtps://user:@host", "smtps://user:***@host"),
+            ("smtp://user@host", "smtp://user@host"),
+            ("smtp://host:25?tls=none", "smtp://host:25?tls=none"),
+            ("user:secret@host", "user:***@host"),
+            ("", ""),
+        ] {
+            assert_eq!(mask_url_password(url), shown, "{url}");
+        }
+    }
+
+    #[test]
     fn the_readme_quotes_the_default_names() {
         let readme = include_str!("../README.md");
-        let from = readme.find("**Secrets are masked**").unwrap_or(readme.len());
+        let from = readme
+            .find("**Secrets are masked**")
+            .unwrap_or(readme.len());
         let quote: Vec<&str> = readme[from..]
             .lines()
             .skip_while(|line| !line.starts_with("> "))
