@@ -16,9 +16,9 @@
 //! - one of its words **ends with** one of [`SECRET_WORD_ENDINGS`], for names written without
 //!   separators: `adminpassword`, `SMTPPASSWORD`, `authtoken`, `clientsecret`;
 //!
-//! unless every word after the secret name is one of [`DESCRIPTIVE_WORDS`], which describe a
-//! secret without holding it: `password_hint`, `token_count`, `secret_name`,
-//! `password_min_length` are shown.
+//! unless every word after the last secret name is one of [`DESCRIPTIVE_WORDS`], which
+//! describe a secret without holding it: `password_hint`, `token_count`, `secret_name`,
+//! `password_min_length`, `auth_token_type` are shown.
 //!
 //! `key` alone is not a secret name (`key`, `idempotency_key`, `sort_key`, `monkey` are
 //! shown); the secret kinds of key are listed as two words (`api key`, `private key`, `access
@@ -94,8 +94,8 @@ pub const DEFAULT_SECRET_FIELDS: &[&str] = &[
 /// separators (`adminpassword`, `SMTPPASSWORD`, `authtoken`, `clientsecret`, `xapikey`).
 pub const SECRET_WORD_ENDINGS: &[&str] = &["password", "passwd", "secret", "token", "apikey"];
 
-/// Words that describe a secret without holding it: when every word after a secret name is
-/// one of these (`password_hint`, `token_count`, `secret_name`, `password_min_length`,
+/// Words that describe a secret without holding it: when every word after the last secret
+/// name is one of these (`password_hint`, `token_count`, `secret_name`, `password_min_length`,
 /// `token_expires_at`), the field is shown.
 pub const DESCRIPTIVE_WORDS: &[&str] = &[
     "count",
@@ -181,10 +181,11 @@ impl Redactor {
     /// True when a field of this name is masked.
     pub fn is_secret(&self, key: &str) -> bool {
         let words = words(key);
-        (0..words.len()).any(|start| {
-            self.match_len(&words[start..])
-                .is_some_and(|len| !only_descriptive(&words[start + len..]))
-        })
+        // Where the last secret name ends: only the words after it can make it descriptive.
+        let end = (0..words.len())
+            .filter_map(|start| Some(start + self.match_len(&words[start..])?))
+            .max();
+        end.is_some_and(|end| !only_descriptive(&words[end..]))
     }
 
     /// How many of `words` a secret name (or a secret word ending) covers from the first.
@@ -309,16 +310,14 @@ fn words(name: &str) -> Vec<String> {
     let chars: Vec<char> = name.chars().collect();
     let mut words = Vec::new();
     let mut word = String::new();
+    let mut prev: Option<char> = None;
     for (i, &c) in chars.iter().enumerate() {
         if !c.is_alphanumeric() {
-            if !word.is_empty() {
-                words.push(std::mem::take(&mut word));
-            }
+            words.extend((!word.is_empty()).then(|| std::mem::take(&mut word)));
+            prev = None;
             continue;
         }
-        // A non-empty word means the previous character was a letter or digit.
-        if let (false, Some(&prev)) = (word.is_empty(), i.checked_sub(1).and_then(|p| chars.get(p)))
-        {
+        if let Some(prev) = prev {
             let next_is_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             let hump = (prev.is_lowercase() || prev.is_numeric()) && c.is_uppercase();
             let acronym_end = prev.is_uppercase() && c.is_uppercase() && next_is_lower;
@@ -328,10 +327,9 @@ fn words(name: &str) -> Vec<String> {
             }
         }
         word.extend(c.to_lowercase());
+        prev = Some(c);
     }
-    if !word.is_empty() {
-        words.push(word);
-    }
+    words.extend((!word.is_empty()).then_some(word));
     words
 }
 
@@ -430,6 +428,7 @@ mod tests {
         "password_hint",
         "password_min_length",
         "token_type",
+        "auth_token_type",
         "token_expires_at",
         "secret_name",
         "cookie_name",
