@@ -177,6 +177,9 @@ impl JobContext {
     }
 
     /// Stores a result (JSON) with the job when the attempt succeeds.
+    ///
+    /// A NaN or infinite float is already `null` in a `serde_json::Value` (`json!` and
+    /// `serde_json::to_value` write it so): check such numbers before building the result.
     pub fn set_result(&self, result: serde_json::Value) {
         *self.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result.to_string());
     }

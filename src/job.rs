@@ -174,6 +174,11 @@ pub(crate) enum RunAt {
 
 impl NewJob {
     /// A job of `job_type` with a JSON payload, for the default queue, priority 0, due now.
+    ///
+    /// JSON has no NaN or Infinity, and serde_json has already turned them into `null` by
+    /// the time litejobs sees the value: `json!({"ratio": f64::NAN})` is
+    /// `{"ratio": null}`. For values that may be non-finite, use [`NewJob::typed`], which
+    /// refuses them instead.
     pub fn new(job_type: impl Into<String>, payload: serde_json::Value) -> NewJob {
         NewJob::with_payload(job_type.into(), Payload::Value(payload))
     }
@@ -187,13 +192,28 @@ impl NewJob {
 
     /// A job whose payload is any serde-serializable value.
     ///
+    /// ```
+    /// use litejobs::{ErrorKind, NewJob};
+    /// #[derive(serde::Serialize)]
+    /// struct Resize { image_id: u64, ratio: f64 }
+    ///
+    /// let job = NewJob::typed("resize", &Resize { image_id: 7, ratio: 0.5 })?;
+    /// let err = NewJob::typed("resize", &Resize { image_id: 7, ratio: f64::NAN }).unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::InvalidJob);
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "payload field `ratio` is NaN; JSON has no NaN or Infinity"
+    /// );
+    /// # let _ = job;
+    /// # Ok::<(), litejobs::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob) if the value cannot be
-    /// represented as JSON (e.g. a map with non-string keys).
+    /// represented as JSON: a map with non-string keys, or a float that is NaN or infinite
+    /// (serde_json would store it as `null`), named with its path (`points[2].y`).
     pub fn typed<T: Serialize>(job_type: impl Into<String>, payload: &T) -> Result<NewJob> {
-        let value = serde_json::to_value(payload).map_err(|e| {
-            Error::invalid_job(format!("payload cannot be serialized as JSON: {e}"))
-        })?;
+        let value = crate::finite::to_json_value(payload, "payload")?;
         Ok(NewJob::new(job_type, value))
     }
 

@@ -49,6 +49,7 @@ mod dashboard_queries;
 mod dead_letter;
 mod error;
 mod events;
+mod finite;
 mod handler;
 mod job;
 pub mod limits;

@@ -528,3 +528,74 @@ fn litejobs_work_sends_a_plain_sql_email_row_through_smtp() {
     }
     assert_eq!(sink.messages().len(), 1);
 }
+
+/// Every byte but ASCII letters and digits as `%XX`, as a URL-encoding tool would write it.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Issue 12, section 4.2: a password with `/`, `?`, `#` and `@`, percent-encoded in
+/// `LITEJOBS_SMTP_URL`, reaches the server as written.
+#[test]
+fn issue_12_a_percent_encoded_password_with_reserved_characters_reaches_the_server() {
+    let env = setup();
+    let sink = SmtpSink::start();
+    let password = "p/ss?w#rd@1:%+ ü";
+    let url = format!(
+        "smtp://mailer%40example.com:{}@127.0.0.1:{}?tls=none&timeout=2s",
+        percent_encode(password),
+        sink.port()
+    );
+    let vars = move |name: &str| (name == "LITEJOBS_SMTP_URL").then(|| url.clone());
+    let options = BuiltinOptions::from_lookup(&vars).expect("options");
+    let builder = builtin::register(Worker::builder(&env.queue), &options).expect("register");
+    let id = env
+        .queue
+        .enqueue(NewJob::new(
+            JOB_TYPE,
+            json!({"to": "a@example.com", "from": "app@example.com", "subject": "Hi", "text": "Body"}),
+        ))
+        .expect("enqueue");
+    assert_eq!(
+        drain(&builder).succeeded,
+        1,
+        "{:?}",
+        job(&env.queue, id).last_error
+    );
+    assert_eq!(
+        sink.logins(),
+        vec![("mailer@example.com".to_string(), password.to_string())]
+    );
+}
+
+/// Issue 12, section 4.2: an unencoded `/`, `?` or `#` in the password is refused with a
+/// message that says how to encode it and never shows the password.
+#[test]
+fn issue_12_an_unencoded_reserved_character_in_the_smtp_password_is_refused_unshown() {
+    for url in [
+        "smtp://mailer:hunter2/x@smtp.example.com?tls=tls",
+        "smtp://mailer:hunter2?x@smtp.example.com",
+        "smtp://mailer:hunter2#x@smtp.example.com:2525",
+    ] {
+        let vars = move |name: &str| (name == "LITEJOBS_SMTP_URL").then(|| url.to_string());
+        let msg = EmailOptions::from_lookup(&vars)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.starts_with("LITEJOBS_SMTP_URL"), "{url}: {msg}");
+        assert!(
+            msg.contains("smtp://mailer:***@smtp.example.com"),
+            "{url}: {msg}"
+        );
+        assert!(msg.contains("%2F") && msg.contains("%3F"), "{url}: {msg}");
+        assert!(!msg.contains("hunter2"), "{url}: {msg}");
+    }
+}

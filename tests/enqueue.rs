@@ -713,3 +713,53 @@ fn in_memory_queues_are_shared_by_clones_only() {
     assert_eq!(b.list(&JobFilter::new()).expect("list").len(), 1);
     assert_eq!(a.list(&JobFilter::new()).expect("list").len(), 2);
 }
+
+/// Issue 12, section 4.3: a typed payload holding NaN or ±Infinity is refused, naming the
+/// field, instead of being stored (and run) with `null` in its place.
+#[test]
+fn issue_12_nan_and_infinity_in_a_typed_payload_are_refused_not_stored_as_null() {
+    #[derive(serde::Serialize)]
+    struct Sample {
+        sensor: String,
+        readings: Vec<f64>,
+        ratio: f32,
+    }
+    let env = setup();
+    let sample = |readings: Vec<f64>, ratio: f32| Sample {
+        sensor: "t1".into(),
+        readings,
+        ratio,
+    };
+    for (payload, expected) in [
+        (
+            sample(vec![1.0], f32::NAN),
+            "payload field `ratio` is NaN; JSON has no NaN or Infinity",
+        ),
+        (
+            sample(vec![1.0, f64::INFINITY], 0.5),
+            "payload field `readings[1]` is Infinity; JSON has no NaN or Infinity",
+        ),
+        (
+            sample(vec![f64::NEG_INFINITY], 0.5),
+            "payload field `readings[0]` is -Infinity; JSON has no NaN or Infinity",
+        ),
+    ] {
+        let err = NewJob::typed("ingest", &payload)
+            .and_then(|job| env.queue.enqueue(job))
+            .expect_err("a non-finite float must be refused");
+        assert_eq!(
+            (err.kind(), err.to_string()),
+            (ErrorKind::InvalidJob, expected.to_string())
+        );
+    }
+    assert_eq!(env.queue.list(&JobFilter::new()).expect("list").len(), 0);
+
+    let id = env
+        .queue
+        .enqueue(NewJob::typed("ingest", &sample(vec![1.5, -0.0], 0.25)).expect("finite"))
+        .expect("enqueue");
+    assert_eq!(
+        get(&env, id).payload,
+        json!({"sensor": "t1", "readings": [1.5, -0.0], "ratio": 0.25})
+    );
+}

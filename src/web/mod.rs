@@ -137,7 +137,8 @@ impl DashboardOptions {
         self
     }
 
-    /// Masks one more payload field name in every view (see [`redact`](crate::redact)).
+    /// Masks one more payload field name in every view, matched by its words like the
+    /// defaults: `ssn` also masks `customer.ssn` (see [`redact`](crate::redact)).
     pub fn secret_field(mut self, name: impl AsRef<str>) -> DashboardOptions {
         self.redactor = self.redactor.with_field(name);
         self

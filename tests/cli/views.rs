@@ -301,3 +301,44 @@ fn a_reader_that_stops_early_ends_the_listing_quietly() {
         assert_eq!(out.stderr, "", "{args:?}: {out:#?}");
     }
 }
+
+/// Issue 12, section 4.1: a webhook body written as JSON text (the documented form for other
+/// languages), and secret names the old suffix rule missed, are masked in every view.
+#[test]
+fn issue_12_json_text_bodies_and_secret_words_are_masked_in_every_view() {
+    let fx = Fx::new();
+    let body = json!({"user": "ada", "password": "hunter2", "smtp": {"SMTPPassword": "p4ss"}});
+    let id = fx.enqueue(NewJob::new(
+        "deliver_webhook",
+        json!({
+            "endpoint_id": 1, "event_id": "evt_1", "body": body.to_string(),
+            "aws_secret_access_key": "AKIAsecret", "smtp.password": "dotted",
+            "passwd": "pw-1", "credentials": {"user": "u", "pin": "9999"},
+            "token_count": 812, "author": "ada"
+        }),
+    ));
+    for view in [
+        &["show", &id.to_string()][..],
+        &["show", &id.to_string(), "--json"],
+        &["list", "--json"],
+        &["list"],
+    ] {
+        let out = fx.run(view).ok().stdout;
+        for secret in ["hunter2", "p4ss", "AKIAsecret", "dotted", "pw-1", "9999"] {
+            assert!(!out.contains(secret), "{view:?} shows {secret:?}:\n{out}");
+        }
+    }
+    let shown = fx.run(&["show", &id.to_string(), "--json"]).json();
+    let payload = &shown["job"]["payload"];
+    assert_eq!(
+        payload["body"],
+        json!(r#"{"password":"[masked]","smtp":{"SMTPPassword":"[masked]"},"user":"ada"}"#)
+    );
+    assert_eq!(payload["credentials"], json!("[masked]"));
+    assert_eq!(
+        (payload["token_count"].clone(), payload["author"].clone()),
+        (json!(812), json!("ada"))
+    );
+    // The stored payload itself is untouched.
+    assert_eq!(fx.job(id).payload["body"], json!(body.to_string()));
+}

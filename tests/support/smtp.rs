@@ -1,6 +1,6 @@
 //! A small SMTP server on 127.0.0.1 for the email tests: it speaks enough SMTP for lettre
-//! (EHLO/HELO, MAIL FROM, RCPT TO, DATA, RSET, NOOP, QUIT; no TLS), records every message it
-//! accepts, and can be scripted to answer a given code at RCPT or after DATA, or to stay
+//! (EHLO/HELO, AUTH PLAIN, MAIL FROM, RCPT TO, DATA, RSET, NOOP, QUIT; no TLS), records every
+//! message it accepts and every user and password it is given, and can be scripted to answer a given code at RCPT or after DATA, or to stay
 //! silent after accepting a connection (so the client times out).
 //!
 //! Each connection runs on its own thread with read timeouts, so nothing outlives the test:
@@ -83,6 +83,8 @@ struct State {
     connections: usize,
     /// Every SMTP command line received, in order (for assertions on the conversation).
     commands: Vec<String>,
+    /// The (user, password) of every `AUTH PLAIN`, decoded.
+    logins: Vec<(String, String)>,
 }
 
 struct Shared {
@@ -171,6 +173,11 @@ impl SmtpSink {
         self.shared.lock().commands.clone()
     }
 
+    /// The (user, password) pairs clients authenticated with (`AUTH PLAIN`, any accepted).
+    pub fn logins(&self) -> Vec<(String, String)> {
+        self.shared.lock().logins.clone()
+    }
+
     /// Waits until at least `n` messages arrived, at most `within`; returns them.
     pub fn wait_messages(&self, n: usize, within: Duration) -> Vec<Received> {
         let deadline = Instant::now() + within;
@@ -256,10 +263,19 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         let upper = command.to_ascii_uppercase();
         if upper.starts_with("EHLO") {
             out.write_all(
-                b"250-sink.test\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250 SIZE 10485760\r\n",
+                b"250-sink.test\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250-AUTH PLAIN\r\n250 SIZE 10485760\r\n",
             )?;
         } else if upper.starts_with("HELO") || upper.starts_with("NOOP") {
             reply(&mut out, "250 OK")?;
+        } else if upper.starts_with("AUTH PLAIN ") {
+            // RFC 4616: base64 of authzid NUL user NUL password, sent with the command.
+            match plain_login(&command["AUTH PLAIN ".len()..]) {
+                Some(login) => {
+                    shared.lock().logins.push(login);
+                    reply(&mut out, "235 2.7.0 Authentication successful")?;
+                }
+                None => reply(&mut out, "501 5.5.2 malformed AUTH PLAIN")?,
+            }
         } else if upper.starts_with("MAIL FROM:") {
             mail_from = address_of(&command["MAIL FROM:".len()..]);
             rcpt_to.clear();
@@ -313,6 +329,18 @@ fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             reply(&mut out, "500 5.5.2 command not recognized")?;
         }
     }
+}
+
+/// The (user, password) of an `AUTH PLAIN` initial response.
+fn plain_login(response: &str) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(response.trim())
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let mut parts = text.splitn(3, '\0');
+    let (_authzid, user, password) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((user.to_string(), password.to_string()))
 }
 
 /// `<a@b> SIZE=..` → `a@b`.

@@ -181,6 +181,35 @@ fn keyset_pages_walk_every_job_exactly_once() {
     }
 }
 
+/// Issue 12, section 4.1: a webhook body written as JSON text is masked inside the string,
+/// on the job page and in the JSON API.
+#[test]
+fn issue_12_json_text_bodies_are_masked_on_the_job_page_and_in_the_api() {
+    let web = Web::open();
+    let body = json!({"event": "user.created", "auth": {"aws_secret_access_key": "AKIAsecret"}});
+    let id = web
+        .queue()
+        .enqueue(NewJob::new(
+            "deliver_webhook",
+            json!({"endpoint_id": 1, "event_id": "evt_1", "body": body.to_string()}),
+        ))
+        .expect("enqueue");
+    let mut c = web.client();
+    for path in [
+        format!("/jobs/{id}"),
+        "/jobs".into(),
+        format!("/api/jobs/{id}"),
+    ] {
+        let page = c.get(&path).expect(200).body;
+        assert!(!page.contains("AKIAsecret"), "{path} shows the key: {page}");
+    }
+    let api = c.get(&format!("/api/jobs/{id}")).expect(200).json();
+    assert_eq!(
+        api["job"]["payload"]["body"],
+        json!(r#"{"auth":"[masked]","event":"user.created"}"#)
+    );
+}
+
 #[test]
 fn hostile_job_data_is_shown_as_text() {
     const XSS: &str = "<script>alert(1)</script>";

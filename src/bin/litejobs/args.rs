@@ -26,8 +26,9 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Another payload field name to mask in every view (repeatable). Adds to the defaults
-    /// (password, token, secret, authorization, api_key, ...) and to LITEJOBS_SECRET_FIELDS.
+    /// Another payload field name to mask in every view (repeatable), matched by words like
+    /// the defaults (`ssn` masks `SSN` and `customer.ssn`). Adds to the defaults (password,
+    /// secret, token, auth, credentials, api key, ...) and to LITEJOBS_SECRET_FIELDS.
     #[arg(long = "secret-field", value_name = "NAME", global = true)]
     pub secret_fields: Vec<String>,
 

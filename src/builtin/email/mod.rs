@@ -608,7 +608,8 @@ pub enum MailerConfig {
 ///
 /// From the environment ([`EmailOptions::from_lookup`]):
 /// - `LITEJOBS_SMTP_URL=smtp://user:pass@host:port?tls=starttls|tls|none&timeout=10s`
-///   (see [`SmtpConfig::from_url`]), or
+///   (see [`SmtpConfig::from_url`]; a `/`, `?`, `#` or `%` in the password is written
+///   percent-encoded), or
 /// - `LITEJOBS_MAIL_DIR=/path` to write `.eml` files instead (development), or
 /// - `LITEJOBS_MAIL_LOG=1` to only log them;
 /// - `LITEJOBS_MAIL_FROM=app@example.com`: the sender of jobs without `from`.

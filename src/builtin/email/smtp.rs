@@ -9,9 +9,11 @@ use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::transport::smtp::Error as SmtpError;
 use lettre::{SmtpTransport, Transport};
+use url::{Host, ParseError, Url};
 
 use super::{message, Email, MailError, Mailer, Sent};
 use crate::error::{Error, Result};
+use crate::redact::mask_url_password;
 
 /// How long each SMTP step (connect, each command) may take unless configured otherwise.
 pub const DEFAULT_SMTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,50 +100,95 @@ impl SmtpConfig {
     }
 
     /// Reads `smtp://[user[:password]@]host[:port][?tls=starttls|tls|none][&timeout=10s]`
-    /// (`smtps://` means `tls=tls`). User and password are percent-decoded. Without `tls`,
-    /// `smtp://` uses STARTTLS; the port defaults by the TLS mode (587, 465, 25).
+    /// (`smtps://` means `tls=tls`). Without `tls`, `smtp://` uses STARTTLS; the port
+    /// defaults by the TLS mode (587, 465, 25).
+    ///
+    /// User and password are percent-decoded, so any character can be written encoded: a
+    /// password with `/`, `?` or `#` **must** be (`/` as `%2F`, `?` as `%3F`, `#` as `%23`,
+    /// `%` as `%25`), because those end the host part of a URL. `:` and `@` in the password
+    /// are read right unencoded too (the host starts after the last `@`), but encoding them
+    /// (`%3A`, `%40`) is never wrong.
+    ///
+    /// ```
+    /// use litejobs::builtin::email::SmtpConfig;
+    /// // The password is "p/ss?w#rd@1".
+    /// let config = SmtpConfig::from_url("smtp://mailer:p%2Fss%3Fw%23rd%401@smtp.example.com")?;
+    /// assert_eq!(config.host(), "smtp.example.com");
+    /// let err = SmtpConfig::from_url("smtp://mailer:p/ss@smtp.example.com").unwrap_err();
+    /// assert!(err.to_string().contains("percent-encode"), "{err}");
+    /// assert!(!err.to_string().contains("p/ss"), "{err}");
+    /// # Ok::<(), litejobs::Error>(())
+    /// ```
     ///
     /// # Errors
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) naming the part that is
-    /// wrong; the password is never in the message.
-    pub fn from_url(url: &str) -> Result<SmtpConfig> {
-        let shown = redact_url(url);
+    /// wrong; the URL is shown with its password replaced by `***`
+    /// ([`mask_url_password`](crate::redact::mask_url_password)), and
+    /// the password is never in the message.
+    pub fn from_url(text: &str) -> Result<SmtpConfig> {
+        let shown = mask_url_password(text);
         let bad = |why: String| Error::invalid_config(format!("SMTP URL {shown:?}: {why}"));
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| bad("expected smtp://host or smtps://host".to_string()))?;
-        let tls = match scheme.to_ascii_lowercase().as_str() {
+        let Some((_, rest)) = text.split_once("://") else {
+            return Err(bad("expected smtp://host or smtps://host".to_string()));
+        };
+        // An `@` after the first `/`, `?` or `#` means one of those is in the user or
+        // password: a URL parser would end the host there and read the password as the
+        // host, a port or a path.
+        if let Some(end) = rest.find(['/', '?', '#']) {
+            if rest[end..].contains('@') {
+                return Err(bad(
+                    "an `@` follows a `/`, `?` or `#`, so the user or password holds one of \
+                     them not percent-encoded; write `/` as %2F, `?` as %3F, `#` as %23 (and \
+                     `%` as %25, `@` as %40)"
+                        .to_string(),
+                ));
+            }
+        }
+        let url = Url::parse(text).map_err(|e| bad(parse_error(e, rest)))?;
+        let tls = match url.scheme() {
             "smtp" => SmtpTls::StartTls,
             "smtps" => SmtpTls::Tls,
             other => return Err(bad(format!("scheme {other:?} is not smtp or smtps"))),
         };
-        let (authority, query) = match rest.split_once('?') {
-            Some((a, q)) => (a, Some(q)),
-            None => (rest, None),
+        let host = match url.host() {
+            // smtp is not one of the URL standard's special schemes, so its host comes
+            // opaque (percent-encoded, not IDNA-mapped): read it as an http host would be.
+            Some(Host::Domain(opaque)) if !opaque.is_empty() => {
+                let decoded = percent_decode(opaque).map_err(bad)?;
+                match Host::parse(&decoded) {
+                    Ok(Host::Domain(name)) => name,
+                    Ok(Host::Ipv4(ip)) => ip.to_string(),
+                    Ok(Host::Ipv6(ip)) => ip.to_string(),
+                    Err(e) => return Err(bad(format!("the host is not a domain name ({e})"))),
+                }
+            }
+            Some(Host::Ipv4(ip)) => ip.to_string(),
+            Some(Host::Ipv6(ip)) => ip.to_string(),
+            _ => return Err(bad("the host is missing".to_string())),
         };
-        let authority = authority.trim_end_matches('/');
-        let (userinfo, hostport) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u), h),
-            None => (None, authority),
-        };
-        let (host, port) = split_host_port(hostport).map_err(bad)?;
-        if host.is_empty() {
-            return Err(bad("the host is missing".to_string()));
+        if !matches!(url.path(), "" | "/") {
+            return Err(bad(
+                "an SMTP URL has no path: only ?options may follow the host".to_string(),
+            ));
+        }
+        if url.fragment().is_some() {
+            return Err(bad(
+                "an SMTP URL has no #fragment (a `#` in a password is written %23)".to_string(),
+            ));
         }
         let mut config = SmtpConfig::new(host);
         config.tls = tls;
-        config.port = port;
-        if let Some(userinfo) = userinfo {
-            let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-            let user = percent_decode(user).map_err(bad)?;
-            let password = percent_decode(password).map_err(bad)?;
-            if !user.is_empty() {
-                config.credentials = Some((user, password));
-            }
+        config.port = match url.port() {
+            Some(0) => return Err(bad("port 0 is not usable".to_string())),
+            port => port,
+        };
+        let user = percent_decode(url.username()).map_err(bad)?;
+        let password = percent_decode(url.password().unwrap_or("")).map_err(bad)?;
+        if !user.is_empty() {
+            config.credentials = Some((user, password));
         }
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match key {
+        for (key, value) in url.query_pairs() {
+            match key.as_ref() {
                 "tls" => {
                     config.tls = match value.to_ascii_lowercase().as_str() {
                         "starttls" | "required" => SmtpTls::StartTls,
@@ -155,10 +202,11 @@ impl SmtpConfig {
                     }
                 }
                 "timeout" => {
-                    config.timeout = parse_duration(value)
+                    config.timeout = parse_duration(&value)
                         .ok_or_else(|| bad(format!("timeout={value:?} is not like 10s or 500ms")))?
                 }
-                "hello_name" | "ehlo" => config.hello_name = Some(value.to_string()),
+                "hello_name" | "ehlo" => config.hello_name = Some(value.into_owned()),
+                "" => {}
                 other => {
                     return Err(bad(format!(
                         "unknown option {other:?} (known: tls, timeout, hello_name)"
@@ -338,33 +386,26 @@ fn is_io_timeout(err: &SmtpError) -> bool {
     false
 }
 
-fn split_host_port(hostport: &str) -> std::result::Result<(String, Option<u16>), String> {
-    let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
-        let (host, after) = rest
-            .split_once(']')
-            .ok_or_else(|| "an IPv6 host lacks its closing ]".to_string())?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
+/// What went wrong in `rest` (the URL after `://`), in words; the password is never quoted.
+fn parse_error(err: ParseError, rest: &str) -> String {
+    match err {
+        ParseError::EmptyHost => "the host is missing".to_string(),
+        ParseError::InvalidPort => {
+            // The port text: after the userinfo, up to the path or query, after the last
+            // `:` that is not inside an IPv6 address's brackets. No password is in it: an
+            // `@` past the host was refused before parsing.
+            let authority = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+            let authority =
+                &authority[..authority.find(['/', '?', '#']).unwrap_or(authority.len())];
+            let after_ipv6 = authority.rfind(']').map_or(0, |end| end + 1);
+            match authority[after_ipv6..].rsplit_once(':') {
+                Some((_, port)) => format!("port {port:?} is not a number from 1 to 65535"),
+                None => "the port is not a number from 1 to 65535".to_string(),
+            }
         }
-    };
-    let port = match port {
-        None | Some("") => None,
-        Some(p) => Some(
-            p.parse::<u16>()
-                .map_err(|_| format!("port {p:?} is not a number from 1 to 65535"))
-                .and_then(|n| {
-                    if n == 0 {
-                        Err("port 0 is not usable".to_string())
-                    } else {
-                        Ok(n)
-                    }
-                })?,
-        ),
-    };
-    Ok((host.to_string(), port))
+        ParseError::InvalidIpv6Address => "the IPv6 host is malformed (write [::1])".to_string(),
+        other => format!("not a URL ({other})"),
+    }
 }
 
 fn percent_decode(s: &str) -> std::result::Result<String, String> {
@@ -403,26 +444,6 @@ fn parse_duration(text: &str) -> Option<Duration> {
     (!d.is_zero()).then_some(d)
 }
 
-/// The URL with its password replaced, for error messages.
-fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            if userinfo.contains(':') {
-                format!("{scheme}://{user}:***@{host}{tail}")
-            } else {
-                format!("{scheme}://{user}@{host}{tail}")
-            }
-        }
-        None => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,6 +463,18 @@ mod tests {
             (c.host(), c.timeout_value()),
             ("::1", Duration::from_millis(500))
         );
+        // Hosts are read as in an http URL: lower case, IDNA to ASCII.
+        let c = SmtpConfig::from_url("smtp://u:p@M%C3%BCnchen.Example").expect("valid");
+        assert_eq!(c.host(), "xn--mnchen-3ya.example");
+        let c = SmtpConfig::from_url("smtp://u:p@münchen.example").expect("valid");
+        assert_eq!(c.host(), "xn--mnchen-3ya.example");
+        let c = SmtpConfig::from_url("smtp://10.0.0.1").expect("valid");
+        assert_eq!(c.host(), "10.0.0.1");
+        let c = SmtpConfig::from_url("smtp://[::1]:25/?tls=none&timeout=500ms").expect("valid");
+        assert_eq!(
+            (c.host(), c.timeout_value()),
+            ("::1", Duration::from_millis(500))
+        );
     }
 
     #[test]
@@ -452,6 +485,13 @@ mod tests {
             ("smtp://u:hunter2@host:99999", "port \"99999\""),
             ("smtp://host?retries=3", "unknown option \"retries\""),
             ("smtp://:25", "host is missing"),
+            ("smtp://u:hunter2@", "host is missing"),
+            ("smtp://u:hunter2@host:0", "port 0"),
+            ("smtp://u:hunter2@[::1:25", "IPv6"),
+            ("smtp://u:hunter2@host/inbox", "no path"),
+            ("smtp://u:hunter2@host#top", "no #fragment"),
+            ("smtp://u:hunter2%zz@host", "%-escape"),
+            ("u:hunter2@host", "expected smtp://host"),
         ] {
             let msg = SmtpConfig::from_url(url)
                 .err()
@@ -459,6 +499,95 @@ mod tests {
                 .unwrap_or_default();
             assert!(msg.contains(expected), "{url}: {msg}");
             assert!(!msg.contains("hunter2"), "{url}: {msg}");
+        }
+    }
+
+    /// Every byte but ASCII letters and digits as `%XX`.
+    fn encode(text: &str) -> String {
+        text.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    char::from(b).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn percent_encoded_passwords_may_hold_any_character() {
+        for password in [
+            "pa/ss",
+            "pa?ss",
+            "pa#ss",
+            "pa@ss",
+            "p:w",
+            "100%",
+            "a b+c&d=e",
+            "ü/€?",
+            "",
+        ] {
+            let url = format!(
+                "smtp://mailer%40example.com:{}@mail.example.com:2525?tls=none&timeout=2s",
+                encode(password)
+            );
+            let c = SmtpConfig::from_url(&url).unwrap_or_else(|e| panic!("{password:?}: {e}"));
+            assert_eq!(
+                c.credentials,
+                Some(("mailer@example.com".to_string(), password.to_string())),
+                "{url}"
+            );
+            assert_eq!(
+                (
+                    c.host(),
+                    c.port_or_default(),
+                    c.tls_mode(),
+                    c.timeout_value()
+                ),
+                (
+                    "mail.example.com",
+                    2525,
+                    SmtpTls::None,
+                    Duration::from_secs(2)
+                ),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn unencoded_at_and_colon_in_a_password_are_read_up_to_the_last_at() {
+        let c = SmtpConfig::from_url("smtp://me@example.com:pa@ss:w@mail.example.com:2525")
+            .expect("valid");
+        assert_eq!(
+            c.credentials,
+            Some(("me@example.com".to_string(), "pa@ss:w".to_string()))
+        );
+        assert_eq!((c.host(), c.port_or_default()), ("mail.example.com", 2525));
+    }
+
+    #[test]
+    fn an_unencoded_slash_question_mark_or_hash_in_a_password_is_refused_unshown() {
+        for url in [
+            "smtp://user:hunter2/x@mail.example.com?tls=none",
+            "smtp://user:hunter2?x@mail.example.com",
+            "smtp://user:hunter2#x@mail.example.com:2525",
+            "smtp://user:20/24@mail.example.com",
+            "smtps://user:a/b?c#d@e@mail.example.com",
+        ] {
+            let msg = SmtpConfig::from_url(url)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                msg.contains("not percent-encoded") && msg.contains("%2F"),
+                "{url}: {msg}"
+            );
+            assert!(msg.contains("://user:***@mail.example.com"), "{url}: {msg}");
+            for part in ["hunter2", "20/24", "a/b"] {
+                assert!(!msg.contains(part), "{url}: {msg}");
+            }
         }
     }
 
