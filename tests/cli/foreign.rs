@@ -134,17 +134,13 @@ fn read_commands_work_on_a_read_only_mount_and_writes_fail_at_once_in_one_line()
         &["prune", "--older-than", "1d"],
         &["work"],
     ] {
-        let started = Instant::now();
         let out = run_on_read_only_mount(prefix, dir.path(), args);
-        // One clear line, not the pool's five-second timeout.
+        // One clear line saying why, not the connection pool's timeout after five seconds
+        // of failing to set WAL mode.
         assert_eq!(out.code, Some(2), "{args:?}: {out:#?}");
         assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {out:#?}");
-        assert!(out.stderr.contains("read-only"), "{args:?}: {out:#?}");
-        assert!(
-            started.elapsed() < Duration::from_secs(4),
-            "{args:?} waited {:?} before failing",
-            started.elapsed()
-        );
+        assert!(out.stderr.contains("is read-only"), "{args:?}: {out:#?}");
+        assert!(!out.stderr.contains("connection"), "{args:?}: {out:#?}");
     }
     assert!(file_bytes(&path) == before, "the file was changed");
 }
