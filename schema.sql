@@ -18,23 +18,27 @@
 -- Rows are checked at the door. A wrongly typed insert fails at once in the inserting program
 -- with "CHECK constraint failed: RULE", where RULE is one of (each applies to live rows:
 -- queued, running, failed):
---   jobs_queue_text             queue is non-empty TEXT
---   jobs_job_type_text          job_type is non-empty TEXT
---   jobs_payload_text           payload is TEXT (JSON). Bind a string, not bytes: Python's
---                               bytes and Go's []byte arrive as a BLOB and are refused
---   jobs_priority_integer       priority is an INTEGER
---   jobs_attempts_integer       attempts is an INTEGER >= 0 (leave it to its default)
---   jobs_max_attempts_positive  max_attempts is an INTEGER >= 1
---   jobs_run_at_ms              run_at is INTEGER milliseconds since 1970: not text such as
---                               '2020-01-01 00:00:00', not REAL (round it: in Python
+--   jobs_queue_text             queue is non-empty text
+--   jobs_job_type_text          job_type is non-empty text
+--   jobs_payload_text           payload is JSON text, not a BLOB: bind a string, not bytes
+--                               (Python's bytes and Go's []byte arrive as a BLOB)
+--   jobs_priority_integer       priority is an integer
+--   jobs_attempts_integer       attempts is an integer >= 0 (leave it to its default)
+--   jobs_max_attempts_positive  max_attempts is an integer >= 1
+--   jobs_run_at_ms              run_at is integer milliseconds since 1970: not text such as
+--                               '2020-01-01 00:00:00', not a fraction (round it: in Python
 --                               int(time.time() * 1000)), not seconds (a value below
 --                               created_at / 100, e.g. 1767225600), not micro- or nanoseconds
 --                               (100000000000000 or more). Leave it out to run now.
---   jobs_times_ms               created_at and updated_at are INTEGER milliseconds
---   jobs_timeout_ms_positive    timeout_ms is NULL or an INTEGER > 0
---   jobs_idempotency_key_text   idempotency_key is NULL or TEXT
---   jobs_group_key_text         group_key is NULL or TEXT
+--   jobs_times_ms               created_at and updated_at are integer milliseconds
+--   jobs_timeout_ms_positive    timeout_ms is NULL or an integer > 0
+--   jobs_idempotency_key_text   idempotency_key is NULL or text, not a BLOB
+--   jobs_group_key_text         group_key is NULL or text, not a BLOB
 --   jobs_status_valid           status is one of the six words above
+-- An integer may also arrive as text ('5', as PHP's PDO binds every value) or as a whole
+-- REAL (5.0): SQLite stores it as an integer. The rules are written so that they mean the
+-- same in SQLite 3.31, which checks a value before converting it to the column's type, and
+-- in later versions, which check it after.
 -- What SQLite 3.31 cannot check is checked when a worker claims the row: a payload that is not
 -- valid UTF-8 or not valid JSON, or larger than the worker's payload limit, makes the job dead
 -- without running, with an error naming the job, the column and what was wrong; every other
@@ -89,32 +93,43 @@ CREATE TABLE jobs (
     requeue_reason TEXT,
     requeued_as INTEGER,
     -- The rules listed at the top. Written with ORs: measured to cost almost nothing, where
-    -- an IN list halved insert speed; all of them together cost about 5 % of an insert.
+    -- an IN list halved insert speed; all of them together cost 5-10 % of a bare insert.
     CONSTRAINT jobs_status_valid CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded'
         OR status = 'failed' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_queue_text CHECK ((typeof(queue) = 'text' AND queue <> '')
+    CONSTRAINT jobs_queue_text CHECK ((typeof(queue) <> 'blob' AND queue <> '')
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_job_type_text CHECK ((typeof(job_type) = 'text' AND job_type <> '')
+    CONSTRAINT jobs_job_type_text CHECK ((typeof(job_type) <> 'blob' AND job_type <> '')
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_payload_text CHECK (typeof(payload) = 'text'
+    CONSTRAINT jobs_payload_text CHECK (typeof(payload) <> 'blob'
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_priority_integer CHECK (typeof(priority) = 'integer'
+    CONSTRAINT jobs_priority_integer CHECK ((typeof(priority) = 'integer' OR (typeof(priority) = 'real' AND priority = CAST(priority AS INTEGER))
+            OR (typeof(priority) = 'text' AND CAST(CAST(priority AS INTEGER) AS TEXT) = CAST(priority AS TEXT)))
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_attempts_integer CHECK ((typeof(attempts) = 'integer' AND attempts >= 0)
+    CONSTRAINT jobs_attempts_integer CHECK (((typeof(attempts) = 'integer' OR (typeof(attempts) = 'real' AND attempts = CAST(attempts AS INTEGER))
+            OR (typeof(attempts) = 'text' AND CAST(CAST(attempts AS INTEGER) AS TEXT) = CAST(attempts AS TEXT)))
+            AND CAST(attempts AS INTEGER) >= 0)
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_max_attempts_positive CHECK ((typeof(max_attempts) = 'integer' AND max_attempts >= 1)
+    CONSTRAINT jobs_max_attempts_positive CHECK (((typeof(max_attempts) = 'integer' OR (typeof(max_attempts) = 'real' AND max_attempts = CAST(max_attempts AS INTEGER))
+            OR (typeof(max_attempts) = 'text' AND CAST(CAST(max_attempts AS INTEGER) AS TEXT) = CAST(max_attempts AS TEXT)))
+            AND CAST(max_attempts AS INTEGER) >= 1)
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_run_at_ms CHECK ((typeof(run_at) = 'integer' AND run_at >= created_at / 100
-            AND run_at < 100000000000000)
+    CONSTRAINT jobs_run_at_ms CHECK (((typeof(run_at) = 'integer' OR (typeof(run_at) = 'real' AND run_at = CAST(run_at AS INTEGER))
+            OR (typeof(run_at) = 'text' AND CAST(CAST(run_at AS INTEGER) AS TEXT) = CAST(run_at AS TEXT)))
+            AND CAST(run_at AS INTEGER) >= CAST(created_at AS INTEGER) / 100
+            AND CAST(run_at AS INTEGER) < 100000000000000)
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_times_ms CHECK ((typeof(created_at) = 'integer' AND typeof(updated_at) = 'integer')
+    CONSTRAINT jobs_times_ms CHECK (((typeof(created_at) = 'integer' OR (typeof(created_at) = 'real' AND created_at = CAST(created_at AS INTEGER))
+            OR (typeof(created_at) = 'text' AND CAST(CAST(created_at AS INTEGER) AS TEXT) = CAST(created_at AS TEXT)))
+            AND (typeof(updated_at) = 'integer' OR (typeof(updated_at) = 'real' AND updated_at = CAST(updated_at AS INTEGER))
+            OR (typeof(updated_at) = 'text' AND CAST(CAST(updated_at AS INTEGER) AS TEXT) = CAST(updated_at AS TEXT))))
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_timeout_ms_positive CHECK (timeout_ms IS NULL
-        OR (typeof(timeout_ms) = 'integer' AND timeout_ms > 0)
+    CONSTRAINT jobs_timeout_ms_positive CHECK ((timeout_ms IS NULL OR ((typeof(timeout_ms) = 'integer' OR (typeof(timeout_ms) = 'real' AND timeout_ms = CAST(timeout_ms AS INTEGER))
+            OR (typeof(timeout_ms) = 'text' AND CAST(CAST(timeout_ms AS INTEGER) AS TEXT) = CAST(timeout_ms AS TEXT)))
+            AND CAST(timeout_ms AS INTEGER) > 0))
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_idempotency_key_text CHECK (idempotency_key IS NULL OR typeof(idempotency_key) = 'text'
+    CONSTRAINT jobs_idempotency_key_text CHECK (typeof(idempotency_key) <> 'blob'
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_group_key_text CHECK (group_key IS NULL OR typeof(group_key) = 'text'
+    CONSTRAINT jobs_group_key_text CHECK (typeof(group_key) <> 'blob'
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
 );
 

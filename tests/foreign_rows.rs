@@ -118,6 +118,11 @@ const ACCEPTED: &[&str] = &[
     // Omitting run_at means now; a past time is due at once.
     "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{}', 1600000000000)",
     "INSERT INTO jobs (job_type, payload, status) VALUES ('t', x'00ff', 'dead')",
+    // Every value as text, as PHP's PDO binds them: SQLite stores the numbers as integers.
+    "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, timeout_ms)
+     VALUES ('mail', 'send_email', '{}', '-2', '3', '1767225600000', '15000')",
+    // A whole REAL, as a float time rounded in another language.
+    "INSERT INTO jobs (job_type, payload, run_at, timeout_ms) VALUES ('t', '{}', 1767225600000.0, 100.0)",
 ];
 
 #[test]
@@ -692,5 +697,117 @@ fn the_dashboard_shows_foreign_rows_and_never_fails() {
             || page.body.contains("column payload holds BLOB X'7B7D'"),
         "the job page names the problem: {}",
         page.body
+    );
+}
+
+/// sql.js 1.2.2: SQLite 3.31.1 compiled to JavaScript, from the npm registry, unpacked under
+/// the target directory on first use. `None` (the test is skipped) where node or npm is
+/// missing, except in CI, where they must be there.
+fn sqlite_3_31() -> Option<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sqljs-1.2.2");
+    if dir.join("package/dist/sql-asm.js").exists() {
+        return Some(dir);
+    }
+    let fetched = std::fs::create_dir_all(&dir).is_ok()
+        && Command::new("npm")
+            .args(["pack", "sql.js@1.2.2", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .is_ok_and(|s| s.success())
+        && Command::new("tar")
+            .args(["xzf", "sql.js-1.2.2.tgz"])
+            .current_dir(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+    if fetched {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must be able to fetch sql.js 1.2.2 with npm to check the schema in SQLite 3.31"
+    );
+    eprintln!("skipped: npm could not fetch sql.js 1.2.2 here");
+    None
+}
+
+/// Runs `setup` then each case in SQLite 3.31.1; returns "ok" or "error: ..." per case.
+fn run_in_sqlite_3_31(sqljs: &Path, setup: &[String], cases: &[&str]) -> Vec<String> {
+    use std::io::Write;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sqlite_3_31.js");
+    let mut child = Command::new("node")
+        .arg(script)
+        .arg(sqljs)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let scenario = json!({ "setup": setup, "cases": cases });
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(scenario.to_string().as_bytes())
+        .expect("writing the scenario");
+    let out = child.wait_with_output().expect("node finishes");
+    assert!(
+        out.status.success(),
+        "SQLite 3.31 refused the setup: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    assert_eq!(result["version"], json!("3.31.1"));
+    result["cases"]
+        .as_array()
+        .expect("a result per case")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The contract's promise to old system SQLite (Python's or PHP's on an older distribution):
+/// schema.sql, and the schema the migrations build, load in SQLite 3.31, and there the same
+/// inserts are refused by the same rules and the same are accepted.
+#[test]
+fn the_schema_and_its_rules_work_in_sqlite_3_31() {
+    let Some(sqljs) = sqlite_3_31() else {
+        return;
+    };
+    let cases: Vec<&str> = REFUSED
+        .iter()
+        .map(|(sql, _)| *sql)
+        .chain(ACCEPTED.iter().copied())
+        .collect();
+    let check = |results: Vec<String>, what: &str| {
+        for ((sql, rule), got) in REFUSED.iter().zip(&results) {
+            assert!(
+                got.starts_with("error: ") && got.contains(rule),
+                "{what}: SQLite 3.31 must refuse {sql} naming {rule}, got {got}"
+            );
+        }
+        for (sql, got) in ACCEPTED.iter().zip(&results[REFUSED.len()..]) {
+            assert_eq!(got, "ok", "{what}: SQLite 3.31 must accept {sql}");
+        }
+    };
+    check(
+        run_in_sqlite_3_31(&sqljs, &[crate::support::SCHEMA_SQL.to_string()], &cases),
+        "schema.sql",
+    );
+    // The same with the schema as litejobs' migrations left it in a real file.
+    let env = setup_wall_clock();
+    let migrated: Vec<String> = raw_conn(&env.path())
+        .prepare(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'
+             ORDER BY CASE type WHEN 'table' THEN 0 ELSE 1 END, rowid",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .expect("the migrated schema");
+    check(
+        run_in_sqlite_3_31(&sqljs, &migrated, &cases),
+        "the migrated schema",
     );
 }

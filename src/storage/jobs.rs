@@ -196,11 +196,11 @@ pub(crate) struct Refused {
 /// Why a live row breaks a schema rule (the CHECK rules of schema.sql, in the same order),
 /// or NULL. Shows the raw value as SQL would write it.
 const RULE_BROKEN_SQL: &str = "CASE
-    WHEN typeof(payload) <> 'text' THEN 'column payload holds ' || upper(typeof(payload)) || ' '
+    WHEN typeof(payload) = 'blob' THEN 'column payload holds ' || upper(typeof(payload)) || ' '
         || substr(quote(payload), 1, 64) || ', not JSON text'
-    WHEN typeof(queue) <> 'text' OR queue = '' THEN 'column queue holds ' || upper(typeof(queue))
+    WHEN typeof(queue) = 'blob' OR queue = '' THEN 'column queue holds ' || upper(typeof(queue))
         || ' ' || substr(quote(queue), 1, 64) || ', not a queue name'
-    WHEN typeof(job_type) <> 'text' OR job_type = '' THEN 'column job_type holds '
+    WHEN typeof(job_type) = 'blob' OR job_type = '' THEN 'column job_type holds '
         || upper(typeof(job_type)) || ' ' || substr(quote(job_type), 1, 64) || ', not a job type'
     WHEN typeof(priority) <> 'integer' THEN 'column priority holds ' || upper(typeof(priority))
         || ' ' || substr(quote(priority), 1, 64) || ', not an integer'
@@ -223,10 +223,10 @@ const RULE_BROKEN_SQL: &str = "CASE
     WHEN timeout_ms IS NOT NULL AND (typeof(timeout_ms) <> 'integer' OR timeout_ms < 1) THEN
         'column timeout_ms holds ' || upper(typeof(timeout_ms)) || ' '
         || substr(quote(timeout_ms), 1, 64) || ', not NULL or a positive integer'
-    WHEN idempotency_key IS NOT NULL AND typeof(idempotency_key) <> 'text' THEN
+    WHEN typeof(idempotency_key) = 'blob' THEN
         'column idempotency_key holds ' || upper(typeof(idempotency_key)) || ' '
         || substr(quote(idempotency_key), 1, 64) || ', not NULL or text'
-    WHEN group_key IS NOT NULL AND typeof(group_key) <> 'text' THEN 'column group_key holds '
+    WHEN typeof(group_key) = 'blob' THEN 'column group_key holds '
         || upper(typeof(group_key)) || ' ' || substr(quote(group_key), 1, 64)
         || ', not NULL or text'
 END";

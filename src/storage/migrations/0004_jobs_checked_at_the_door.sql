@@ -42,29 +42,40 @@ CREATE TABLE jobs (
     requeued_as INTEGER,
     CONSTRAINT jobs_status_valid CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded'
         OR status = 'failed' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_queue_text CHECK ((typeof(queue) = 'text' AND queue <> '')
+    CONSTRAINT jobs_queue_text CHECK ((typeof(queue) <> 'blob' AND queue <> '')
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_job_type_text CHECK ((typeof(job_type) = 'text' AND job_type <> '')
+    CONSTRAINT jobs_job_type_text CHECK ((typeof(job_type) <> 'blob' AND job_type <> '')
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_payload_text CHECK (typeof(payload) = 'text'
+    CONSTRAINT jobs_payload_text CHECK (typeof(payload) <> 'blob'
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_priority_integer CHECK (typeof(priority) = 'integer'
+    CONSTRAINT jobs_priority_integer CHECK ((typeof(priority) = 'integer' OR (typeof(priority) = 'real' AND priority = CAST(priority AS INTEGER))
+            OR (typeof(priority) = 'text' AND CAST(CAST(priority AS INTEGER) AS TEXT) = CAST(priority AS TEXT)))
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_attempts_integer CHECK ((typeof(attempts) = 'integer' AND attempts >= 0)
+    CONSTRAINT jobs_attempts_integer CHECK (((typeof(attempts) = 'integer' OR (typeof(attempts) = 'real' AND attempts = CAST(attempts AS INTEGER))
+            OR (typeof(attempts) = 'text' AND CAST(CAST(attempts AS INTEGER) AS TEXT) = CAST(attempts AS TEXT)))
+            AND CAST(attempts AS INTEGER) >= 0)
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_max_attempts_positive CHECK ((typeof(max_attempts) = 'integer' AND max_attempts >= 1)
+    CONSTRAINT jobs_max_attempts_positive CHECK (((typeof(max_attempts) = 'integer' OR (typeof(max_attempts) = 'real' AND max_attempts = CAST(max_attempts AS INTEGER))
+            OR (typeof(max_attempts) = 'text' AND CAST(CAST(max_attempts AS INTEGER) AS TEXT) = CAST(max_attempts AS TEXT)))
+            AND CAST(max_attempts AS INTEGER) >= 1)
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_run_at_ms CHECK ((typeof(run_at) = 'integer' AND run_at >= created_at / 100
-            AND run_at < 100000000000000)
+    CONSTRAINT jobs_run_at_ms CHECK (((typeof(run_at) = 'integer' OR (typeof(run_at) = 'real' AND run_at = CAST(run_at AS INTEGER))
+            OR (typeof(run_at) = 'text' AND CAST(CAST(run_at AS INTEGER) AS TEXT) = CAST(run_at AS TEXT)))
+            AND CAST(run_at AS INTEGER) >= CAST(created_at AS INTEGER) / 100
+            AND CAST(run_at AS INTEGER) < 100000000000000)
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_times_ms CHECK ((typeof(created_at) = 'integer' AND typeof(updated_at) = 'integer')
+    CONSTRAINT jobs_times_ms CHECK (((typeof(created_at) = 'integer' OR (typeof(created_at) = 'real' AND created_at = CAST(created_at AS INTEGER))
+            OR (typeof(created_at) = 'text' AND CAST(CAST(created_at AS INTEGER) AS TEXT) = CAST(created_at AS TEXT)))
+            AND (typeof(updated_at) = 'integer' OR (typeof(updated_at) = 'real' AND updated_at = CAST(updated_at AS INTEGER))
+            OR (typeof(updated_at) = 'text' AND CAST(CAST(updated_at AS INTEGER) AS TEXT) = CAST(updated_at AS TEXT))))
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_timeout_ms_positive CHECK (timeout_ms IS NULL
-        OR (typeof(timeout_ms) = 'integer' AND timeout_ms > 0)
+    CONSTRAINT jobs_timeout_ms_positive CHECK ((timeout_ms IS NULL OR ((typeof(timeout_ms) = 'integer' OR (typeof(timeout_ms) = 'real' AND timeout_ms = CAST(timeout_ms AS INTEGER))
+            OR (typeof(timeout_ms) = 'text' AND CAST(CAST(timeout_ms AS INTEGER) AS TEXT) = CAST(timeout_ms AS TEXT)))
+            AND CAST(timeout_ms AS INTEGER) > 0))
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_idempotency_key_text CHECK (idempotency_key IS NULL OR typeof(idempotency_key) = 'text'
+    CONSTRAINT jobs_idempotency_key_text CHECK (typeof(idempotency_key) <> 'blob'
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
-    CONSTRAINT jobs_group_key_text CHECK (group_key IS NULL OR typeof(group_key) = 'text'
+    CONSTRAINT jobs_group_key_text CHECK (typeof(group_key) <> 'blob'
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
 );
 
@@ -89,11 +100,11 @@ FROM (
     SELECT c.*,
         CASE
             WHEN c.status = 'succeeded' OR c.status = 'dead' OR c.status = 'cancelled' THEN NULL
-            WHEN typeof(c.payload) <> 'text' THEN 'column payload holds '
+            WHEN typeof(c.payload) = 'blob' THEN 'column payload holds '
                 || upper(typeof(c.payload)) || ' ' || substr(quote(c.payload), 1, 64) || ', not JSON text'
-            WHEN typeof(c.queue) <> 'text' OR c.queue = '' THEN 'column queue holds '
+            WHEN typeof(c.queue) = 'blob' OR c.queue = '' THEN 'column queue holds '
                 || upper(typeof(c.queue)) || ' ' || substr(quote(c.queue), 1, 64) || ', not a queue name'
-            WHEN typeof(c.job_type) <> 'text' OR c.job_type = '' THEN 'column job_type holds '
+            WHEN typeof(c.job_type) = 'blob' OR c.job_type = '' THEN 'column job_type holds '
                 || upper(typeof(c.job_type)) || ' ' || substr(quote(c.job_type), 1, 64) || ', not a job type'
             WHEN typeof(c.priority) <> 'integer' THEN 'column priority holds '
                 || upper(typeof(c.priority)) || ' ' || substr(quote(c.priority), 1, 64) || ', not an integer'
@@ -117,10 +128,10 @@ FROM (
             WHEN c.timeout_ms IS NOT NULL AND (typeof(c.timeout_ms) <> 'integer' OR c.timeout_ms < 1)
                 THEN 'column timeout_ms holds ' || upper(typeof(c.timeout_ms)) || ' '
                 || substr(quote(c.timeout_ms), 1, 64) || ', not NULL or a positive integer'
-            WHEN c.idempotency_key IS NOT NULL AND typeof(c.idempotency_key) <> 'text' THEN
+            WHEN typeof(c.idempotency_key) = 'blob' THEN
                 'column idempotency_key holds ' || upper(typeof(c.idempotency_key)) || ' '
                 || substr(quote(c.idempotency_key), 1, 64) || ', not NULL or text'
-            WHEN c.group_key IS NOT NULL AND typeof(c.group_key) <> 'text' THEN
+            WHEN typeof(c.group_key) = 'blob' THEN
                 'column group_key holds ' || upper(typeof(c.group_key)) || ' '
                 || substr(quote(c.group_key), 1, 64) || ', not NULL or text'
         END AS problem,
