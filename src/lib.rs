@@ -35,6 +35,13 @@
 //! in any language can `INSERT INTO jobs (job_type, payload) VALUES (...)` and let litejobs
 //! run the row. Times are milliseconds since the Unix epoch.
 //!
+//! Rows from outside are checked at the door and never trusted at the claim (R28): CHECK
+//! rules (written for SQLite 3.31 and later) refuse a wrongly typed insert in the inserting
+//! program, naming the rule; a row that still cannot be used (invalid UTF-8 or JSON, an
+//! oversized payload) goes dead when claimed, with an error naming the job and the column,
+//! while every other job keeps flowing; readers show such rows safely, with what is wrong in
+//! [`JobRecord::problems`]. [`Queue::open_read_only`] inspects a file without ever writing it.
+//!
 //! ## Log levels
 //! `info`: schema migrations, worker start and stop. `warn`: retried database errors.
 //! `debug`: per-batch activity. Payloads are never logged.

@@ -118,7 +118,7 @@ impl Db {
             return Err(Error::new(
                 ErrorKind::Uninitialized,
                 format!(
-                    "{} does not exist; create it with `litejobs init`",
+                    "{}: the file does not exist; create it with `litejobs init`",
                     path.display()
                 ),
             ));
