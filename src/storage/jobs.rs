@@ -671,4 +671,228 @@ mod tests {
         })
         .expect("the comparison runs");
     }
+
+    // -----------------------------------------------------------------------------------
+    // Fences: a write for an attempt that no longer holds the lease changes nothing
+    // -----------------------------------------------------------------------------------
+
+    const T0: i64 = 1_700_000_000_000;
+
+    fn claim_one(tx: &Connection, worker: &str, now: i64) -> ClaimedRow {
+        let types = ["t".to_string()];
+        let req = ClaimRequest {
+            queue: "default",
+            job_types: &types,
+            type_timeouts_ms: &[1_000],
+            limit: 1,
+            worker_id: worker,
+            lease_grace_ms: 500,
+            max_payload_bytes: 1 << 16,
+        };
+        let mut claimed = claim(tx, &req, now).expect("claim");
+        assert!(claimed.refused.is_empty());
+        claimed.rows.pop().expect("a due job to claim")
+    }
+
+    /// Every column of the job, to compare before and after a write.
+    fn snapshot(tx: &Connection, id: i64) -> Vec<rusqlite::types::Value> {
+        tx.query_row("SELECT * FROM jobs WHERE id = ?1", [id], |row| {
+            (0..row.as_ref().column_count())
+                .map(|i| row.get::<_, rusqlite::types::Value>(i))
+                .collect()
+        })
+        .expect("the job row")
+    }
+
+    fn attempt_rows(tx: &Connection, id: i64) -> i64 {
+        tx.query_row(
+            "SELECT COUNT(*) FROM job_attempts WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .expect("counting attempts")
+    }
+
+    /// Each fenced write, by name, applied with `lease`; true when it changed the job.
+    type Write = fn(&Connection, Lease<'_>, i64) -> Result<bool>;
+    const WRITES: &[(&str, Write)] = &[
+        ("heartbeat", |c, l, now| {
+            extend_lease(c, l, now + 60_000, Some("{}"), now)
+        }),
+        ("complete", |c, l, now| succeed(c, l, Some("{}"), None, now)),
+        ("retry", |c, l, now| {
+            fail(c, l, AfterFailure::RetryAt(now + 5_000), "boom", None, now)
+        }),
+        ("dead", |c, l, now| {
+            fail(c, l, AfterFailure::Dead, "boom", Some(500), now)
+        }),
+        ("snooze", |c, l, now| put_back(c, l, now + 60_000, now)),
+        ("release", |c, l, now| put_back(c, l, now, now)),
+        ("cancel", |c, l, now| cancel_running(c, l, "stop", now)),
+    ];
+
+    /// A job running under worker A's attempt 2 (its attempt 1 was reaped), and the leases
+    /// that must not write to it: another worker's with the same attempt, A's reaped
+    /// attempt 1, and one for another job.
+    #[test]
+    fn a_stale_lease_changes_nothing_and_the_live_one_writes() {
+        for (name, write) in WRITES {
+            let db = db();
+            db.write(|tx| {
+                let job = NewJob::new("t", serde_json::json!({}));
+                let id = insert(tx, &job, "{}", T0)?.id;
+                let first = claim_one(tx, "A", T0);
+                assert_eq!((first.id, first.attempt), (id, 1));
+                // Attempt 1's lease (1 000 ms + 500 ms grace) runs out; the reaper makes the
+                // job due again and A claims it anew.
+                assert_eq!(
+                    reap_expired(tx, T0 + 1_499)?,
+                    0,
+                    "[{name}] a live lease is kept"
+                );
+                assert_eq!(
+                    reap_expired(tx, T0 + 1_501)?,
+                    1,
+                    "[{name}] an expired one is reaped"
+                );
+                let second = claim_one(tx, "A", T0 + 1_501);
+                assert_eq!((second.id, second.attempt), (id, 2));
+                let now = T0 + 2_000;
+                let before = snapshot(tx, id);
+                let history = attempt_rows(tx, id);
+                for stale in [
+                    Lease {
+                        job_id: id,
+                        attempt: 2,
+                        worker_id: "B",
+                    },
+                    Lease {
+                        job_id: id,
+                        attempt: 1,
+                        worker_id: "A",
+                    },
+                    Lease {
+                        job_id: id + 1,
+                        attempt: 2,
+                        worker_id: "A",
+                    },
+                ] {
+                    assert!(!write(tx, stale, now)?, "[{name}] {stale:?} must not write");
+                    assert_eq!(
+                        snapshot(tx, id),
+                        before,
+                        "[{name}] {stale:?} changed the job"
+                    );
+                }
+                assert_eq!(attempt_rows(tx, id), history);
+                let live = Lease {
+                    job_id: id,
+                    attempt: 2,
+                    worker_id: "A",
+                };
+                assert!(write(tx, live, now)?, "[{name}] the live lease writes");
+                assert_ne!(
+                    snapshot(tx, id),
+                    before,
+                    "[{name}] the live write changed the job"
+                );
+                if *name != "heartbeat" {
+                    // The job is no longer running: the same lease cannot write twice.
+                    let after = snapshot(tx, id);
+                    for (again, w) in WRITES {
+                        assert!(!w(tx, live, now)?, "[{name}] then {again} wrote again");
+                    }
+                    assert_eq!(
+                        snapshot(tx, id),
+                        after,
+                        "[{name}] a second write changed it"
+                    );
+                }
+                Ok(())
+            })
+            .expect("the fence scenario runs");
+        }
+    }
+
+    #[test]
+    fn the_reaper_takes_only_expired_leases_and_spends_the_attempt() {
+        let db = db();
+        db.write(|tx| {
+            let a = insert(tx, &NewJob::new("t", serde_json::json!({})), "{}", T0)?.id;
+            let b = insert(
+                tx,
+                &NewJob::new("t", serde_json::json!({})).max_attempts(1),
+                "{}",
+                T0,
+            )?
+            .id;
+            claim_one(tx, "A", T0);
+            claim_one(tx, "A", T0 + 100);
+            // a's lease ends at T0 + 1 500, b's at T0 + 1 600.
+            assert_eq!(
+                reap_expired(tx, T0 + 1_500)?,
+                0,
+                "a lease ending now is still live"
+            );
+            assert_eq!(reap_expired(tx, T0 + 1_550)?, 1);
+            let status = |id: i64| -> String {
+                tx.query_row("SELECT status FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+                    .expect("status")
+            };
+            assert_eq!((status(a), status(b)), ("failed".into(), "running".into()));
+            assert_eq!(reap_expired(tx, T0 + 1_601)?, 1);
+            assert_eq!(status(b), "dead", "its one attempt was spent");
+            assert_eq!(
+                (attempt_rows(tx, a), attempt_rows(tx, b)),
+                (1, 1),
+                "a lost attempt each"
+            );
+            Ok(())
+        })
+        .expect("the reaper scenario runs");
+    }
+
+    /// At most one running job per group key, and within a key the first due job in
+    /// (priority, run time, id) order goes first, whatever other keys do.
+    #[test]
+    fn the_claim_keeps_one_running_job_per_group_key_in_order() {
+        let db = db();
+        db.write(|tx| {
+            let job = |key: &str, priority: i64| {
+                NewJob::new("t", serde_json::json!({}))
+                    .group_key(key)
+                    .priority(priority)
+            };
+            let k1 = insert(tx, &job("k", 0), "{}", T0)?.id;
+            let k2 = insert(tx, &job("k", 5), "{}", T0)?.id;
+            let other = insert(tx, &job("other", 0), "{}", T0)?.id;
+            let free = insert(tx, &NewJob::new("t", serde_json::json!({})), "{}", T0)?.id;
+            let types = ["t".to_string()];
+            let req = ClaimRequest {
+                queue: "default",
+                job_types: &types,
+                type_timeouts_ms: &[1_000],
+                limit: 10,
+                worker_id: "A",
+                lease_grace_ms: 500,
+                max_payload_bytes: 1 << 16,
+            };
+            let ids = |c: Claimed| c.rows.iter().map(|r| r.id).collect::<Vec<_>>();
+            // k2 outranks k1 within key k; one job per key; keyless jobs all go.
+            assert_eq!(ids(claim(tx, &req, T0)?), vec![k2, other, free]);
+            assert!(
+                ids(claim(tx, &req, T0)?).is_empty(),
+                "k1 waits while k2 runs"
+            );
+            let lease = Lease {
+                job_id: k2,
+                attempt: 1,
+                worker_id: "A",
+            };
+            assert!(succeed(tx, lease, None, None, T0)?);
+            assert_eq!(ids(claim(tx, &req, T0)?), vec![k1], "then k1 runs");
+            Ok(())
+        })
+        .expect("the group-key scenario runs");
+    }
 }
