@@ -120,8 +120,16 @@ impl WebChild {
 
 /// Runs `litejobs web` expecting a refusal within 30 s: exit 2, one stderr line.
 fn refused(db: &Path, args: &[&str]) -> String {
+    refused_with(db, args, &[])
+}
+
+/// [`refused`] with environment variables.
+fn refused_with(db: &Path, args: &[&str], envs: &[(&str, &str)]) -> String {
     let mut cmd = Command::new(BIN);
     cmd.arg("--db").arg(db).arg("web").args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
     let mut web = WebChild::spawn(cmd);
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -233,6 +241,13 @@ fn refuses_a_short_token_and_an_unreadable_token_file() {
         line.contains("cannot read the token file") && line.contains("no-such-file"),
         "{line}"
     );
+    // Two ways at once: neither silently wins.
+    let line = refused_with(
+        &env.path,
+        &["--addr", "127.0.0.1:0", "--token-file", short],
+        &[("LITEJOBS_WEB_TOKEN", "from-the-environment")],
+    );
+    assert!(line.contains("give the token one way"), "{line}");
 }
 
 #[test]
