@@ -13,9 +13,10 @@ use std::time::Instant;
 
 use super::*;
 
-/// The bound of every wait for an answer. Shorter than the server's default request
-/// timeout (10 s) where a test must show that the answer did not wait for one.
-const WAIT: Duration = Duration::from_secs(5);
+/// The bound of every wait for an answer (which comes in milliseconds). A server that
+/// waited for what a test withholds would answer with another status (408 after its 10 s
+/// request timeout), or, where the test sets a longer timeout, not within this bound.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// A raw connection to the dashboard whose reads and writes give up after [`WAIT`].
 fn connect(web: &Web) -> TcpStream {
@@ -196,7 +197,14 @@ fn a_header_bomb_is_answered_at_the_head_limit_without_reading_it_all() {
 #[test]
 fn slow_bodies_do_not_hold_up_other_requests() {
     let threads = 2;
-    let web = Web::start(setup(), DashboardOptions::new().threads(threads));
+    // A request timeout past WAIT: a server whose threads waited for the bodies would not
+    // answer the GET within WAIT.
+    let web = Web::start(
+        setup(),
+        DashboardOptions::new()
+            .threads(threads)
+            .timeout(Duration::from_secs(120)),
+    );
     // More connections than handler threads, each declaring a body it never sends.
     let mut slow = Vec::new();
     for i in 0..threads + 3 {
@@ -308,8 +316,10 @@ fn stop_ends_idle_connections_and_closes_the_port_promptly() {
     let Web { env: _env, handle } = web;
     let start = Instant::now();
     handle.stop();
+    // It takes milliseconds; a stop that waited for the idle connections instead of ending
+    // them would take the server's 10 s request timeout at least.
     assert!(
-        start.elapsed() < WAIT,
+        start.elapsed() < Duration::from_secs(5),
         "stop took {:?} with idle connections open",
         start.elapsed()
     );
@@ -323,4 +333,54 @@ fn stop_ends_idle_connections_and_closes_the_port_promptly() {
             Err(e) => assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}"),
         }
     }
+}
+
+#[test]
+fn a_long_request_line_and_too_many_headers_are_refused() {
+    let web = Web::open();
+    let long = format!(
+        "GET /jobs?search={} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "a".repeat(20 * 1024)
+    );
+    let got = exchange(&web, &long, "the answer to a 20 KiB request line");
+    assert_eq!(status_of(&got), 414, "{got}");
+    let mut many = String::from("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+    for i in 0..100 {
+        many.push_str(&format!("X-Header-{i}: {i}\r\n"));
+    }
+    many.push_str("\r\n");
+    let got = exchange(&web, &many, "the answer to 100 headers");
+    assert_eq!(status_of(&got), 431, "{got}");
+    serves(&web, "a GET after the refusals");
+}
+
+#[test]
+fn expect_100_continue_gets_a_go_ahead_only_when_the_body_is_wanted() {
+    // Open dashboard: the body is wanted, so the client is told to send it.
+    let web = Web::open();
+    let mut stream = connect(&web);
+    stream
+        .write_all(
+            b"POST /jobs/1/retry HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n\
+              Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 6\r\n\r\n",
+        )
+        .expect("sending the head");
+    let mut go_ahead = [0u8; 25];
+    stream
+        .read_exact(&mut go_ahead)
+        .expect("the go-ahead within WAIT");
+    assert_eq!(&go_ahead, b"HTTP/1.1 100 Continue\r\n\r\n");
+    stream.write_all(b"csrf=x").expect("sending the body");
+    let got = answer(&mut stream, "the answer after the body");
+    assert_eq!(status_of(&got), 403, "no CSRF cookie: {got}");
+
+    // Without the token there is no go-ahead: the answer is 401 at once.
+    let web = Web::start(setup(), DashboardOptions::new().token("sixteen-plus-token"));
+    let got = exchange(
+        &web,
+        "POST /jobs/1/retry HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n\
+         Content-Length: 6\r\n\r\n",
+        "the answer to an unauthenticated POST expecting 100-continue",
+    );
+    assert!(got.starts_with("HTTP/1.1 401 "), "{got}");
 }
