@@ -13,6 +13,8 @@ use super::flash::{self, Flash};
 use super::http::{Request, Response};
 use super::keys::Secret;
 use super::pages::overview::LiveCache;
+use super::sessions::Sessions;
+use super::throttle::Throttle;
 
 /// The dashboard's state, shared by its handler threads.
 pub(crate) struct App {
@@ -25,6 +27,10 @@ pub(crate) struct App {
     pub(crate) addr: SocketAddr,
     /// The overview's live figures, shared by every polling browser for a moment.
     pub(crate) live: Mutex<LiveCache>,
+    /// Signed-in browsers.
+    pub(crate) sessions: Sessions,
+    /// Wrong tokens by client address.
+    pub(crate) throttle: Throttle,
 }
 
 /// What a page needs besides its data.
@@ -47,7 +53,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// The context of one request.
     pub(crate) fn new(app: &App, req: &Request, access: Access) -> Result<Ctx> {
-        let csrf = csrf::for_request(&app.secret, req)?;
+        let csrf = csrf::for_request(&app.secret, req, access)?;
         Ok(Ctx {
             csrf: csrf.token,
             set_cookies: csrf.set_cookie.into_iter().collect(),

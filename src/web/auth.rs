@@ -1,20 +1,20 @@
 //! Token access. Without a token the dashboard is open to whoever reaches its loopback
-//! address. With one, every request but the login page and the static assets must carry it:
-//! as `Authorization: Bearer TOKEN` (scripts), or as the session cookie the login form sets
-//! (browsers). The cookie holds a signed expiry, never the token itself.
+//! address. With one, every request but the sign-in page and the static assets must carry it:
+//! as `Authorization: Bearer TOKEN` (scripts), or as the session cookie the sign-in form sets
+//! (browsers). The cookie names a session kept on the server (`sessions`), never the
+//! token itself. Wrong tokens are counted per address (`throttle`) and logged with the
+//! address, never with what was sent.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::net::IpAddr;
+use std::time::Instant;
 
-use crate::error::Result;
-
+use super::app::App;
 use super::http::Request;
-use super::keys::{constant_time_eq, random_text, Secret};
+use super::keys::constant_time_eq;
+use super::sessions::{SessionKey, SESSION_TTL};
 
-/// The session cookie set by the login form.
+/// The session cookie set by the sign-in form.
 pub(crate) const SESSION_COOKIE: &str = "litejobs_session";
-/// How long a login lasts: 12 hours.
-pub(crate) const SESSION_TTL_MS: i64 = 12 * 3_600_000;
-const DOMAIN: &str = "session";
 
 /// Who is asking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,37 +23,83 @@ pub(crate) enum Access {
     Open,
     /// The right bearer token.
     Bearer,
-    /// A valid session cookie from the login form.
-    Session,
+    /// A live session from the sign-in form.
+    Session(SessionKey),
     /// Neither: the reason, for the 401 answer.
     Denied(&'static str),
+    /// A token was sent from an address locked out for guessing: seconds left.
+    Throttled(u64),
 }
 
 impl Access {
     pub(crate) fn allowed(self) -> bool {
-        !matches!(self, Access::Denied(_))
+        matches!(self, Access::Open | Access::Bearer | Access::Session(_))
     }
 }
 
-/// Judges a request against the configured token.
-pub(crate) fn check(token: Option<&str>, secret: &Secret, req: &Request) -> Access {
-    let Some(token) = token else {
+/// Judges a request against the configured token (counting a wrong bearer token).
+pub(crate) fn check(app: &App, req: &Request) -> Access {
+    let Some(token) = app.token.as_deref() else {
         return Access::Open;
     };
+    let now = Instant::now();
     if let Some(header) = req.header("authorization") {
         let given = header
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "));
-        return match given {
-            Some(given) if token_matches(token, given.trim()) => Access::Bearer,
-            Some(_) => Access::Denied("wrong token"),
-            None => Access::Denied("the Authorization header must be `Bearer TOKEN`"),
+        let Some(given) = given else {
+            return Access::Denied("the Authorization header must be `Bearer TOKEN`");
         };
+        if let Some(left) = locked_out(app, req, now) {
+            return Access::Throttled(left);
+        }
+        if token_matches(token, given.trim()) {
+            if let Some(ip) = req.peer {
+                app.throttle.succeeded(ip);
+            }
+            return Access::Bearer;
+        }
+        failed_sign_in(app, req, now, "bearer token");
+        return Access::Denied("wrong token");
     }
     match req.cookie(SESSION_COOKIE) {
-        Some(value) if session_valid(secret, value, wall_clock_ms()) => Access::Session,
-        Some(_) => Access::Denied("the session expired; sign in again"),
+        Some(value) => match app.sessions.find(value, now) {
+            Some(key) => Access::Session(key),
+            None => Access::Denied("the session ended; sign in again"),
+        },
         None => Access::Denied("a token is required"),
+    }
+}
+
+/// Seconds left of the lock-out of the request's address, if it is locked out.
+pub(crate) fn locked_out(app: &App, req: &Request, now: Instant) -> Option<u64> {
+    let left = app.throttle.locked(req.peer?, now)?;
+    // Rounded up: a client that waits this long is let in.
+    Some(left.as_secs() + u64::from(left.subsec_nanos() > 0))
+}
+
+/// Counts and logs a wrong token (`how`: "bearer token", "sign-in form"). The log line has
+/// the client's address and never what it sent.
+pub(crate) fn failed_sign_in(app: &App, req: &Request, now: Instant, how: &str) {
+    let Some(ip) = req.peer else {
+        log::warn!("litejobs web: failed sign-in ({how}) from an unknown address");
+        return;
+    };
+    match app.throttle.failed(ip, now) {
+        Some(lockout) => log::warn!(
+            "litejobs web: failed sign-in ({how}) from {ip}; too many, so {} is locked out for \
+             {}s",
+            shown(ip),
+            lockout.as_secs()
+        ),
+        None => log::warn!("litejobs web: failed sign-in ({how}) from {ip}"),
+    }
+}
+
+fn shown(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(_) => format!("the /64 of {ip}"),
+        IpAddr::V4(_) => ip.to_string(),
     }
 }
 
@@ -62,36 +108,11 @@ pub(crate) fn token_matches(token: &str, given: &str) -> bool {
     constant_time_eq(token.as_bytes(), given.as_bytes())
 }
 
-/// A new session value: `expiry.nonce.signature`, valid for [`SESSION_TTL_MS`].
-pub(crate) fn new_session(secret: &Secret) -> Result<String> {
-    let data = format!(
-        "{}.{}",
-        wall_clock_ms().saturating_add(SESSION_TTL_MS),
-        random_text(16)?
-    );
-    let signature = secret.sign(DOMAIN, &data);
-    Ok(format!("{data}.{signature}"))
-}
-
-/// True for a session value this process signed that has not expired by `now_ms`.
-pub(crate) fn session_valid(secret: &Secret, value: &str, now_ms: i64) -> bool {
-    let Some((data, signature)) = value.rsplit_once('.') else {
-        return false;
-    };
-    if !secret.verify(DOMAIN, data, signature) {
-        return false;
-    }
-    data.split('.')
-        .next()
-        .and_then(|expiry| expiry.parse::<i64>().ok())
-        .is_some_and(|expiry| now_ms < expiry)
-}
-
 /// The `Set-Cookie` value for a session.
 pub(crate) fn session_cookie(value: &str) -> String {
     format!(
         "{SESSION_COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
-        SESSION_TTL_MS / 1000
+        SESSION_TTL.as_secs()
     )
 }
 
@@ -100,60 +121,62 @@ pub(crate) fn cleared_session_cookie() -> String {
     format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0")
 }
 
-/// Sessions expire by the wall clock, whatever clock the queue runs on.
-fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::web::http::Method;
+    use crate::web::test_app;
 
     fn get(headers: &[(&str, &str)]) -> Request {
         let headers = headers
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Request::new(Method::Get, "/", headers, Vec::new())
+        let mut req = Request::new(Method::Get, "/", headers, Vec::new());
+        req.peer = Some(IpAddr::from([192, 0, 2, 7]));
+        req
     }
 
     #[test]
-    fn bearer_tokens_and_sessions() -> Result<()> {
-        let secret = Secret::random()?;
-        assert_eq!(check(None, &secret, &get(&[])), Access::Open);
-        let t = Some("s3cret");
+    fn bearer_tokens_and_sessions() -> crate::Result<()> {
+        let open = test_app(None)?;
+        assert_eq!(check(&open, &get(&[])), Access::Open);
+        let app = test_app(Some("s3cret-s3cret-s3cret"))?;
         assert_eq!(
-            check(t, &secret, &get(&[("Authorization", "Bearer s3cret")])),
+            check(
+                &app,
+                &get(&[("Authorization", "Bearer s3cret-s3cret-s3cret")])
+            ),
             Access::Bearer
         );
-        assert!(!check(t, &secret, &get(&[("Authorization", "Bearer s3cre")])).allowed());
-        assert!(!check(t, &secret, &get(&[("Authorization", "s3cret")])).allowed());
-        assert!(!check(t, &secret, &get(&[])).allowed());
+        assert!(!check(&app, &get(&[("Authorization", "Bearer s3cret")])).allowed());
+        assert!(!check(&app, &get(&[("Authorization", "s3cret-s3cret-s3cret")])).allowed());
+        assert!(!check(&app, &get(&[])).allowed());
 
-        let session = new_session(&secret)?;
-        assert!(!session.contains("s3cret"));
-        let cookie = format!("{SESSION_COOKIE}={session}");
+        let (value, key) = app.sessions.create(Instant::now())?;
+        let cookie = format!("{SESSION_COOKIE}={value}");
         assert_eq!(
-            check(t, &secret, &get(&[("Cookie", &cookie)])),
-            Access::Session
+            check(&app, &get(&[("Cookie", &cookie)])),
+            Access::Session(key)
         );
-        let forged = format!("{SESSION_COOKIE}=99999999999999.x.{}", "A".repeat(43));
-        assert!(!check(t, &secret, &get(&[("Cookie", &forged)])).allowed());
-        let other = Secret::random()?;
-        assert!(!check(t, &other, &get(&[("Cookie", &cookie)])).allowed());
+        let forged = format!("{SESSION_COOKIE}={}", "A".repeat(43));
+        assert!(!check(&app, &get(&[("Cookie", &forged)])).allowed());
+        let other = test_app(Some("s3cret-s3cret-s3cret"))?;
+        assert!(!check(&other, &get(&[("Cookie", &cookie)])).allowed());
+        app.sessions.revoke(key);
+        assert!(!check(&app, &get(&[("Cookie", &cookie)])).allowed());
         Ok(())
     }
 
     #[test]
-    fn sessions_expire() -> Result<()> {
-        let secret = Secret::random()?;
-        let session = new_session(&secret)?;
-        let now = wall_clock_ms();
-        assert!(session_valid(&secret, &session, now));
-        assert!(!session_valid(&secret, &session, now + SESSION_TTL_MS + 1));
+    fn a_locked_out_address_is_not_even_checked() -> crate::Result<()> {
+        let app = test_app(Some("s3cret-s3cret-s3cret"))?;
+        let wrong = get(&[("Authorization", "Bearer wrong")]);
+        for _ in 0..crate::web::throttle::MAX_FAILURES {
+            assert_eq!(check(&app, &wrong), Access::Denied("wrong token"));
+        }
+        let right = get(&[("Authorization", "Bearer s3cret-s3cret-s3cret")]);
+        assert!(matches!(check(&app, &right), Access::Throttled(s) if s > 0));
         Ok(())
     }
 }

@@ -1,14 +1,20 @@
-//! Cross-site request forgery defence for every POST.
+//! Cross-site request forgery defence for every POST, in three independent lines:
 //!
-//! Each browser gets a random `litejobs_csrf` cookie (HttpOnly, SameSite=Strict) on its first
-//! page; every form carries a hidden token that is the process key's HMAC of that cookie. A
-//! POST is accepted only when its token matches its own cookie. A page on another origin
-//! (another port of localhost included, which counts as the same *site*) can make a browser
-//! send the cookie, but can neither read it nor read our pages, so it cannot know the token;
-//! and a token taken from one browser is worthless with another browser's cookie.
+//! 1. A signed-in browser's forms carry a token that is the process key's HMAC of its
+//!    session, so a token is good only with the session it was made for: one taken from
+//!    another session (another browser, or the same browser before it signed in again) is
+//!    refused. Other browsers (no token configured, or not signed in yet) get a random
+//!    `litejobs_csrf` cookie (HttpOnly, SameSite=Strict) on their first page, and their
+//!    token is the HMAC of that cookie. A POST is accepted only when its token matches. A
+//!    page on another origin (another port of localhost included, which counts as the same
+//!    *site*) can make a browser send the cookies, but can neither read them nor read our
+//!    pages, so it cannot know the token.
+//! 2. A POST whose `Origin` header names another origin is refused ([`origin_allowed`]).
+//! 3. A POST the browser marks as cross-site (`Sec-Fetch-Site`) is refused ([`same_origin`]).
 
 use crate::error::Result;
 
+use super::auth::Access;
 use super::http::Request;
 use super::keys::{random_text, Secret};
 
@@ -17,6 +23,7 @@ pub(crate) const COOKIE: &str = "litejobs_csrf";
 /// The hidden form field holding the token.
 pub(crate) const FIELD: &str = "csrf";
 const DOMAIN: &str = "csrf";
+const SESSION_DOMAIN: &str = "csrf-session";
 /// Random bytes in a cookie value (43 characters of base64).
 const COOKIE_BYTES: usize = 32;
 
@@ -36,8 +43,15 @@ fn cookie_value(req: &Request) -> Option<&str> {
     })
 }
 
-/// The token for this request's browser, making it a cookie first if it has none.
-pub(crate) fn for_request(secret: &Secret, req: &Request) -> Result<Csrf> {
+/// The token for this request's session or browser, making the browser a cookie first if it
+/// needs one and has none.
+pub(crate) fn for_request(secret: &Secret, req: &Request, access: Access) -> Result<Csrf> {
+    if let Access::Session(key) = access {
+        return Ok(Csrf {
+            token: secret.sign(SESSION_DOMAIN, &key.as_text()),
+            set_cookie: None,
+        });
+    }
     if let Some(value) = cookie_value(req) {
         return Ok(Csrf {
             token: secret.sign(DOMAIN, value),
@@ -53,12 +67,16 @@ pub(crate) fn for_request(secret: &Secret, req: &Request) -> Result<Csrf> {
     })
 }
 
-/// True when the POSTed form's token belongs to the cookie the browser sent with it.
-pub(crate) fn verify(secret: &Secret, req: &Request) -> bool {
+/// True when the POSTed form's token belongs to the session (or, without one, to the
+/// cookie) the browser sent with it.
+pub(crate) fn verify(secret: &Secret, req: &Request, access: Access) -> bool {
     let form = req.form();
-    match (cookie_value(req), form.get(FIELD)) {
-        (Some(cookie), Some(token)) => secret.verify(DOMAIN, cookie, token),
-        _ => false,
+    let Some(token) = form.get(FIELD) else {
+        return false;
+    };
+    match access {
+        Access::Session(key) => secret.verify(SESSION_DOMAIN, &key.as_text(), token),
+        _ => cookie_value(req).is_some_and(|cookie| secret.verify(DOMAIN, cookie, token)),
     }
 }
 
@@ -67,6 +85,25 @@ pub(crate) fn verify(secret: &Secret, req: &Request) -> bool {
 /// header (older browsers, scripts) are judged by the token alone.
 pub(crate) fn same_origin(req: &Request) -> bool {
     !matches!(req.header("sec-fetch-site"), Some(site) if site != "same-origin" && site != "none")
+}
+
+/// False for a request whose `Origin` header names another origin than the one it was sent
+/// to (its `Host`, or `bound` without one): browsers send it with every POST, and a page
+/// elsewhere cannot forge it. `null` (sandboxed frames, some redirects) is refused too.
+/// Without the header (scripts, older browsers) the token decides alone. The scheme is not
+/// compared: behind a TLS proxy the browser says `https` to a server that speaks `http`.
+pub(crate) fn origin_allowed(req: &Request, bound: &str) -> bool {
+    let Some(origin) = req.header("origin") else {
+        return true;
+    };
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let Some(authority) = authority else {
+        return false;
+    };
+    let host = req.header("host").unwrap_or(bound);
+    authority.eq_ignore_ascii_case(host)
 }
 
 #[cfg(test)]
@@ -85,7 +122,9 @@ mod tests {
     #[test]
     fn a_token_is_good_only_with_its_own_cookie() -> Result<()> {
         let secret = Secret::random()?;
-        let first = for_request(&secret, &post(None, None))?;
+        let anon = Access::Denied("a token is required");
+        let verify = |secret: &Secret, req: &Request| verify(secret, req, anon);
+        let first = for_request(&secret, &post(None, None), anon)?;
         let cookie = first
             .set_cookie
             .as_deref()
@@ -98,7 +137,7 @@ mod tests {
             .as_deref()
             .is_some_and(|c| c.contains("HttpOnly") && c.contains("SameSite=Strict")));
         // The same browser keeps its cookie and gets the same token.
-        let again = for_request(&secret, &post(Some(&cookie), None))?;
+        let again = for_request(&secret, &post(Some(&cookie), None), anon)?;
         assert!(again.set_cookie.is_none());
         assert_eq!(again.token, first.token);
 
@@ -113,6 +152,79 @@ mod tests {
             &post(Some(&cookie), Some(&first.token))
         ));
         Ok(())
+    }
+
+    #[test]
+    fn a_session_token_is_good_only_with_its_session() -> Result<()> {
+        let secret = Secret::random()?;
+        let sessions = crate::web::sessions::Sessions::default();
+        let now = std::time::Instant::now();
+        let (_, alice) = sessions.create(now)?;
+        let (_, mallory) = sessions.create(now)?;
+        let alice_token = for_request(&secret, &post(None, None), Access::Session(alice))?;
+        assert!(alice_token.set_cookie.is_none(), "the session is enough");
+        let with = |token: &str| post(None, Some(token));
+        assert!(verify(
+            &secret,
+            &with(&alice_token.token),
+            Access::Session(alice)
+        ));
+        assert!(!verify(
+            &secret,
+            &with(&alice_token.token),
+            Access::Session(mallory)
+        ));
+        // A token of the cookie kind is no good for a session, and the other way round.
+        let cookie = "B".repeat(43);
+        let cookie_token = secret.sign(DOMAIN, &cookie);
+        let both = post(Some(&cookie), Some(&cookie_token));
+        assert!(!verify(&secret, &both, Access::Session(alice)));
+        let both = post(Some(&cookie), Some(&alice_token.token));
+        assert!(!verify(&secret, &both, Access::Open));
+        Ok(())
+    }
+
+    #[test]
+    fn a_foreign_origin_is_refused() {
+        let with = |headers: &[(&str, &str)]| {
+            let headers = headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Request::new(Method::Post, "/", headers, Vec::new())
+        };
+        let bound = "127.0.0.1:8080";
+        assert!(origin_allowed(&with(&[]), bound));
+        assert!(origin_allowed(
+            &with(&[
+                ("Host", "localhost:8080"),
+                ("Origin", "http://localhost:8080")
+            ]),
+            bound
+        ));
+        assert!(origin_allowed(
+            &with(&[("Host", "jobs.example"), ("Origin", "https://Jobs.example")]),
+            bound
+        ));
+        assert!(origin_allowed(
+            &with(&[("Origin", "http://127.0.0.1:8080")]),
+            bound
+        ));
+        for foreign in [
+            "http://evil.example",
+            "http://localhost:8081",
+            "null",
+            "file://",
+            "http://localhost:8080.evil.example",
+        ] {
+            assert!(
+                !origin_allowed(
+                    &with(&[("Host", "localhost:8080"), ("Origin", foreign)]),
+                    bound
+                ),
+                "{foreign}"
+            );
+        }
     }
 
     #[test]

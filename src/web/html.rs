@@ -71,7 +71,7 @@ pub(crate) fn page(ctx: &Ctx, nav: Nav, title: &str, body_attrs: &str, body: &st
     if ctx.read_only {
         out.push_str("<span class=\"pill\">read-only</span>");
     }
-    if ctx.access == Access::Session {
+    if matches!(ctx.access, Access::Session(_)) {
         let _ = write!(
             out,
             "<form method=\"post\" action=\"/logout\" class=\"inline\">{}\

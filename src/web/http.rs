@@ -2,6 +2,8 @@
 //! and pages are plain functions from [`Request`] to [`Response`], which keeps them easy to
 //! read and to test.
 
+use std::net::IpAddr;
+
 use serde::Serialize;
 
 /// The methods the dashboard answers; anything else is refused with 405.
@@ -29,7 +31,8 @@ impl Method {
     }
 }
 
-/// One HTTP request, read whole (bodies are small forms).
+/// One HTTP request: the head, and the body once the router has let it be read (bodies are
+/// small forms).
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     pub(crate) method: Method,
@@ -41,6 +44,8 @@ pub(crate) struct Request {
     /// Header names in lower case.
     headers: Vec<(String, String)>,
     pub(crate) body: Vec<u8>,
+    /// The client's address (for the sign-in throttle and the log), when known.
+    pub(crate) peer: Option<IpAddr>,
 }
 
 impl Request {
@@ -62,6 +67,7 @@ impl Request {
                 .map(|(k, v)| (k.to_ascii_lowercase(), v))
                 .collect(),
             body,
+            peer: None,
         }
     }
 

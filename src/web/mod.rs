@@ -1,12 +1,12 @@
 //! The web dashboard (R25), behind the `web` feature: see and fix the queue from a browser.
 //!
 //! `litejobs web` serves it; [`Dashboard::start`] serves it from your own program, on
-//! threads of its own, next to your workers. It is a blocking HTTP server (tiny_http, no
-//! async runtime) whose pages are rendered on the server from the same read and admin
-//! functions the `litejobs` command uses ([`Queue::list`], [`Queue::stats`],
-//! [`Queue::health`], [`Queue::requeue_dead`], ...). Every page works without JavaScript; a
-//! few lines of it refresh the overview's figures. Styles and script are compiled in, so it
-//! works offline.
+//! threads of its own, next to your workers. It is a small blocking HTTP/1.1 server of our
+//! own (std sockets, requests parsed by `httparse`, no async runtime) whose pages are rendered
+//! on the server from the same read and admin functions the `litejobs` command uses
+//! ([`Queue::list`], [`Queue::stats`], [`Queue::health`], [`Queue::requeue_dead`], ...).
+//! Every page works without JavaScript; a few lines of it refresh the overview's figures.
+//! Styles and script are compiled in, so it works offline.
 //!
 //! ```no_run
 //! use litejobs::web::{Dashboard, DashboardOptions};
@@ -23,25 +23,57 @@
 //!
 //! ## Security model
 //! - It listens on loopback (`127.0.0.1:8080`) by default, and refuses to start on any other
-//!   address without a token.
+//!   address without a token. A token has at least [`MIN_TOKEN_LEN`] characters.
 //! - With a token, every request must carry it: `Authorization: Bearer TOKEN` from scripts,
-//!   or the session cookie (HttpOnly, SameSite=Strict, signed, 12 hours) that the sign-in form
-//!   sets in a browser. The cookie holds a signed expiry, not the token.
+//!   or the session cookie (HttpOnly, SameSite=Strict, 12 hours) that the sign-in form sets
+//!   in a browser. The cookie names a session kept in the dashboard's memory (at most 1024;
+//!   the oldest goes first), not the token: signing out ends the session on the server, so a
+//!   copied cookie stops working at once.
+//! - Wrong tokens (form or bearer header) are logged at `warn` with the client's address,
+//!   never with what was sent. After 5 from one address within a minute, that address gets
+//!   429 with `Retry-After` for any token it sends, for 30 s, doubling with each lock-out up
+//!   to 15 minutes (IPv6 addresses count by their /64). Browsers already signed in are not
+//!   affected. Behind a reverse proxy every client has the proxy's address, so they share
+//!   one count.
 //! - Without a token, only loopback host names are answered (a DNS-rebinding page cannot
 //!   read it). Anyone who can reach the port can use it: on a shared machine, set a token.
-//! - Every state change is a POST carrying a CSRF token tied to the browser's own cookie;
-//!   a POST without it, or with another's, is refused with 403 and changes nothing.
+//! - Every state change is a POST carrying a CSRF token tied to the browser's session (or,
+//!   before signing in and without a token, to a cookie of its own); a POST without it, with
+//!   another session's, with a foreign `Origin` header, or marked cross-site by the browser
+//!   is refused with 403 and changes nothing.
 //! - All job data (payloads, errors, names) is HTML-escaped, and payload secrets are masked
 //!   ([`redact`](crate::redact)). Every response carries a strict Content-Security-Policy (no
-//!   inline script or style), `X-Frame-Options: DENY`, `nosniff` and `no-referrer`.
+//!   inline script or style), `X-Frame-Options: DENY`, `nosniff` and `Referrer-Policy: same-origin` (nothing to other sites). No
+//!   response header is ever written with a control character in it: the one place that
+//!   writes responses answers 500 instead, so no page can be made to inject a header; and a
+//!   sign-in's `next` is followed only when it is a plain local path.
 //! - [`DashboardOptions::read_only`] hides every action and refuses every POST.
-//! - The signing key is random per process: a restart signs everyone out.
+//! - The signing key and the sessions live in the process: a restart signs everyone out.
+//!
+//! ## Limits
+//! Served from inside your program, the dashboard must never be what takes it down, so every
+//! client is bounded:
+//! - at most [`DashboardOptions::max_connections`] open connections, each on a thread of its
+//!   own; one more is answered `503` at once and closed, never queued;
+//! - at most [`DashboardOptions::threads`] requests answered at the same time; a slow client
+//!   holds its own connection only, never one of these;
+//! - a request's head is at most 16 KiB (`431`, or `414` for the request line alone) and
+//!   64 headers; its body at most 64 KiB (`413`), sent with `Content-Length` (a
+//!   `Transfer-Encoding` is answered `411`); the whole request must arrive within
+//!   [`DashboardOptions::timeout`] (`408`), and the answer is written within it again;
+//! - the token is checked before any body is read: without it a POST is answered `401` at
+//!   once, whatever body it announces;
+//! - every response has `Connection: close`;
+//! - when accepting a connection fails (no file descriptor left, EMFILE or ENFILE), the
+//!   failure is logged at `warn` and the server tries again after a pause that grows to 1 s,
+//!   then serves as soon as descriptors are back.
 
 mod api;
 mod app;
 mod assets;
 mod auth;
 mod chart;
+mod conn;
 mod csrf;
 mod flash;
 mod format;
@@ -51,9 +83,12 @@ mod keys;
 mod pages;
 mod routes;
 mod server;
+mod sessions;
+mod throttle;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::redact::Redactor;
@@ -63,8 +98,15 @@ pub use server::DashboardHandle;
 
 /// Where the dashboard listens unless told otherwise.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-/// Handler threads unless told otherwise.
+/// Requests answered at the same time unless told otherwise.
 pub const DEFAULT_THREADS: usize = 4;
+/// Open connections at most unless told otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// The time a client has to send its request (and again to take the answer) unless told
+/// otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The shortest token accepted, in characters: a short token is guessed, lock-outs or not.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 /// How the dashboard is served. Made by [`DashboardOptions::new`], then the setters.
 ///
@@ -72,7 +114,7 @@ pub const DEFAULT_THREADS: usize = 4;
 /// use litejobs::web::DashboardOptions;
 /// let options = DashboardOptions::new()
 ///     .addr("0.0.0.0:8080")
-///     .token("a long random string")
+///     .token("a long random string, 16 characters at least")
 ///     .read_only(true)
 ///     .secret_field("ssn");
 /// ```
@@ -84,6 +126,8 @@ pub struct DashboardOptions {
     read_only: bool,
     redactor: Redactor,
     threads: usize,
+    max_connections: usize,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for DashboardOptions {
@@ -93,6 +137,8 @@ impl std::fmt::Debug for DashboardOptions {
             .field("token", &self.token.as_ref().map(|_| "[hidden]"))
             .field("read_only", &self.read_only)
             .field("threads", &self.threads)
+            .field("max_connections", &self.max_connections)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -105,6 +151,8 @@ impl Default for DashboardOptions {
             read_only: false,
             redactor: Redactor::from_env(),
             threads: DEFAULT_THREADS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            timeout: DEFAULT_TIMEOUT,
         }
     }
 }
@@ -124,14 +172,16 @@ impl DashboardOptions {
         self
     }
 
-    /// Requires this token on every request (bearer header, or the sign-in form). Defaults
+    /// Requires this token on every request (bearer header, or the sign-in form): at least
+    /// [`MIN_TOKEN_LEN`] characters, no control characters, no space at either end. Defaults
     /// to none.
     pub fn token(mut self, token: impl Into<String>) -> DashboardOptions {
         self.token = Some(token.into());
         self
     }
 
-    /// Hides every action and refuses every POST with 403. Defaults to false.
+    /// Hides every action and refuses every POST with 403. Defaults to false; always on for a
+    /// queue opened with [`Queue::open_read_only`](crate::Queue::open_read_only).
     pub fn read_only(mut self, read_only: bool) -> DashboardOptions {
         self.read_only = read_only;
         self
@@ -151,10 +201,75 @@ impl DashboardOptions {
         self
     }
 
-    /// Request handler threads (at least 1). Defaults to [`DEFAULT_THREADS`].
+    /// How many requests are answered at the same time (at least 1): pages read the
+    /// database, and this bounds how many do at once. A request that arrives while all are
+    /// busy waits for one, holding only its connection. Defaults to [`DEFAULT_THREADS`].
     pub fn threads(mut self, threads: usize) -> DashboardOptions {
         self.threads = threads;
         self
+    }
+
+    /// Open connections at most (at least 1), each served by a thread of its own while it
+    /// is open; one more is answered `503 Service Unavailable` at once and closed. Defaults
+    /// to [`DEFAULT_MAX_CONNECTIONS`].
+    pub fn max_connections(mut self, max_connections: usize) -> DashboardOptions {
+        self.max_connections = max_connections;
+        self
+    }
+
+    /// The time a client has, from connecting, to send its whole request (else `408` and
+    /// the connection is closed), and again to take the answer. Defaults to
+    /// [`DEFAULT_TIMEOUT`] (10 s).
+    pub fn timeout(mut self, timeout: Duration) -> DashboardOptions {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Checks every option but the address (which [`Dashboard::start`] resolves).
+    ///
+    /// # Errors
+    /// [`InvalidConfig`](crate::ErrorKind::InvalidConfig) naming the option: 0 threads, 0
+    /// connections, a zero timeout, or a token that is empty, shorter than
+    /// [`MIN_TOKEN_LEN`] characters, has a control character or a space at either end.
+    pub fn validate(&self) -> Result<()> {
+        if self.threads == 0 {
+            return Err(Error::invalid_config(
+                "dashboard threads must be at least 1, got 0",
+            ));
+        }
+        if self.max_connections == 0 {
+            return Err(Error::invalid_config(
+                "dashboard max_connections must be at least 1, got 0",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(Error::invalid_config(
+                "dashboard timeout must be more than 0",
+            ));
+        }
+        if let Some(token) = &self.token {
+            if token.trim().is_empty() {
+                return Err(Error::invalid_config("dashboard token must not be empty"));
+            }
+            if token.chars().any(char::is_control) {
+                return Err(Error::invalid_config(
+                    "dashboard token must not contain control characters",
+                ));
+            }
+            if token.trim() != token {
+                return Err(Error::invalid_config(
+                    "dashboard token must not start or end with a space",
+                ));
+            }
+            let length = token.chars().count();
+            if length < MIN_TOKEN_LEN {
+                return Err(Error::invalid_config(format!(
+                    "dashboard token must be at least {MIN_TOKEN_LEN} characters, got {length} \
+                     (a short token is quickly guessed; make one with e.g. `openssl rand -hex 16`)"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The addresses to bind, checked against the token rule.
@@ -198,39 +313,50 @@ impl Dashboard {
     /// Starts serving `queue`'s dashboard on threads of its own and returns at once.
     ///
     /// # Errors
-    /// [`InvalidConfig`](crate::ErrorKind::InvalidConfig) for an address that does not
-    /// resolve, an address that is not loopback without a token, an empty token, or 0
-    /// threads; [`Io`](crate::ErrorKind::Io) when the address cannot be bound (e.g. in use).
+    /// [`InvalidConfig`](crate::ErrorKind::InvalidConfig) for an option
+    /// [`validate`](DashboardOptions::validate) refuses, an address that does not resolve, or
+    /// an address that is not loopback without a token; [`Io`](crate::ErrorKind::Io) when
+    /// the address cannot be bound (e.g. in use).
     pub fn start(queue: &Queue, options: DashboardOptions) -> Result<DashboardHandle> {
-        if options.threads == 0 {
-            return Err(Error::invalid_config(
-                "dashboard threads must be at least 1, got 0",
-            ));
-        }
-        if let Some(token) = &options.token {
-            if token.trim().is_empty() {
-                return Err(Error::invalid_config("dashboard token must not be empty"));
-            }
-            if token.chars().any(char::is_control) {
-                return Err(Error::invalid_config(
-                    "dashboard token must not contain control characters",
-                ));
-            }
-        }
+        options.validate()?;
         let addrs = options.resolve()?;
-        let secret = keys::Secret::random()?;
-        server::start(&addrs, options.threads, |addr| {
-            Ok(app::App {
-                queue: queue.clone(),
-                token: options.token.clone(),
-                read_only: options.read_only,
-                redactor: options.redactor.clone(),
-                secret,
-                addr,
-                live: Mutex::new(pages::overview::LiveCache::default()),
-            })
-        })
+        let limits = server::Limits {
+            threads: options.threads,
+            max_connections: options.max_connections,
+            timeout: options.timeout,
+        };
+        server::start(&addrs, limits, |addr| app_for(queue, &options, addr))
     }
+}
+
+/// The state the dashboard's threads share.
+fn app_for(queue: &Queue, options: &DashboardOptions, addr: SocketAddr) -> Result<app::App> {
+    Ok(app::App {
+        queue: queue.clone(),
+        token: options.token.clone(),
+        // A queue opened read-only cannot act: serve it without actions.
+        read_only: options.read_only || queue.is_read_only(),
+        redactor: options.redactor.clone(),
+        secret: keys::Secret::random()?,
+        addr,
+        live: Mutex::new(pages::overview::LiveCache::default()),
+        sessions: sessions::Sessions::default(),
+        throttle: throttle::Throttle::default(),
+    })
+}
+
+/// An [`app::App`] over an in-memory queue, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_app(token: Option<&str>) -> Result<app::App> {
+    let mut options = DashboardOptions::new();
+    if let Some(token) = token {
+        options = options.token(token);
+    }
+    app_for(
+        &Queue::open_in_memory()?,
+        &options,
+        SocketAddr::from(([127, 0, 0, 1], 8080)),
+    )
 }
 
 #[cfg(test)]
@@ -248,7 +374,7 @@ mod tests {
         );
         assert!(DashboardOptions::new()
             .addr("0.0.0.0:0")
-            .token("t")
+            .token("sixteen-chars-ok")
             .resolve()
             .is_ok());
         assert!(DashboardOptions::new()
@@ -257,6 +383,42 @@ mod tests {
             .is_ok());
         assert!(DashboardOptions::new().addr("[::1]:0").resolve().is_ok());
         assert!(DashboardOptions::new().addr("no port").resolve().is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_option() {
+        let refused = |options: DashboardOptions| {
+            options
+                .validate()
+                .err()
+                .map(|e| (e.kind(), e.to_string()))
+                .unwrap_or((ErrorKind::Io, "accepted".into()))
+        };
+        let (kind, message) = refused(DashboardOptions::new().token("0123456789abcde"));
+        assert_eq!(kind, ErrorKind::InvalidConfig);
+        assert!(
+            message.contains("at least 16 characters, got 15"),
+            "{message}"
+        );
+        assert!(refused(DashboardOptions::new().threads(0))
+            .1
+            .contains("threads"));
+        assert!(refused(DashboardOptions::new().max_connections(0))
+            .1
+            .contains("max_connections"));
+        assert!(refused(DashboardOptions::new().timeout(Duration::ZERO))
+            .1
+            .contains("timeout"));
+        assert!(refused(DashboardOptions::new().token(" sixteen-chars-ok"))
+            .1
+            .contains("space"));
+        assert!(refused(DashboardOptions::new().token("sixteen\nchars-ok"))
+            .1
+            .contains("control"));
+        assert!(DashboardOptions::new()
+            .token("0123456789abcdef")
+            .validate()
+            .is_ok());
     }
 
     #[test]

@@ -1,12 +1,17 @@
-//! The routes, and the checks every request passes first, in this order:
+//! The routes, and the checks every request passes first. [`admit`] judges the head alone,
+//! before any body is read (so a client without the token cannot make the server wait for,
+//! or hold, a body); [`handle`] answers once the body is in. In this order:
 //!
 //! 1. Without a token, the `Host` header must name a loopback host, so a web page whose
 //!    domain an attacker points at 127.0.0.1 (DNS rebinding) cannot read the dashboard.
 //! 2. Static assets (`/assets/...`) are public, so the sign-in page is styled.
-//! 3. With a token, the request must carry it (bearer header or session cookie): 401.
-//! 4. A POST must come from our own pages: `Sec-Fetch-Site` not cross-site, and the form's
-//!    CSRF token matching the browser's cookie: 403, nothing changed.
-//! 5. In read-only mode every POST but sign-in and sign-out is refused: 403.
+//! 3. With a token, the request must carry it (bearer header or session cookie): 401. An
+//!    address locked out for guessing gets 429 for any token it sends (see `throttle`).
+//! 4. Only then is a POST's body read (Content-Length only, at most 64 KiB).
+//! 5. A POST must come from our own pages: its `Origin` (when sent) ours, `Sec-Fetch-Site`
+//!    not cross-site, and the form's CSRF token that of its session (or cookie): 403,
+//!    nothing changed.
+//! 6. In read-only mode every POST but sign-in and sign-out is refused: 403.
 //!
 //! | route | what |
 //! | --- | --- |
@@ -22,35 +27,83 @@
 //! | `GET /api/...` | JSON (see the api module) |
 //! | `GET /login` · `POST /login` · `POST /logout` | token sign-in |
 
+use std::time::Instant;
+
 use crate::metrics;
 
 use super::api;
 use super::app::{App, Ctx};
 use super::assets;
-use super::auth;
+use super::auth::{self, Access};
 use super::csrf;
 use super::html::error_page;
 use super::http::{Method, Request, Response};
 use super::pages::{self, actions, parse_id};
 
-/// The answer to one request (security headers are added by the server).
-pub(crate) fn handle(app: &App, req: &Request) -> Response {
+/// What [`admit`] decided from the request's head.
+pub(crate) enum Admission {
+    /// The answer; the body, if any, is never read.
+    Answer(Response),
+    /// Read the body when `body` says so, then call [`handle`] with `access`.
+    Proceed { access: Access, body: bool },
+}
+
+/// Judges a request by its head alone: host, assets, access. Renders nothing that reads the
+/// database, so it needs no turn.
+pub(crate) fn admit(app: &App, req: &Request) -> Admission {
     if !host_allowed(app, req) {
-        return Response::text(
+        return Admission::Answer(Response::text(
             421,
             "litejobs: this dashboard answers only to a loopback host name (localhost, 127.0.0.1, [::1]); start it with --token to serve other names\n",
-        );
+        ));
     }
     let segments = req.segments();
     let path: Vec<&str> = segments.iter().map(String::as_str).collect();
     if let ["assets", name] = path.as_slice() {
-        return if req.method.is_read() {
+        return Admission::Answer(if req.method.is_read() {
             assets::serve(name)
         } else {
             method_not_allowed("GET")
-        };
+        });
     }
-    let access = auth::check(app.token.as_deref(), &app.secret, req);
+    let api = path.first() == Some(&"api");
+    let access = auth::check(app, req);
+    let post = req.method == Method::Post;
+    let with_ctx = |render: &dyn Fn(&Ctx) -> Response| match Ctx::new(app, req, access) {
+        Ok(ctx) => Admission::Answer(ctx.finish(render(&ctx))),
+        Err(e) => Admission::Answer(Response::text(500, &format!("litejobs: {e}\n"))),
+    };
+    match (access, path.as_slice()) {
+        (Access::Throttled(seconds), _) => {
+            with_ctx(&|ctx| pages::login::too_many(ctx, seconds, api))
+        }
+        // Signing in: a locked-out address is answered before its form is read.
+        (_, ["login"]) if post => {
+            match app
+                .token
+                .as_ref()
+                .and(auth::locked_out(app, req, Instant::now()))
+            {
+                Some(seconds) => with_ctx(&|ctx| pages::login::too_many(ctx, seconds, false)),
+                None => Admission::Proceed { access, body: true },
+            }
+        }
+        // Signing out without a session revokes nothing: no form to check.
+        (Access::Open | Access::Bearer | Access::Denied(_), ["logout"]) if post => {
+            Admission::Answer(pages::login::logout(app, access))
+        }
+        (Access::Denied(reason), p) if !matches!(p, ["login"] | ["logout"]) => {
+            with_ctx(&|ctx| pages::login::denied(ctx, req, reason, api))
+        }
+        _ => Admission::Proceed { access, body: post },
+    }
+}
+
+/// The answer to a request [`admit`] let through, its body read (security headers are
+/// added by the server).
+pub(crate) fn handle(app: &App, req: &Request, access: Access) -> Response {
+    let segments = req.segments();
+    let path: Vec<&str> = segments.iter().map(String::as_str).collect();
     let ctx = match Ctx::new(app, req, access) {
         Ok(ctx) => ctx,
         Err(e) => return Response::text(500, &format!("litejobs: {e}\n")),
@@ -62,10 +115,17 @@ pub(crate) fn handle(app: &App, req: &Request) -> Response {
 fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
     let api = path.first() == Some(&"api");
     if req.method == Method::Post {
+        if !csrf::origin_allowed(req, &app.addr.to_string()) {
+            return refused(
+                ctx,
+                api,
+                "cross-origin request refused (its Origin is not this dashboard)",
+            );
+        }
         if !csrf::same_origin(req) {
             return refused(ctx, api, "cross-site request refused");
         }
-        if !csrf::verify(&app.secret, req) {
+        if !csrf::verify(&app.secret, req, ctx.access) {
             return refused(
                 ctx,
                 api,
@@ -76,11 +136,12 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
     match (req.method, path) {
         (Method::Get | Method::Head, ["login"]) => return pages::login::show(app, ctx, req),
         (Method::Post, ["login"]) => return pages::login::submit(app, ctx, req),
-        (Method::Post, ["logout"]) => return pages::login::logout(ctx),
+        (Method::Post, ["logout"]) => return pages::login::logout(app, ctx.access),
         _ => {}
     }
-    if let auth::Access::Denied(reason) = ctx.access {
-        return pages::login::denied(ctx, req, reason, api);
+    // admit() answered every request without access but these.
+    if !ctx.access.allowed() {
+        return pages::login::denied(ctx, req, "a token is required", api);
     }
     if req.method == Method::Post && app.read_only {
         return refused(ctx, api, "the dashboard is read-only");

@@ -1,51 +1,63 @@
-//! The blocking HTTP server: tiny_http accepts connections and parses requests on its own
-//! threads; a few handler threads of ours take whole requests from it, answer them through
-//! the routes, and add the security headers to every response.
+//! The blocking HTTP server: one accept thread, a thread per open connection (at most
+//! `max_connections`; one more is answered 503 at once), and at most `threads` requests
+//! answered at a time. A connection's thread reads the request head (bounded in size and
+//! time), lets the router judge it (host, token) before any body is read, reads the body only
+//! when the router wants it, waits for a turn, answers through the routes, and closes.
+//!
+//! Slow clients therefore hold only their own connection, never one of the turns that pages
+//! are rendered with; and the accept loop keeps going through accept errors (EMFILE, ENFILE,
+//! ...), backing off while they last, so a process that ran out of file descriptors for a
+//! moment serves again once they are back.
 
-use std::io::Read;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 
 use super::app::App;
+use super::conn::{self, Conn};
 use super::http::{Method, Request, Response};
-use super::routes;
+use super::routes::{self, Admission};
 
-/// The largest request body read (forms are a few hundred bytes).
-const MAX_BODY: usize = 64 * 1024;
+/// The first back-off after an accept error; it doubles while errors go on.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// The longest back-off: a process that got its descriptors back serves within this.
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// The accept loop wakes at least this often to notice a stop, should the wake-up
+/// connection of [`DashboardHandle::stop`] fail.
+const ACCEPT_WAKE: Duration = Duration::from_secs(1);
+/// How long a stop waits for the requests being answered.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 
-/// Sent with every response.
-const SECURITY_HEADERS: [(&str, &str); 5] = [
-    (
-        "Content-Security-Policy",
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-         frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-    ),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
-    ("X-Frame-Options", "DENY"),
-    ("Cross-Origin-Opener-Policy", "same-origin"),
-];
+/// How the server is bounded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Requests answered at the same time.
+    pub(crate) threads: usize,
+    /// Open connections at most.
+    pub(crate) max_connections: usize,
+    /// For receiving a request, and again for sending its answer.
+    pub(crate) timeout: Duration,
+}
 
 /// A running dashboard. Dropping it stops the server, as [`stop`](DashboardHandle::stop)
 /// does.
 #[must_use = "the dashboard stops when its handle is dropped"]
 pub struct DashboardHandle {
     addr: SocketAddr,
-    server: Arc<tiny_http::Server>,
-    stopping: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for DashboardHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardHandle")
             .field("addr", &self.addr)
-            .field("threads", &self.threads.len())
+            .field("limits", &self.shared.limits)
             .finish()
     }
 }
@@ -61,24 +73,45 @@ impl DashboardHandle {
         format!("http://{}/", self.addr)
     }
 
-    /// Stops taking requests, lets the handler threads finish the ones they are answering,
-    /// and closes the listening socket.
+    /// Stops taking connections and closes the listening socket, ends the connections
+    /// still waiting for a request, and waits (up to 10 s) for the requests being answered.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
-        if self.stopping.swap(true, Ordering::SeqCst) {
+        let Some(acceptor) = self.acceptor.take() else {
             return;
+        };
+        *lock(&self.shared.stopped) = true;
+        self.shared.stop_signal.notify_all();
+        // Wake the accept loop out of accept(); should this fail, it wakes within
+        // ACCEPT_WAKE by itself.
+        let _ = TcpStream::connect_timeout(&wake_addr(self.addr), Duration::from_secs(1));
+        if acceptor.join().is_err() {
+            log::warn!("litejobs web: the accept thread panicked");
         }
-        // Each unblock wakes one thread waiting in recv().
-        for _ in &self.threads {
-            self.server.unblock();
+        // Connections waiting for their request see its end; those being answered finish.
+        let deadline = Instant::now() + STOP_WAIT;
+        let mut open = lock(&self.shared.open);
+        for stream in open.streams.values() {
+            let _ = stream.shutdown(std::net::Shutdown::Read);
         }
-        for thread in self.threads.drain(..) {
-            if thread.join().is_err() {
-                log::warn!("litejobs web: a handler thread panicked");
+        while !open.streams.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                log::warn!(
+                    "litejobs web: {} connection(s) still open after {STOP_WAIT:?}; leaving them",
+                    open.streams.len()
+                );
+                break;
             }
+            open = self
+                .shared
+                .closed
+                .wait_timeout(open, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         log::info!("litejobs web: stopped listening on {}", self.addr);
     }
@@ -90,132 +123,289 @@ impl Drop for DashboardHandle {
     }
 }
 
-/// Binds `addrs` (the first that works) and starts `threads` handler threads.
+/// The loopback address that reaches a listener bound to `addr` (an unspecified address
+/// listens on loopback too).
+fn wake_addr(addr: SocketAddr) -> SocketAddr {
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, addr.port())
+}
+
+/// What the accept thread and the connection threads share.
+struct Shared {
+    app: App,
+    limits: Limits,
+    stopped: Mutex<bool>,
+    stop_signal: Condvar,
+    open: Mutex<Open>,
+    /// Signalled when a connection closes.
+    closed: Condvar,
+    turns: Turns,
+}
+
+/// The open connections, so that a stop can end them.
+#[derive(Default)]
+struct Open {
+    next_id: u64,
+    streams: HashMap<u64, Arc<TcpStream>>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        *lock(&self.stopped)
+    }
+
+    /// Waits `pause`, or less if the server is stopped meanwhile.
+    fn pause(&self, pause: Duration) {
+        let stopped = lock(&self.stopped);
+        let _ = self
+            .stop_signal
+            .wait_timeout_while(stopped, pause, |stopped| !*stopped);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The data behind these locks stays consistent at every await point; a panic elsewhere
+    // must not take the server down with it.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// At most `threads` requests answered at once.
+struct Turns {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Turns {
+    fn take(&self) -> Turn<'_> {
+        let mut free = lock(&self.free);
+        while *free == 0 {
+            free = self
+                .freed
+                .wait(free)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        *free -= 1;
+        Turn(self)
+    }
+}
+
+struct Turn<'t>(&'t Turns);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.free) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// A connection's place among the open ones, given back when dropped (before its socket is
+/// closed, so a client that saw the close can count on the place being free).
+struct Slot<'s> {
+    shared: &'s Shared,
+    id: u64,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.open).streams.remove(&self.id);
+        self.shared.closed.notify_all();
+    }
+}
+
+/// Binds `addrs` (the first that works) and starts the accept thread.
 pub(crate) fn start(
     addrs: &[SocketAddr],
-    threads: usize,
+    limits: Limits,
     make_app: impl FnOnce(SocketAddr) -> Result<App>,
 ) -> Result<DashboardHandle> {
-    let server = tiny_http::Server::http(addrs).map_err(|e| {
+    let listener = TcpListener::bind(addrs).map_err(|e| {
         let shown: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
         Error::new(
             ErrorKind::Io,
             format!("cannot listen on {}: {e}", shown.join(", ")),
         )
     })?;
-    let addr = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| Error::new(ErrorKind::Io, "the dashboard's socket has no IP address"))?;
-    let app = Arc::new(make_app(addr)?);
-    let server = Arc::new(server);
-    let stopping = Arc::new(AtomicBool::new(false));
-    let mut handles = Vec::with_capacity(threads);
-    for i in 0..threads {
-        let (srv, app, stop) = (server.clone(), app.clone(), stopping.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("litejobs-web-{i}"))
-            .spawn(move || serve(&srv, &app, &stop));
-        match spawned {
-            Ok(handle) => handles.push(handle),
-            Err(e) => {
-                // Stop the threads already started before reporting.
-                drop(DashboardHandle {
-                    addr,
-                    server,
-                    stopping,
-                    threads: handles,
-                });
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    format!("cannot start a dashboard thread: {e}"),
-                ));
-            }
-        }
+    let addr = listener.local_addr().map_err(|e| {
+        Error::new(
+            ErrorKind::Io,
+            format!("the dashboard's socket has no address: {e}"),
+        )
+    })?;
+    // Linux and the BSDs let SO_RCVTIMEO end a blocked accept(): see ACCEPT_WAKE.
+    if let Err(e) = socket2::SockRef::from(&listener).set_read_timeout(Some(ACCEPT_WAKE)) {
+        log::debug!("litejobs web: no receive timeout on the listener: {e}");
     }
+    let shared = Arc::new(Shared {
+        app: make_app(addr)?,
+        limits,
+        stopped: Mutex::new(false),
+        stop_signal: Condvar::new(),
+        open: Mutex::new(Open::default()),
+        closed: Condvar::new(),
+        turns: Turns {
+            free: Mutex::new(limits.threads),
+            freed: Condvar::new(),
+        },
+    });
+    let accepting = shared.clone();
+    let acceptor = std::thread::Builder::new()
+        .name("litejobs-web-accept".into())
+        .spawn(move || accept_loop(&listener, &accepting))
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::Io,
+                format!("cannot start the dashboard's thread: {e}"),
+            )
+        })?;
     log::info!("litejobs web: listening on http://{addr}/");
     Ok(DashboardHandle {
         addr,
-        server,
-        stopping,
-        threads: handles,
+        shared,
+        acceptor: Some(acceptor),
     })
 }
 
-fn serve(server: &tiny_http::Server, app: &App, stopping: &AtomicBool) {
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    let mut backoff = Duration::ZERO;
     loop {
-        match server.recv() {
-            Ok(request) => answer(app, request),
-            Err(e) => {
-                if stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                log::debug!("litejobs web: receiving a request failed: {e}");
-            }
-        }
-        if stopping.load(Ordering::SeqCst) {
+        let accepted = listener.accept();
+        if shared.stopping() {
             return;
         }
-    }
-}
-
-/// Reads one request, answers it (a panic in a page becomes a 500, never a dead thread).
-fn answer(app: &App, mut raw: tiny_http::Request) {
-    let response = match read_request(&mut raw) {
-        Ok(request) => catch_unwind(AssertUnwindSafe(|| routes::handle(app, &request)))
-            .unwrap_or_else(|_| {
-                log::error!("litejobs web: a page panicked answering {}", raw.url());
-                Response::text(500, "litejobs: internal error\n")
-            }),
-        Err(response) => response,
-    };
-    let status = response.status;
-    let mut out = tiny_http::Response::from_data(response.body).with_status_code(status);
-    let headers = response
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .chain(SECURITY_HEADERS)
-        .chain(
-            (!response_has(&response.headers, "cache-control"))
-                .then_some(("Cache-Control", "no-store")),
-        );
-    for (name, value) in headers {
-        match tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            Ok(header) => out.add_header(header),
-            Err(()) => log::warn!("litejobs web: header {name} could not be sent"),
+        match accepted {
+            Ok((stream, peer)) => {
+                if !backoff.is_zero() {
+                    log::warn!("litejobs web: accepting connections again");
+                    backoff = Duration::ZERO;
+                }
+                admit(shared, stream, peer);
+            }
+            // The listener's wake-up timeout, or a connection that went away while queued.
+            Err(e) if is_transient(&e) => {}
+            Err(e) => {
+                // EMFILE/ENFILE (no file descriptor left), ENOBUFS, ENOMEM: the connection
+                // stays queued, so trying again at once would spin. Wait, longer each time,
+                // and keep going: a dead accept loop in a live process would be a dashboard
+                // that never answers again.
+                if backoff.is_zero() {
+                    log::warn!(
+                        "litejobs web: cannot accept connections: {e}; retrying (at least every \
+                         {ACCEPT_BACKOFF_MAX:?}) until it works"
+                    );
+                } else {
+                    log::debug!("litejobs web: accept failed again: {e}");
+                }
+                backoff = (backoff * 2).clamp(ACCEPT_BACKOFF_MIN, ACCEPT_BACKOFF_MAX);
+                shared.pause(backoff);
+            }
         }
     }
-    if let Err(e) = raw.respond(out) {
+}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        WouldBlock | TimedOut | Interrupted | ConnectionAborted | ConnectionReset
+    )
+}
+
+/// Gives `stream` a thread of its own, or answers 503 when the cap is reached.
+fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+    let stream = Arc::new(stream);
+    let id = {
+        let mut open = lock(&shared.open);
+        if open.streams.len() >= shared.limits.max_connections {
+            drop(open);
+            log::debug!("litejobs web: {peer} refused: connection cap reached");
+            refuse_busy(&stream);
+            return;
+        }
+        let id = open.next_id;
+        open.next_id += 1;
+        open.streams.insert(id, stream.clone());
+        id
+    };
+    let serving = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("litejobs-web-conn".into())
+        .spawn(move || {
+            let slot = Slot {
+                shared: &serving,
+                id,
+            };
+            serve(&serving, &stream, peer);
+            drop(slot);
+            drop(stream);
+        });
+    if let Err(e) = spawned {
+        log::warn!("litejobs web: no thread for a connection from {peer}: {e}");
+        let removed = lock(&shared.open).streams.remove(&id);
+        if let Some(stream) = removed {
+            refuse_busy(&stream);
+        }
+    }
+}
+
+/// 503 without waiting: the answer is small enough for an empty socket buffer, and a client
+/// that does not take it loses only its own answer.
+fn refuse_busy(stream: &TcpStream) {
+    let answer = conn::encode(
+        &Response::text(503, "litejobs: too many connections; try again shortly\n")
+            .with_header("Retry-After", "1"),
+        false,
+    );
+    if stream.set_nonblocking(true).is_ok() {
+        let _ = std::io::Write::write(&mut &*stream, &answer);
+    }
+}
+
+/// One connection: one request, one answer.
+fn serve(shared: &Shared, stream: &TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn::new(stream, shared.limits.timeout);
+    let (response, head_only) = match conn.read_head() {
+        Ok(None) => return,
+        Err(refusal) => (refusal, false),
+        Ok(Some(mut request)) => {
+            request.peer = Some(peer.ip());
+            let head_only = request.method == Method::Head;
+            // A panic in a page becomes a 500, never a dead connection thread.
+            let answered =
+                catch_unwind(AssertUnwindSafe(|| answer(shared, &mut conn, &mut request)));
+            let response = answered.unwrap_or_else(|_| {
+                log::error!("litejobs web: a page panicked answering {}", request.url());
+                Response::text(500, "litejobs: internal error\n")
+            });
+            (response, head_only)
+        }
+    };
+    if let Err(e) = conn.respond(&response, head_only) {
         log::debug!("litejobs web: the client left before the answer: {e}");
     }
+    conn.finish();
 }
 
-fn response_has(headers: &[(String, String)], name: &str) -> bool {
-    headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name))
-}
-
-fn read_request(raw: &mut tiny_http::Request) -> std::result::Result<Request, Response> {
-    if raw.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(Response::text(413, "litejobs: request body too large\n"));
+/// The answer to a request whose head is read: judged first, its body read only if the
+/// router wants it, then answered in a turn.
+fn answer(shared: &Shared, conn: &mut Conn<'_>, request: &mut Request) -> Response {
+    let (access, body) = match routes::admit(&shared.app, request) {
+        Admission::Answer(response) => return response,
+        Admission::Proceed { access, body } => (access, body),
+    };
+    if body {
+        match conn.read_body() {
+            Ok(body) => request.body = body,
+            Err(refusal) => return refusal,
+        }
     }
-    let mut body = Vec::new();
-    raw.as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| Response::text(400, &format!("litejobs: cannot read the request: {e}\n")))?;
-    if body.len() > MAX_BODY {
-        return Err(Response::text(413, "litejobs: request body too large\n"));
+    let _turn = shared.turns.take();
+    if shared.stopping() {
+        return Response::text(503, "litejobs: the dashboard is stopping\n");
     }
-    let headers = raw
-        .headers()
-        .iter()
-        .map(|h| (h.field.as_str().to_string(), h.value.as_str().to_string()))
-        .collect();
-    Ok(Request::new(
-        Method::parse(raw.method().as_str()),
-        raw.url(),
-        headers,
-        body,
-    ))
+    routes::handle(&shared.app, request, access)
 }

@@ -203,11 +203,11 @@ fn with_a_token_every_request_needs_it() {
 
 #[test]
 fn every_response_carries_the_security_headers() {
-    let web = Web::start(setup(), DashboardOptions::new().token("t0ken"));
+    let web = Web::start(setup(), DashboardOptions::new().token("t0ken-t0ken-t0ken"));
     let s = seed(web.queue());
     let mut anon = web.client();
     let mut c = web.client();
-    c.bearer = Some("t0ken".into());
+    c.bearer = Some("t0ken-t0ken-t0ken".into());
     let pages = vec![
         c.get("/"),
         c.get(&format!("/jobs/{}", s.dead)),
@@ -227,7 +227,7 @@ fn every_response_carries_the_security_headers() {
             "{page:#?}"
         );
         assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
-        assert_eq!(page.header("referrer-policy"), Some("no-referrer"));
+        assert_eq!(page.header("referrer-policy"), Some("same-origin"));
         assert_eq!(page.header("x-frame-options"), Some("DENY"));
     }
     // No inline script or style anywhere: the CSP would block them.
@@ -249,13 +249,21 @@ fn every_response_carries_the_security_headers() {
 fn read_only_hides_and_refuses_every_action() {
     // With a token too, so that a signed-in browser holds a valid CSRF token: the refusal
     // below is read-only's, not the CSRF check's.
-    let web = Web::start(setup(), DashboardOptions::new().read_only(true).token("t"));
+    let web = Web::start(
+        setup(),
+        DashboardOptions::new()
+            .read_only(true)
+            .token("read-only-token-123"),
+    );
     let s = seed(web.queue());
     let before = snapshot(&web, &s);
     let mut c = web.client();
     let csrf = c.get("/login").expect(200).csrf();
-    c.post_raw("/login", &[("csrf", &csrf), ("token", "t")])
-        .redirect();
+    c.post_raw(
+        "/login",
+        &[("csrf", &csrf), ("token", "read-only-token-123")],
+    )
+    .redirect();
     for path in [
         "/".to_string(),
         "/jobs".into(),
@@ -338,7 +346,10 @@ fn without_a_token_only_loopback_host_names_are_served() {
     assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
     assert!(!answer.contains("\"counts\""), "no data for a foreign name");
     // With a token, any name is fine (the token protects it).
-    let guarded = Web::start(setup(), DashboardOptions::new().token("t"));
+    let guarded = Web::start(
+        setup(),
+        DashboardOptions::new().token("a-token-of-20-chars!"),
+    );
     let answer = raw_get(&guarded, "evil.example");
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
 }

@@ -298,7 +298,9 @@ pub struct WebArgs {
     /// free port (the address is printed).
     #[arg(long, default_value = litejobs::web::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
-    /// Require this token: `Authorization: Bearer TOKEN`, or the sign-in form in a browser.
+    /// Require this token (16 characters at least): `Authorization: Bearer TOKEN`, or the
+    /// sign-in form in a browser. A token given with --token is visible to every user of
+    /// the machine in `ps`: prefer LITEJOBS_WEB_TOKEN or --token-file.
     #[arg(
         long,
         env = "LITEJOBS_WEB_TOKEN",
@@ -306,6 +308,10 @@ pub struct WebArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
+    /// Read the token from this file (whitespace at its end, such as the final newline, is
+    /// not part of it). Keeps it out of `ps`, like LITEJOBS_WEB_TOKEN.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Show everything, change nothing: hide every action and refuse every POST.
     #[arg(long)]
     pub read_only: bool,

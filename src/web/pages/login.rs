@@ -1,19 +1,30 @@
 //! Signing in with the token (only when one is configured): `GET /login` shows the form,
-//! `POST /login` checks the token and sets the session cookie, `POST /logout` clears it. A
-//! page asked for without access answers 401 with the same form, which comes back to it.
+//! `POST /login` checks the token, starts a session and sets its cookie, `POST /logout` ends
+//! the session on the server and clears the cookie. A page asked for without access answers
+//! 401 with the same form, which comes back to it.
 
 use std::fmt::Write as _;
+use std::time::Instant;
 
 use crate::web::app::{App, Ctx};
 use crate::web::auth::{self, Access};
 use crate::web::html::{csrf_field, esc, page, Nav};
 use crate::web::http::{Request, Response};
 
-/// `next` if it is a path on this site, `/` otherwise (never another host: `//evil` or
-/// `/\evil` would leave the site).
+/// `next` (already percent-decoded) if it is a plain path on this site, `/` otherwise. Never
+/// another host: `//evil` and `/\evil` leave the site, and browsers drop tabs and line
+/// breaks from a URL, so `/<TAB>/evil` does too; and never a control character, which in a
+/// `Location` header would end it and start another.
 fn local_path(next: Option<&str>) -> &str {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.contains('\\')
+                && !n.chars().any(char::is_control) =>
+        {
+            n
+        }
         _ => "/",
     }
 }
@@ -52,22 +63,47 @@ pub(crate) fn submit(app: &App, ctx: &Ctx, req: &Request) -> Response {
     let Some(token) = &app.token else {
         return Response::see_other(&next);
     };
+    let now = Instant::now();
+    if let Some(seconds) = auth::locked_out(app, req, now) {
+        return too_many(ctx, seconds, false);
+    }
     let given = form_data.get("token").unwrap_or("");
     if !auth::token_matches(token, given) {
-        log::warn!("litejobs web: sign-in with a wrong token");
+        auth::failed_sign_in(app, req, now, "sign-in form");
         return form(ctx, 401, &next, Some("Wrong token."));
     }
-    match auth::new_session(&app.secret) {
-        Ok(session) => {
+    if let Some(ip) = req.peer {
+        app.throttle.succeeded(ip);
+    }
+    // A browser signing in again leaves its old session behind: end it.
+    if let Access::Session(old) = ctx.access {
+        app.sessions.revoke(old);
+    }
+    match app.sessions.create(now) {
+        Ok((session, _)) => {
             Response::see_other(&next).with_header("Set-Cookie", &auth::session_cookie(&session))
         }
         Err(e) => super::error_response(ctx, &e),
     }
 }
 
-/// `POST /logout`.
-pub(crate) fn logout(_ctx: &Ctx) -> Response {
+/// `POST /logout`: ends the session (its CSRF token already checked when it has one).
+pub(crate) fn logout(app: &App, access: Access) -> Response {
+    if let Access::Session(key) = access {
+        app.sessions.revoke(key);
+    }
     Response::see_other("/login").with_header("Set-Cookie", &auth::cleared_session_cookie())
+}
+
+/// 429 for an address locked out for guessing the token: `seconds` until it may try again.
+pub(crate) fn too_many(ctx: &Ctx, seconds: u64, api: bool) -> Response {
+    let message = format!("too many wrong tokens from this address; try again in {seconds}s");
+    let resp = if api {
+        Response::json_error(429, &message)
+    } else {
+        crate::web::html::error_page(ctx, 429, "Too many attempts", &message)
+    };
+    resp.with_header("Retry-After", &seconds.to_string())
 }
 
 /// The answer to a request without access: JSON for `/api/`, the sign-in form otherwise.
@@ -96,5 +132,12 @@ mod tests {
         assert_eq!(local_path(Some("/\\evil.example")), "/");
         assert_eq!(local_path(Some("https://evil.example/")), "/");
         assert_eq!(local_path(None), "/");
+        assert_eq!(local_path(Some("/\r\nSet-Cookie: x=1")), "/");
+        assert_eq!(local_path(Some("/\t/evil.example:8080/x")), "/");
+        assert_eq!(local_path(Some("/ok\u{0}")), "/");
+        assert_eq!(local_path(Some("/ok\u{85}")), "/");
+        assert_eq!(local_path(Some("/jobs/\\x")), "/");
+        assert_eq!(local_path(Some("")), "/");
+        assert_eq!(local_path(Some("/dead")), "/dead");
     }
 }

@@ -11,6 +11,14 @@ use crate::args::WebArgs;
 
 /// Starts the dashboard, prints its address, and serves until a signal.
 pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let mut options = DashboardOptions::new()
+        .addr(&args.addr)
+        .redactor(ctx.redactor.clone());
+    if let Some(token) = token(args)? {
+        options = options.token(token);
+    }
+    // A bad token is refused before the database is opened.
+    options.validate()?;
     // A file this process cannot write (permissions, a read-only mount, a backup) is still
     // worth looking at: serve it read-only.
     let queue = match ctx.open_existing() {
@@ -18,13 +26,7 @@ pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         opened => opened?,
     };
     let read_only = args.read_only || queue.is_read_only();
-    let mut options = DashboardOptions::new()
-        .addr(&args.addr)
-        .read_only(read_only)
-        .redactor(ctx.redactor.clone());
-    if let Some(token) = &args.token {
-        options = options.token(token);
-    }
+    let options = options.read_only(read_only);
     // Installed before start so that a signal during start-up is not lost.
     let signals = install_signal_handler()?;
     let dashboard = Dashboard::start(&queue, options)?;
@@ -43,6 +45,26 @@ pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     dashboard.stop();
     writeln!(out, "litejobs web: stopped")?;
     Ok(Exit::Ok)
+}
+
+/// The token from `--token`, `LITEJOBS_WEB_TOKEN` (clap reads both into `args.token`) or
+/// `--token-file`; one way only, so that a forgotten variable never silently wins.
+fn token(args: &WebArgs) -> Result<Option<String>, CliError> {
+    let Some(path) = &args.token_file else {
+        return Ok(args.token.clone());
+    };
+    if args.token.is_some() {
+        return Err(CliError::new(
+            "give the token one way: --token, LITEJOBS_WEB_TOKEN or --token-file, not two",
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::new(format!(
+            "cannot read the token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(Some(text.trim_end().to_string()))
 }
 
 /// SIGINT, SIGTERM (and SIGHUP) send on the returned channel.
