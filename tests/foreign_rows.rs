@@ -154,6 +154,9 @@ fn wrongly_typed_inserts_are_refused_at_the_door_naming_the_rule() {
 /// seconds and a float time, gets an `IntegrityError` naming the rule.
 #[test]
 fn python_gets_an_integrity_error_naming_the_rule() {
+    if !crate::support::have_tool("python3") {
+        return;
+    }
     let env = setup_wall_clock();
     let script = r#"
 import sqlite3, sys, time
@@ -704,6 +707,9 @@ fn the_dashboard_shows_foreign_rows_and_never_fails() {
 /// the target directory on first use. `None` (the test is skipped) where node or npm is
 /// missing, except in CI, where they must be there.
 fn sqlite_3_31() -> Option<std::path::PathBuf> {
+    if !crate::support::have_tool("node") {
+        return None;
+    }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sqljs-1.2.2");
     if dir.join("package/dist/sql-asm.js").exists() {
         return Some(dir);

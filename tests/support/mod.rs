@@ -138,6 +138,26 @@ pub fn run_example(name: &str, args: &[&std::ffi::OsStr]) -> String {
     stdout
 }
 
+/// True when the program `name` runs here (`name --version`). When it does not, says so
+/// and returns false so the test can skip, except in CI (`CI` set), where the test fails:
+/// `.ci/run` installs what the tests need.
+pub fn have_tool(name: &str) -> bool {
+    let runs = std::process::Command::new(name)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !runs {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is needed by this test and must be installed in CI"
+        );
+        eprintln!("skipped: {name} is not installed here");
+    }
+    runs
+}
+
 /// Child processes for the process-level tests (crash, multiprocess).
 pub mod child;
 pub mod http;
