@@ -567,30 +567,16 @@ fn migration_4_keeps_every_row_and_makes_bad_live_rows_dead() {
 // ---------------------------------------------------------------------------------------
 
 /// Every byte of the file, and which of its -wal, -shm and -journal files exist.
-fn file_state(path: &Path) -> (Vec<u8>, Vec<bool>) {
+fn file_state(path: &Path) -> (Vec<u8>, [bool; 3]) {
     let bytes = std::fs::read(path).expect("reading the file");
-    let side = ["-wal", "-shm", "-journal"]
-        .iter()
-        .map(|suffix| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            Path::new(&p).exists()
-        })
-        .collect();
-    (bytes, side)
+    (bytes, crate::support::side_files(path))
 }
 
 #[test]
 fn open_read_only_refuses_a_file_without_the_schema_and_leaves_it_unchanged() {
     let dir = temp_dir();
     let app = dir.path().join("app.db");
-    let conn = raw_conn(&app);
-    conn.execute_batch(
-        "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT);
-         INSERT INTO users (email) VALUES ('a@example.com');",
-    )
-    .expect("the application's own file");
-    drop(conn);
+    crate::support::create_app_database(&app);
     let before = file_state(&app);
     let err = Queue::open_read_only(&app).expect_err("no litejobs schema in it");
     assert_eq!(err.kind(), ErrorKind::Uninitialized);

@@ -19,28 +19,11 @@ const READ_COMMANDS: &[&[&str]] = &[
     &["check", "--max-dead", "1000"],
 ];
 
-fn side_files(path: &Path) -> Vec<bool> {
-    ["-wal", "-shm", "-journal"]
-        .iter()
-        .map(|suffix| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            Path::new(&p).exists()
-        })
-        .collect()
-}
-
 #[test]
 fn read_commands_refuse_another_programs_database_and_leave_it_unchanged() {
     let dir = temp_dir();
     let app = dir.path().join("app.db");
-    let conn = raw_conn(&app);
-    conn.execute_batch(
-        "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT);
-         INSERT INTO users (email) VALUES ('a@example.com');",
-    )
-    .expect("the application's own file");
-    drop(conn);
+    crate::support::create_app_database(&app);
     let before = file_bytes(&app);
     for args in READ_COMMANDS.iter().copied().chain([
         &["web", "--addr", "127.0.0.1:0"][..],
@@ -50,7 +33,7 @@ fn read_commands_refuse_another_programs_database_and_leave_it_unchanged() {
         run(&app, args).refused("not a litejobs database");
         assert!(file_bytes(&app) == before, "{args:?} changed the file");
         assert_eq!(
-            side_files(&app),
+            crate::support::side_files(&app),
             [false; 3],
             "{args:?} left a file beside it"
         );

@@ -138,6 +138,25 @@ pub fn run_example(name: &str, args: &[&std::ffi::OsStr]) -> String {
     stdout
 }
 
+/// Which of the file's `-wal`, `-shm` and `-journal` companions exist.
+pub fn side_files(path: &Path) -> [bool; 3] {
+    ["-wal", "-shm", "-journal"].map(|suffix| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        Path::new(&p).exists()
+    })
+}
+
+/// Another application's SQLite file at `path`: a `users` table with one row, no litejobs
+/// schema.
+pub fn create_app_database(path: &Path) {
+    create_from_sql(
+        path,
+        "CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT);
+         INSERT INTO users (email) VALUES ('a@example.com');",
+    );
+}
+
 /// True when the program `name` runs here (`name --version`). When it does not, says so
 /// and returns false so the test can skip, except in CI (`CI` set), where the test fails:
 /// `.ci/run` installs what the tests need.
