@@ -651,4 +651,75 @@ mod tests {
             "the first probe never reported; a second one goes"
         );
     }
+
+    /// "Failures in a row": a success in between starts the count again, so an endpoint
+    /// that fails now and then is never cut off.
+    #[test]
+    fn a_success_resets_the_failures_in_a_row() {
+        let (queue, _clock) = queue_at(1_000_000);
+        let breaker = Breaker::new().failure_threshold(3);
+        for _ in 0..2 {
+            breaker
+                .record_failure(&queue, "k", "boom")
+                .expect("failure");
+        }
+        breaker.record_success(&queue, "k").expect("success");
+        for _ in 0..2 {
+            assert_eq!(
+                breaker
+                    .record_failure(&queue, "k", "boom")
+                    .expect("failure"),
+                BreakerState::Closed
+            );
+        }
+        let status = Breaker::status(&queue, "k")
+            .expect("status")
+            .expect("a row");
+        assert_eq!((status.state, status.failures), (BreakerState::Closed, 2));
+        assert_eq!(
+            breaker
+                .record_failure(&queue, "k", "boom")
+                .expect("failure"),
+            BreakerState::Open,
+            "the third in a row opens it"
+        );
+        assert!(!breaker.allow(&queue, "k").expect("allow").is_go());
+    }
+
+    #[test]
+    fn verdicts_say_go_or_how_long_to_wait() {
+        let (queue, _clock) = queue_at(1_000_000);
+        let limit = RateLimit::new(1, Duration::from_secs(2));
+        let go = limit.acquire(&queue, "k").expect("acquire");
+        assert!(go.is_go());
+        assert_eq!(go.wait(), None);
+        let wait = limit.acquire(&queue, "k").expect("acquire");
+        assert!(!wait.is_go());
+        assert_eq!(wait.wait(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn settings_read_back_and_states_print_their_stored_word() {
+        let breaker = Breaker::new()
+            .failure_threshold(3)
+            .cool_down(Duration::from_secs(7));
+        assert_eq!(breaker.threshold(), 3);
+        assert_eq!(breaker.cool_down_period(), Duration::from_secs(7));
+        assert_eq!(Breaker::new().threshold(), DEFAULT_BREAKER_FAILURES);
+        assert_eq!(Breaker::new().cool_down_period(), DEFAULT_BREAKER_COOL_DOWN);
+        let limit = RateLimit::per_minute(30);
+        assert_eq!(
+            (limit.limit(), limit.period()),
+            (30, Duration::from_secs(60))
+        );
+        let words: Vec<String> = [
+            BreakerState::Closed,
+            BreakerState::Open,
+            BreakerState::HalfOpen,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(words, ["closed", "open", "half_open"]);
+    }
 }

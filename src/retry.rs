@@ -115,6 +115,13 @@ impl RetryPolicy {
     }
 }
 
+/// A jitter sample in `0..1`. fastrand's generator (wyrand) is seeded randomly per thread,
+/// so every thread, and every process, draws its own sequence: jobs failing together on
+/// different workers do not retry together.
+pub(crate) fn jitter_sample() -> f64 {
+    fastrand::f64()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +145,48 @@ mod tests {
         assert_eq!(distinct.len(), 10, "different samples spread the retries");
     }
 
+    /// Every thread (and so every process) draws its own sequence: jobs failing together
+    /// on different workers must not retry together.
+    #[test]
+    fn each_thread_draws_its_own_jitter_sequence() {
+        let draw = || (0..16).map(|_| jitter_sample()).collect::<Vec<f64>>();
+        let here = draw();
+        let there = std::thread::spawn(draw).join().expect("the other thread");
+        assert_ne!(here, there);
+    }
+
+    /// Samples cover 0..1 evenly (each tenth gets its share), so delays spread over the
+    /// whole jitter range instead of bunching.
+    #[test]
+    fn jitter_samples_spread_evenly_over_zero_to_one() {
+        const N: usize = 20_000;
+        let mut tenths = [0usize; 10];
+        for _ in 0..N {
+            let x = jitter_sample();
+            assert!((0.0..1.0).contains(&x), "{x}");
+            tenths[(x * 10.0) as usize] += 1;
+        }
+        // Each tenth expects 2 000 (standard deviation about 42): 1 700 to 2 300 is seven
+        // deviations away, never crossed by an even generator.
+        for (i, count) in tenths.iter().enumerate() {
+            assert!(
+                (1_700..=2_300).contains(count),
+                "tenth {i} got {count} of {N}: {tenths:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_delay_caps_an_exponential_policy_and_leaves_a_schedule_alone() {
+        let p = RetryPolicy::exponential(Duration::from_secs(1))
+            .max_delay(Duration::from_secs(4))
+            .jitter(0.0);
+        let secs: Vec<u64> = (1..=5).map(|a| p.delay(a, 0.9).as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 4, 4]);
+        let s = RetryPolicy::schedule(vec![Duration::from_secs(60)]).max_delay(Duration::ZERO);
+        assert_eq!(s.delay(1, 0.5), Duration::from_secs(60));
+    }
+
     #[test]
     fn schedule_repeats_its_last_entry() {
         let p = RetryPolicy::schedule(vec![Duration::from_secs(60), Duration::from_secs(300)]);
@@ -145,28 +194,4 @@ mod tests {
         assert_eq!(p.delay(5, 0.1), Duration::from_secs(300));
         assert_eq!(RetryPolicy::schedule(vec![]).delay(3, 0.5), Duration::ZERO);
     }
-}
-
-thread_local! {
-    static RNG: std::cell::Cell<u64> = std::cell::Cell::new(seed());
-}
-
-fn seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    // RandomState is seeded randomly per process; hashing the thread id spreads threads.
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(format!("{:?}", std::thread::current().id()).len() as u64);
-    h.finish() | 1
-}
-
-/// A jitter sample in `0..1` (xorshift64*; quality is ample for spreading retries).
-pub(crate) fn jitter_sample() -> f64 {
-    RNG.with(|cell| {
-        let mut x = cell.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        cell.set(x);
-        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    })
 }

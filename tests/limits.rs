@@ -145,3 +145,102 @@ fn a_breaker_opened_by_one_job_type_defers_another_type_on_the_same_key() {
     assert_eq!(status.state, BreakerState::Closed);
     assert_eq!(status.failures, 0);
 }
+
+/// Runs one job of `job_type` through `drain` on a queue whose busy timeout is 20 ms, with
+/// `body` as its handler; returns the job afterwards.
+fn run_one(
+    env: &crate::support::TestEnv,
+    body: impl Fn(&JobContext) -> Result<(), JobError> + Send + Sync + 'static,
+) -> litejobs::JobRecord {
+    let queue = litejobs::Queue::builder()
+        .clock(env.clock.clone())
+        .busy_timeout(Duration::from_millis(20))
+        .open(&env.path)
+        .expect("a second queue on the file");
+    let id = queue
+        .enqueue(NewJob::new("call", json!({})))
+        .expect("enqueue");
+    let builder = Worker::builder(&queue).handler("call", body);
+    drain(&builder).expect("drain");
+    job(&queue, id)
+}
+
+/// Holds the database's write lock from another connection while `check` runs.
+fn with_lock_held<T>(path: &std::path::Path, check: impl FnOnce() -> T) -> T {
+    let other = crate::support::raw_conn(path);
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("another connection takes the write lock");
+    let result = check();
+    other.execute_batch("COMMIT").expect("and lets it go");
+    result
+}
+
+/// A limit the database was too busy to check is no failure of the job: it snoozes a
+/// second and keeps its attempt, for a rate limit and a breaker alike.
+#[test]
+fn a_busy_database_during_a_limit_check_snoozes_without_spending_an_attempt() {
+    let env = setup();
+    let path = env.path.clone();
+    let rate = run_one(&env, move |ctx: &JobContext| {
+        with_lock_held(&path, || ctx.rate_limit("api", &RateLimit::per_second(10)))
+    });
+    // A closed breaker is read without the write lock; an open one whose cool-down is
+    // over needs it to let the probe go.
+    let open = Breaker::new().failure_threshold(1);
+    open.record_failure(&env.queue, "crm", "down")
+        .expect("the breaker opens");
+    env.clock
+        .advance(open.cool_down_period() + Duration::from_secs(1));
+    let path = env.path.clone();
+    let breaker = run_one(&env, move |ctx: &JobContext| {
+        with_lock_held(&path, || ctx.breaker("crm", &open).map(drop))
+    });
+    let later = START_MS + 61_000;
+    for (j, now) in [(rate, START_MS), (breaker, later)] {
+        assert_eq!(j.status, JobStatus::Queued, "{j:?}");
+        assert_eq!(j.attempts, 0, "no attempt spent: {j:?}");
+        assert_eq!(j.run_at, now + 1_000, "back in a second");
+        assert!(history(&env.queue, j.id).is_empty());
+    }
+}
+
+/// A rate limit that can never let a call go is a programming error: the job goes dead at
+/// once with the reason, instead of retrying (or snoozing) forever.
+#[test]
+fn an_impossible_rate_limit_makes_the_job_dead_at_once() {
+    let env = setup();
+    let j = run_one(&env, |ctx: &JobContext| {
+        ctx.rate_limit("api", &RateLimit::new(0, Duration::from_secs(1)))
+    });
+    assert_eq!((j.status, j.attempts), (JobStatus::Dead, 1));
+    let error = j.last_error.unwrap_or_default();
+    assert!(error.contains("at least 1 call per period"), "{error}");
+}
+
+/// Any other failure to check a limit (here its table is gone) fails the attempt like a
+/// retryable error, naming the limit: the job is retried by its policy, never stuck.
+#[test]
+fn a_limit_check_that_fails_in_the_database_fails_the_attempt_and_retries() {
+    let env = setup();
+    env.raw()
+        .execute_batch("DROP TABLE rate_limits; DROP TABLE circuit_breakers;")
+        .expect("dropping the limit tables");
+    let rate = run_one(&env, |ctx: &JobContext| {
+        ctx.rate_limit("api", &RateLimit::per_second(10))
+    });
+    let breaker = run_one(&env, |ctx: &JobContext| {
+        ctx.breaker("crm", &Breaker::new()).map(drop)
+    });
+    for (j, what) in [
+        (rate, "rate limit \"api\""),
+        (breaker, "circuit breaker \"crm\""),
+    ] {
+        assert_eq!((j.status, j.attempts), (JobStatus::Failed, 1), "{j:?}");
+        let error = j.last_error.unwrap_or_default();
+        assert!(
+            error.contains(&format!("could not check the {what}")),
+            "{error}"
+        );
+    }
+}

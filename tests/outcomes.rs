@@ -258,6 +258,11 @@ fn cancel_makes_the_job_cancelled_with_the_reason() {
         run.finish();
 
         assert_eq!(done.status, JobStatus::Cancelled, "[{mode:?}]");
+        assert_eq!(
+            done.error.as_deref(),
+            Some("the user deleted their account"),
+            "[{mode:?}] the Finished event carries the reason"
+        );
         let j = job(&env.queue, id);
         assert_eq!(j.status, JobStatus::Cancelled, "[{mode:?}]");
         assert_eq!(

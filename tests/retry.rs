@@ -211,3 +211,86 @@ fn jitter_spreads_fifty_jobs_failing_at_the_same_instant() {
         );
     }
 }
+
+/// Role of [`child_retry_delays_process`].
+const DELAYS_ROLE: &str = "retry-delays";
+/// Jobs each child fails together.
+const CHILD_JOBS: usize = 32;
+
+/// A child process: on its own database, with a manual clock standing still, fails
+/// [`CHILD_JOBS`] jobs once each under the default policy and appends each retry's delay
+/// (ms) to its log.
+#[test]
+fn child_retry_delays_process() {
+    use crate::support::child::{self, AppendLog, DB_VAR, LOG_VAR};
+    if !child::is_child(DELAYS_ROLE) {
+        return;
+    }
+    let clock = litejobs::ManualClock::new(START_MS);
+    let queue = litejobs::Queue::builder()
+        .clock(clock)
+        .open(child::env_path(DB_VAR))
+        .expect("child: opening its queue");
+    let ids = queue
+        .enqueue_batch(
+            (0..CHILD_JOBS)
+                .map(|n| NewJob::new("flaky", json!({ "n": n })))
+                .collect(),
+        )
+        .expect("child: enqueue");
+    let builder = Worker::builder(&queue).handler("flaky", always_failing());
+    litejobs::testing::drain(&builder).expect("child: drain");
+    let log = AppendLog::open(&child::env_path(LOG_VAR));
+    for id in ids {
+        log.line(&(job(&queue, id).run_at - START_MS).to_string());
+    }
+}
+
+/// Jitter exists so that jobs failing together do not retry together; with several worker
+/// processes that must hold across processes too: each process draws its own jitter.
+#[test]
+fn jobs_failing_together_in_two_processes_retry_at_different_times() {
+    use crate::support::child::{self, ChildProc, Deadline, DB_VAR, LOG_VAR};
+    let dir = crate::support::temp_dir();
+    let deadline = Deadline::new("two processes' jitter", Duration::from_secs(100));
+    let delays: Vec<Vec<i64>> = (0..2)
+        .map(|n| {
+            let log = dir.path().join(format!("delays-{n}.log"));
+            let envs = [
+                (
+                    DB_VAR,
+                    dir.path().join(format!("jobs-{n}.db")).into_os_string(),
+                ),
+                (LOG_VAR, log.clone().into_os_string()),
+            ];
+            let mut proc = ChildProc::spawn(
+                dir.path(),
+                &format!("child-{n}"),
+                "retry::child_retry_delays_process",
+                DELAYS_ROLE,
+                &envs,
+            );
+            proc.expect_success(&deadline);
+            child::read_lines(&log)
+                .iter()
+                .map(|line| line.parse().expect("a delay in ms"))
+                .collect()
+        })
+        .collect();
+    for d in &delays {
+        assert_eq!(d.len(), CHILD_JOBS);
+        assert!(
+            d.iter().all(|ms| (4_000..=6_000).contains(ms)),
+            "5 s ± 20 %: {d:?}"
+        );
+        let distinct: BTreeSet<i64> = d.iter().copied().collect();
+        assert!(
+            distinct.len() > CHILD_JOBS / 2,
+            "spread within a process: {d:?}"
+        );
+    }
+    assert_ne!(
+        delays[0], delays[1],
+        "two processes drew the same jitter: their jobs would retry together"
+    );
+}

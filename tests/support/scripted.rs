@@ -25,6 +25,19 @@ use super::TestEnv;
 /// The bound of every wait: far beyond anything a healthy run needs.
 pub const WAIT: Duration = Duration::from_secs(30);
 
+/// The bound for waiting on something that should happen: [`WAIT`], or
+/// `LITEJOBS_TEST_WAIT_SECS` when set. scripts/mutants.sh sets it low, so that a mutant which
+/// stops an event from ever coming fails its test in seconds instead of half a minute.
+pub fn wait_bound() -> Duration {
+    static BOUND: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BOUND.get_or_init(|| {
+        std::env::var("LITEJOBS_TEST_WAIT_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(WAIT, Duration::from_secs)
+    })
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -127,8 +140,9 @@ impl Rendezvous {
 
 /// Receives from a test channel, at most [`WAIT`]; panics naming `what` if nothing came.
 pub fn recv<T>(rx: &Receiver<T>, what: &str) -> T {
-    rx.recv_timeout(WAIT)
-        .unwrap_or_else(|_| panic!("waited {WAIT:?} for {what}; it did not happen"))
+    let bound = wait_bound();
+    rx.recv_timeout(bound)
+        .unwrap_or_else(|_| panic!("waited {bound:?} for {what}; it did not happen"))
 }
 
 /// Sends on its channel when dropped; kept in a thread-local, it reports the thread's end
@@ -294,9 +308,10 @@ impl ScriptedHandler {
 
     /// Waits for the next call to start (calls are announced once each, in start order).
     pub fn wait_started(&self, what: &str) -> Call {
-        match self.inner.started_rx.recv_timeout(WAIT) {
+        let bound = wait_bound();
+        match self.inner.started_rx.recv_timeout(bound) {
             Ok(call) => call,
-            Err(_) => panic!("waited {WAIT:?} for the handler to start {what}; it did not"),
+            Err(_) => panic!("waited {bound:?} for the handler to start {what}; it did not"),
         }
     }
 
@@ -429,12 +444,12 @@ pub fn wait_event<T>(
     what: &str,
     pick: impl FnMut(&Event) -> Option<T>,
 ) -> T {
-    wait_event_within(events, WAIT, what, pick)
+    wait_event_within(events, wait_bound(), what, pick)
 }
 
 /// The next `Finished` event of job `id`.
 pub fn wait_finished(events: &Receiver<Event>, id: i64) -> Finished {
-    wait_finished_within(events, id, WAIT)
+    wait_finished_within(events, id, wait_bound())
 }
 
 /// The next `Finished` event of job `id`, at most `within`.

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The SQL fences cargo-mutants cannot mutate (they are SQL text): removes each clause, one
+# at a time, from a scratch copy of src/storage/jobs.rs, runs the tests that should notice,
+# and prints which tests failed. Every line must name at least one failing test; a line
+# saying "NOT CAUGHT" is a fence no test holds. Not run by CI (a few minutes).
+#
+# Usage: scripts/fences.sh [TEST FILTER...]   (default: the storage unit tests and the
+#                                              runtime integration tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+filters=("$@")
+if [ ${#filters[@]} -eq 0 ]; then
+    filters=(storage::jobs outcomes:: timeouts:: shutdown:: ordering:: foreign_rows)
+fi
+scratch=target/fences/src
+rm -rf target/fences/src && mkdir -p target/fences
+# A scratch copy of the crate (sources, tests, manifests): the working tree is never touched.
+git ls-files -z | tar --null -T - -cf - | (mkdir -p "$scratch" && tar -xf - -C "$scratch")
+export CARGO_TARGET_DIR="$PWD/target/fences/target"
+
+# name | the text removed (exactly as in src/storage/jobs.rs) | which occurrence (1-based)
+cases=(
+    "heartbeat: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|1|AND locked_by = ?5 AND attempts = ?6"
+    "heartbeat: locked_by|AND locked_by = ?5 AND attempts = ?6|1|AND attempts = ?6"
+    "heartbeat: attempts|AND locked_by = ?5 AND attempts = ?6|1|AND locked_by = ?5"
+    "complete: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|2|AND locked_by = ?5 AND attempts = ?6"
+    "complete: locked_by|AND locked_by = ?5 AND attempts = ?6|2|AND attempts = ?6"
+    "complete: attempts|AND locked_by = ?5 AND attempts = ?6|2|AND locked_by = ?5"
+    "fail/retry/dead: status|AND status = 'running' AND locked_by = ?6 AND attempts = ?7|1|AND locked_by = ?6 AND attempts = ?7"
+    "fail/retry/dead: locked_by|AND locked_by = ?6 AND attempts = ?7|1|AND attempts = ?7"
+    "fail/retry/dead: attempts|AND locked_by = ?6 AND attempts = ?7|1|AND locked_by = ?6"
+    "snooze/release: status|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|1|AND locked_by = ?4 AND attempts = ?5"
+    "snooze/release: locked_by|AND locked_by = ?4 AND attempts = ?5|1|AND attempts = ?5"
+    "snooze/release: attempts|AND locked_by = ?4 AND attempts = ?5|1|AND locked_by = ?4"
+    "cancel: status|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|2|AND locked_by = ?4 AND attempts = ?5"
+    "cancel: locked_by|AND locked_by = ?4 AND attempts = ?5|2|AND attempts = ?5"
+    "cancel: attempts|AND locked_by = ?4 AND attempts = ?5|2|AND locked_by = ?4"
+    "reap (attempt rows): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\",|1|\","
+    "reap (dead): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\n|1|\n"
+    "reap (due again): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\",|2|\","
+    "claim: one running job per group key|NOT EXISTS (SELECT 1 FROM jobs r|1|1 OR NOT EXISTS (SELECT 1 FROM jobs r"
+    "claim: first due job of a group key|AND j.id = (SELECT g.id|1|OR j.id = (SELECT g.id"
+    "claim: due only|AND j.run_at <= ?2|1|"
+    "claim: paused queue|AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)|1|"
+)
+
+for case in "${cases[@]}"; do
+    IFS='|' read -r name old nth new <<<"$case"
+    cp src/storage/jobs.rs "$scratch/src/storage/jobs.rs"
+    python3 - "$scratch/src/storage/jobs.rs" "$old" "$nth" "$new" <<'EOF'
+import sys
+path, old, nth, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), int(sys.argv[3]), sys.argv[4].replace("\\n", "\n")
+text = open(path).read()
+at = -1
+for _ in range(nth):
+    at = text.find(old, at + 1)
+    if at < 0:
+        sys.exit(f"clause not found: {old!r} (occurrence {nth})")
+open(path, "w").write(text[:at] + new + text[at + len(old):])
+EOF
+    log="$PWD/target/fences/$(echo "$name" | tr -c 'a-z0-9' '_').log"
+    (cd "$scratch" && timeout 900 cargo test --quiet --lib --test integration -- "${filters[@]}" \
+        >"$log" 2>&1) || true
+    failed=$(grep -E '^    [a-z_:]+$' "$log" | sed 's/^ *//' | sort -u | head -4 | paste -sd ' ' -)
+    if [ -n "$failed" ]; then
+        printf '%-44s caught by %s\n' "$name" "$failed"
+    elif grep -q 'error\[' "$log"; then
+        printf '%-44s BUILD FAILED (see %s)\n' "$name" "$log"
+    else
+        printf '%-44s NOT CAUGHT\n' "$name"
+    fi
+done
