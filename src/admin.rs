@@ -8,164 +8,29 @@ use serde::Serialize;
 
 use crate::clock::duration_to_ms;
 use crate::error::{Error, Result};
-use crate::job::{JobRecord, JobStatus};
+use crate::job::JobRecord;
 use crate::maintenance::pruner::{
     self, CheckpointMode, CheckpointReport, PruneOptions, PruneReport,
 };
-use crate::storage;
+use crate::storage::reads::{ErrorGroup, JobFilter, Stats};
 use crate::Queue;
-
-/// Rows a list returns unless [`JobFilter::limit`] says otherwise.
-pub const DEFAULT_LIST_LIMIT: usize = 100;
-
-/// Which jobs [`Queue::list`] returns, newest first.
-///
-/// ```
-/// use litejobs::{JobFilter, JobStatus};
-/// let filter = JobFilter::new().status(JobStatus::Dead).search("timeout").limit(20);
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub struct JobFilter {
-    pub(crate) status: Option<JobStatus>,
-    pub(crate) job_type: Option<String>,
-    pub(crate) queue: Option<String>,
-    pub(crate) search: Option<String>,
-    pub(crate) before_id: Option<i64>,
-    pub(crate) limit: usize,
-}
-
-impl Default for JobFilter {
-    fn default() -> Self {
-        JobFilter {
-            status: None,
-            job_type: None,
-            queue: None,
-            search: None,
-            before_id: None,
-            limit: DEFAULT_LIST_LIMIT,
-        }
-    }
-}
-
-impl JobFilter {
-    /// Every job, up to [`DEFAULT_LIST_LIMIT`].
-    pub fn new() -> JobFilter {
-        JobFilter::default()
-    }
-
-    /// Only jobs in this status.
-    pub fn status(mut self, status: JobStatus) -> JobFilter {
-        self.status = Some(status);
-        self
-    }
-
-    /// Only jobs of this type.
-    pub fn job_type(mut self, job_type: impl Into<String>) -> JobFilter {
-        self.job_type = Some(job_type.into());
-        self
-    }
-
-    /// Only jobs in this queue.
-    pub fn queue(mut self, queue: impl Into<String>) -> JobFilter {
-        self.queue = Some(queue.into());
-        self
-    }
-
-    /// Only jobs whose last error contains this text (ASCII letters match either case).
-    pub fn search(mut self, text: impl Into<String>) -> JobFilter {
-        self.search = Some(text.into());
-        self
-    }
-
-    /// Only jobs with a smaller id: the next page after a page whose last id this is.
-    pub fn before_id(mut self, id: i64) -> JobFilter {
-        self.before_id = Some(id);
-        self
-    }
-
-    /// At most this many rows. Defaults to [`DEFAULT_LIST_LIMIT`].
-    pub fn limit(mut self, limit: usize) -> JobFilter {
-        self.limit = limit;
-        self
-    }
-}
-
-/// How many jobs of one queue and type are in one status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct StatusCount {
-    /// Queue name.
-    pub queue: String,
-    /// Job type.
-    pub job_type: String,
-    /// Status.
-    pub status: JobStatus,
-    /// Number of jobs.
-    pub count: i64,
-}
-
-/// The queue at a glance: counts, the oldest due job's age, recent dead jobs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Counts by queue, job type and status (only non-zero ones).
-    pub counts: Vec<StatusCount>,
-    /// How long the oldest due job has waited past its run time, in ms; `None` when nothing
-    /// is due. A growing age means nobody is picking jobs up.
-    pub oldest_due_age_ms: Option<i64>,
-    /// Jobs that became dead in the last hour.
-    pub dead_last_hour: i64,
-}
-
-impl Stats {
-    /// Jobs in `status`, across queues and types.
-    pub fn count(&self, status: JobStatus) -> i64 {
-        self.counts
-            .iter()
-            .filter(|c| c.status == status)
-            .map(|c| c.count)
-            .sum()
-    }
-}
 
 impl Queue {
     /// Jobs matching `filter`, newest first.
     pub fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        self.db().read(|conn| storage::read::list(conn, filter))
+        self.db().read(|conn| conn.list_jobs(filter))
     }
 
     /// Counts by queue, type and status; the oldest due job's age; dead jobs in the last hour.
     pub fn stats(&self) -> Result<Stats> {
         let now = self.now_ms();
-        self.db().read(|conn| storage::read::stats(conn, now))
+        self.db().read(|conn| conn.stats(now))
     }
 }
 
 /// Failed attempts of the last this-long count toward [`Health::failure_rate`] unless
 /// another window is asked for: one hour.
 pub const DEFAULT_HEALTH_WINDOW: Duration = Duration::from_secs(3600);
-
-/// Jobs failing with the same last error: the usual sign of one real outage rather than many
-/// bad jobs. Made by [`Queue::error_groups`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct ErrorGroup {
-    /// The error text, exactly as stored in `last_error`.
-    pub error: String,
-    /// Jobs whose last error it is (failed plus dead).
-    pub count: i64,
-    /// Of those, jobs still retrying (`failed`).
-    pub failed: i64,
-    /// Of those, dead jobs nobody has requeued yet.
-    pub dead: i64,
-    /// The job types involved, sorted.
-    pub job_types: Vec<String>,
-    /// When the earliest of these jobs first failed with it (ms).
-    pub first_seen_at: i64,
-    /// When the latest of these jobs last changed (ms).
-    pub last_seen_at: i64,
-}
 
 /// The three questions of the morning after, answered at once: how many jobs wait, how many
 /// fail, how old the oldest due job is. Made by [`Queue::health`]; read in one snapshot.
@@ -211,7 +76,7 @@ impl Queue {
     /// [`InvalidState`](crate::ErrorKind::InvalidState) for a running or finished job.
     pub fn cancel(&self, id: i64) -> Result<()> {
         let now = self.now_ms();
-        self.db().write(|tx| storage::admin::cancel(tx, id, now))?;
+        self.db().write(|tx| tx.cancel(id, now))?;
         log::info!("litejobs: job {id} cancelled");
         Ok(())
     }
@@ -231,8 +96,7 @@ impl Queue {
     /// key another live job holds.
     pub fn retry_now(&self, id: i64) -> Result<()> {
         let now = self.now_ms();
-        self.db()
-            .write(|tx| storage::admin::retry_now(tx, id, now))?;
+        self.db().write(|tx| tx.retry_now(id, now))?;
         log::info!("litejobs: job {id} made due now");
         self.notify();
         Ok(())
@@ -267,20 +131,18 @@ impl Queue {
             return Err(Error::invalid_job("queue name must not be empty"));
         }
         let now = self.now_ms();
-        self.db()
-            .write(|tx| storage::admin::set_paused(tx, name, paused, now))
+        self.db().write(|tx| tx.set_paused(name, paused, now))
     }
 
     /// Names of the paused queues, sorted.
     pub fn paused_queues(&self) -> Result<Vec<String>> {
-        self.db().read(storage::admin::paused_queues)
+        self.db().read(|tx| tx.paused_queues())
     }
 
     /// The `limit` most common last errors among failed and dead jobs (dead jobs already
     /// requeued are left out), most frequent first.
     pub fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {
-        self.db()
-            .read(|conn| storage::admin::error_groups(conn, limit))
+        self.db().read(|conn| conn.error_groups(limit))
     }
 
     /// How many jobs wait, how many fail, how old the oldest due job is; failure figures
@@ -290,7 +152,7 @@ impl Queue {
         let window_ms = duration_to_ms(window);
         let row = self
             .db()
-            .read(|conn| storage::admin::health(conn, now, now.saturating_sub(window_ms)))?;
+            .read(|conn| conn.health(now, now.saturating_sub(window_ms)))?;
         let paused_queues = self.paused_queues()?;
         let attempts = row.failed_attempts + row.succeeded;
         Ok(Health {
@@ -313,8 +175,7 @@ impl Queue {
     /// narrowed by the filter's type, queue, search text, page and limit (its status is
     /// ignored). [`Queue::list`] with [`JobStatus::Dead`] also shows requeued ones.
     pub fn dead_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        self.db()
-            .read(|conn| storage::admin::dead_awaiting(conn, filter))
+        self.db().read(|conn| conn.dead_awaiting(filter))
     }
 
     /// Deletes dead job `id` and its attempt history ("discard", as in Sidekiq's dead set).
@@ -323,7 +184,7 @@ impl Queue {
     /// [`NotFound`](crate::ErrorKind::NotFound) for an unknown id;
     /// [`InvalidState`](crate::ErrorKind::InvalidState) when the job is not dead.
     pub fn discard_dead(&self, id: i64) -> Result<()> {
-        self.db().write(|tx| storage::admin::discard_dead(tx, id))?;
+        self.db().write(|tx| tx.discard_dead(id))?;
         log::info!("litejobs: dead job {id} discarded");
         Ok(())
     }
@@ -345,9 +206,9 @@ impl Queue {
         reason: &str,
     ) -> Result<Vec<(i64, i64)>> {
         let now = self.now_ms();
-        let pairs = self.db().write(|tx| {
-            storage::admin::requeue_dead_matching(tx, job_type, search, by, reason, now)
-        })?;
+        let pairs = self
+            .db()
+            .write(|tx| tx.requeue_dead_matching(job_type, search, by, reason, now))?;
         if !pairs.is_empty() {
             log::info!(
                 "litejobs: {} dead {job_type} jobs requeued by {by}: {reason}",

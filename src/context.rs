@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use crate::clock::{duration_to_ms, ms_to_system_time};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::JobError;
-use crate::storage::jobs::{self, ClaimedRow};
+use crate::storage::jobs::ClaimedRow;
 use crate::worker::completer::LeaseKeeper;
 use crate::Queue;
 
@@ -200,9 +200,7 @@ impl JobContext {
         let key = self.effect_key();
         self.waiting_out_busy(|| {
             let now = self.queue.now_ms();
-            self.queue
-                .db()
-                .read(|conn| jobs::key_remembered(conn, &key, now))
+            self.queue.db().read(|conn| conn.key_remembered(&key, now))
         })
     }
 
@@ -216,7 +214,7 @@ impl JobContext {
             let now = self.queue.now_ms();
             self.queue
                 .db()
-                .write(|tx| jobs::remember_key(tx, &key, id, now, window))
+                .write(|tx| tx.remember_key(&key, id, now, window))
         })
     }
 

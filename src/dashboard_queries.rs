@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use crate::clock::duration_to_ms;
 use crate::error::{Error, Result};
-use crate::storage;
 use crate::Queue;
 
 /// The most buckets [`Queue::activity`] returns at once.
@@ -62,9 +61,7 @@ impl Queue {
         let now = self.now_ms();
         let span = bucket_ms.saturating_mul(count as i64 - 1);
         let since = now.div_euclid(bucket_ms) * bucket_ms - span;
-        let (succeeded, failed, dead) = self
-            .db()
-            .read(|conn| storage::dashboard::activity(conn, since, bucket_ms))?;
+        let (succeeded, failed, dead) = self.db().read(|conn| conn.activity(since, bucket_ms))?;
         let mut buckets: Vec<ActivityBucket> = (0..count as i64)
             .map(|i| ActivityBucket {
                 start_ms: since + i * bucket_ms,
@@ -92,9 +89,7 @@ impl Queue {
     /// (ms), by queue name. A growing age means nobody picks that queue's jobs up.
     pub fn oldest_due_by_queue(&self) -> Result<Vec<(String, i64)>> {
         let now = self.now_ms();
-        let rows = self
-            .db()
-            .read(|conn| storage::admin::oldest_due_by_queue(conn, now))?;
+        let rows = self.db().read(|conn| conn.oldest_due_by_queue(now))?;
         Ok(rows
             .into_iter()
             .map(|(queue, run_at)| (queue, (now - run_at).max(0)))

@@ -1,7 +1,6 @@
 //! `impl Queue` for the dead letter (R8) and lease recovery (R9).
 
 use crate::error::Result;
-use crate::storage;
 use crate::Queue;
 
 impl Queue {
@@ -15,9 +14,7 @@ impl Queue {
     /// already requeued, or its idempotency key is held by another live job.
     pub fn requeue_dead(&self, id: i64, by: &str, reason: &str) -> Result<i64> {
         let now = self.now_ms();
-        let new_id = self
-            .db()
-            .write(|tx| storage::dead_letter::requeue(tx, id, by, reason, now))?;
+        let new_id = self.db().write(|tx| tx.requeue_dead(id, by, reason, now))?;
         log::info!("litejobs: dead job {id} requeued as job {new_id} by {by}: {reason}");
         self.notify();
         Ok(new_id)
@@ -27,7 +24,7 @@ impl Queue {
     /// spent), as workers do at start-up and periodically. Returns how many were reaped.
     pub fn reap_expired_leases(&self) -> Result<usize> {
         let now = self.now_ms();
-        let reaped = self.db().write(|tx| storage::jobs::reap_expired(tx, now))?;
+        let reaped = self.db().write(|tx| tx.reap_expired(now))?;
         if reaped > 0 {
             self.notify();
         }

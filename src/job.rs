@@ -367,6 +367,82 @@ impl JobRecord {
     }
 }
 
+/// How one attempt in a job's history ended: the `outcome` column of `job_attempts`.
+///
+/// A first-try success has no history row (it is recorded on the job row alone); a
+/// snoozed attempt gives its attempt back and leaves no row either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// Succeeded after earlier attempts had failed.
+    Succeeded,
+    /// The handler failed (a retry was scheduled, or the job went dead).
+    Failed,
+    /// The attempt ran past its timeout (R7).
+    TimedOut,
+    /// Given back unfinished at worker shutdown; the attempt is not spent.
+    Released,
+    /// The handler cancelled the job.
+    Cancelled,
+    /// The worker died or hung: its lease expired and the reaper took the job back (R9).
+    Lost,
+}
+
+impl AttemptOutcome {
+    /// Every outcome.
+    pub const ALL: [AttemptOutcome; 6] = [
+        AttemptOutcome::Succeeded,
+        AttemptOutcome::Failed,
+        AttemptOutcome::TimedOut,
+        AttemptOutcome::Released,
+        AttemptOutcome::Cancelled,
+        AttemptOutcome::Lost,
+    ];
+
+    /// The word stored in the `outcome` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Succeeded => "succeeded",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::TimedOut => "timed_out",
+            AttemptOutcome::Released => "released",
+            AttemptOutcome::Cancelled => "cancelled",
+            AttemptOutcome::Lost => "lost",
+        }
+    }
+
+    /// True for the outcomes counted as failures in rates and error figures.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            AttemptOutcome::Failed | AttemptOutcome::TimedOut | AttemptOutcome::Lost
+        )
+    }
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for AttemptOutcome {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<AttemptOutcome> {
+        AttemptOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| {
+                Error::new(
+                    crate::ErrorKind::Database,
+                    format!("unknown attempt outcome {s:?} in job_attempts"),
+                )
+            })
+    }
+}
+
 /// One row of a job's attempt history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[non_exhaustive]
@@ -381,8 +457,8 @@ pub struct AttemptRecord {
     pub started_at: Option<i64>,
     /// When it ended (ms).
     pub finished_at: i64,
-    /// `succeeded`, `failed`, `timed_out`, `released`, `snoozed`, `cancelled`, `dead` or `lost`.
-    pub outcome: String,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
     /// The error message, if it failed.
     pub error: Option<String>,
     /// HTTP status code (webhooks).

@@ -72,8 +72,7 @@ mod wake;
 pub mod web;
 mod worker;
 
-pub use admin::{ErrorGroup, Health, DEFAULT_HEALTH_WINDOW};
-pub use admin::{JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
+pub use admin::{Health, DEFAULT_HEALTH_WINDOW};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::JobContext;
 pub use dashboard_queries::{ActivityBucket, MAX_ACTIVITY_BUCKETS};
@@ -97,6 +96,7 @@ pub use queue::{
     DEFAULT_POOL_SIZE,
 };
 pub use retry::{RetryPolicy, DEFAULT_RETRY_BASE, DEFAULT_RETRY_JITTER, DEFAULT_RETRY_MAX_DELAY};
+pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
 pub use storage::Synchronous;
 pub use worker::{
     Worker, WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_JOB_TIMEOUT, DEFAULT_LEASE_GRACE,
@@ -104,7 +104,7 @@ pub use worker::{
 };
 
 /// The schema version this build of litejobs writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = storage::migrate::SCHEMA_VERSION;
+pub const SCHEMA_VERSION: i64 = storage::sqlite::migrate::SCHEMA_VERSION;
 
 #[cfg(test)]
 mod tests {

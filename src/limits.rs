@@ -30,7 +30,6 @@
 //!
 //! Keys are free text; built-in job types use prefixes such as `webhook-endpoint:`.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -38,7 +37,8 @@ use serde::Serialize;
 use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::JobError;
-use crate::storage::limits::{self as store, BreakerRow};
+use crate::storage::limits::BreakerRow;
+pub use crate::storage::limits::BreakerState;
 use crate::Queue;
 
 /// Failures in a row that open a [`Breaker`] unless configured otherwise.
@@ -171,58 +171,21 @@ impl RateLimit {
         let tolerance = interval.saturating_mul(burst - 1);
         let now = queue.now_ms();
         queue.db().write(|tx| {
+            tx.lock_key(&format!("rate-limit:{key}"))?;
             // GCRA: `next_at` is when the next call would be due if calls were evenly
             // spaced; a call may go while it is no further ahead than the burst allows.
-            let next_at = store::rate_next_at(tx, key)?.unwrap_or(now).max(now);
+            let next_at = tx.rate_next_at(key)?.unwrap_or(now).max(now);
             if next_at - now > tolerance {
                 return Ok(wait_ms(next_at - tolerance - now));
             }
-            store::set_rate_next_at(tx, key, next_at.saturating_add(interval), now)?;
+            tx.set_rate_next_at(key, next_at.saturating_add(interval), now)?;
             Ok(Verdict::Go)
         })
     }
 
     /// Forgets the state of `key`: its next call goes at once. True when it had state.
     pub fn reset(queue: &Queue, key: &str) -> Result<bool> {
-        queue.db().write(|tx| store::delete_rate(tx, key))
-    }
-}
-
-/// The state of a [`Breaker`] key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakerState {
-    /// Calls go.
-    Closed,
-    /// Calls wait until the cool-down ends.
-    Open,
-    /// One probe call is out; the others wait for its result.
-    HalfOpen,
-}
-
-impl BreakerState {
-    /// The word stored in the `state` column.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half_open",
-        }
-    }
-
-    fn parse(s: &str) -> BreakerState {
-        match s {
-            "open" => BreakerState::Open,
-            "half_open" => BreakerState::HalfOpen,
-            // The CHECK constraint allows nothing else; closed is the safe reading.
-            _ => BreakerState::Closed,
-        }
-    }
-}
-
-impl fmt::Display for BreakerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        queue.db().write(|tx| tx.delete_rate(key))
     }
 }
 
@@ -249,7 +212,7 @@ pub struct BreakerStatus {
 impl From<BreakerRow> for BreakerStatus {
     fn from(row: BreakerRow) -> BreakerStatus {
         BreakerStatus {
-            state: BreakerState::parse(&row.state),
+            state: row.state,
             key: row.key,
             failures: row.failures,
             open_until: row.open_until,
@@ -351,17 +314,18 @@ impl Breaker {
     /// the cool-down ends (open) or the probe's turn lapses (half-open).
     pub fn allow(&self, queue: &Queue, key: &str) -> Result<Verdict> {
         // The common case (closed) is a read; only an open breaker needs the write lock.
-        let row = queue.db().read(|conn| store::breaker(conn, key))?;
-        if row.is_none_or(|r| BreakerState::parse(&r.state) == BreakerState::Closed) {
+        let row = queue.db().read(|conn| conn.breaker(key))?;
+        if row.is_none_or(|r| r.state == BreakerState::Closed) {
             return Ok(Verdict::Go);
         }
         let now = queue.now_ms();
         let probe_ms = duration_to_ms(self.probe_timeout).max(1);
         queue.db().write(|tx| {
-            let Some(mut row) = store::breaker(tx, key)? else {
+            tx.lock_key(&format!("breaker:{key}"))?;
+            let Some(mut row) = tx.breaker(key)? else {
                 return Ok(Verdict::Go);
             };
-            match BreakerState::parse(&row.state) {
+            match row.state {
                 BreakerState::Closed => Ok(Verdict::Go),
                 BreakerState::Open | BreakerState::HalfOpen => {
                     let until = row.open_until.unwrap_or(now);
@@ -369,10 +333,10 @@ impl Breaker {
                         return Ok(wait_ms(until - now));
                     }
                     // Cool-down over (or the last probe lapsed): this call is the probe.
-                    row.state = BreakerState::HalfOpen.as_str().to_string();
+                    row.state = BreakerState::HalfOpen;
                     row.open_until = Some(now.saturating_add(probe_ms));
                     row.updated_at = now;
-                    store::put_breaker(tx, &row)?;
+                    tx.put_breaker(&row)?;
                     Ok(Verdict::Go)
                 }
             }
@@ -381,21 +345,22 @@ impl Breaker {
 
     /// A call under `key` succeeded: the breaker closes and its failure count resets.
     pub fn record_success(&self, queue: &Queue, key: &str) -> Result<()> {
-        let row = queue.db().read(|conn| store::breaker(conn, key))?;
-        if row.is_none_or(|r| r.state == "closed" && r.failures == 0) {
+        let row = queue.db().read(|conn| conn.breaker(key))?;
+        if row.is_none_or(|r| r.state == BreakerState::Closed && r.failures == 0) {
             return Ok(());
         }
         let now = queue.now_ms();
         queue.db().write(|tx| {
-            if let Some(mut row) = store::breaker(tx, key)? {
-                if BreakerState::parse(&row.state) != BreakerState::Closed {
+            tx.lock_key(&format!("breaker:{key}"))?;
+            if let Some(mut row) = tx.breaker(key)? {
+                if row.state != BreakerState::Closed {
                     log::info!("litejobs: circuit breaker {key:?} closed");
                 }
-                row.state = BreakerState::Closed.as_str().to_string();
+                row.state = BreakerState::Closed;
                 row.failures = 0;
                 row.open_until = None;
                 row.updated_at = now;
-                store::put_breaker(tx, &row)?;
+                tx.put_breaker(&row)?;
             }
             Ok(())
         })
@@ -409,9 +374,10 @@ impl Breaker {
         let cool_down = duration_to_ms(self.cool_down);
         let threshold = i64::from(self.failure_threshold.max(1));
         queue.db().write(|tx| {
-            let mut row = store::breaker(tx, key)?.unwrap_or_else(|| BreakerRow {
+            tx.lock_key(&format!("breaker:{key}"))?;
+            let mut row = tx.breaker(key)?.unwrap_or_else(|| BreakerRow {
                 key: key.to_string(),
-                state: BreakerState::Closed.as_str().to_string(),
+                state: BreakerState::Closed,
                 failures: 0,
                 open_until: None,
                 opened_at: None,
@@ -421,7 +387,7 @@ impl Breaker {
             row.failures = row.failures.saturating_add(1);
             row.last_error = Some(error.to_string());
             row.updated_at = now;
-            let before = BreakerState::parse(&row.state);
+            let before = row.state;
             let opens = match before {
                 BreakerState::Closed => row.failures >= threshold,
                 BreakerState::HalfOpen => true,
@@ -429,7 +395,7 @@ impl Breaker {
                 BreakerState::Open => false,
             };
             if opens {
-                row.state = BreakerState::Open.as_str().to_string();
+                row.state = BreakerState::Open;
                 row.opened_at = Some(now);
                 row.open_until = Some(now.saturating_add(cool_down));
                 log::warn!(
@@ -439,8 +405,8 @@ impl Breaker {
                     self.cool_down
                 );
             }
-            store::put_breaker(tx, &row)?;
-            Ok(BreakerState::parse(&row.state))
+            tx.put_breaker(&row)?;
+            Ok(row.state)
         })
     }
 
@@ -448,7 +414,7 @@ impl Breaker {
     pub fn status(queue: &Queue, key: &str) -> Result<Option<BreakerStatus>> {
         Ok(queue
             .db()
-            .read(|conn| store::breaker(conn, key))?
+            .read(|conn| conn.breaker(key))?
             .map(BreakerStatus::from))
     }
 
@@ -456,7 +422,7 @@ impl Breaker {
     pub fn list(queue: &Queue) -> Result<Vec<BreakerStatus>> {
         Ok(queue
             .db()
-            .read(store::breakers)?
+            .read(|tx| tx.breakers())?
             .into_iter()
             .map(BreakerStatus::from)
             .collect())
@@ -465,7 +431,7 @@ impl Breaker {
     /// Closes the breaker of `key` by hand (e.g. after fixing the endpoint). True when it
     /// had state.
     pub fn reset(queue: &Queue, key: &str) -> Result<bool> {
-        queue.db().write(|tx| store::delete_breaker(tx, key))
+        queue.db().write(|tx| tx.delete_breaker(key))
     }
 }
 

@@ -31,10 +31,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::admin::{Health, Stats, DEFAULT_HEALTH_WINDOW};
+use crate::admin::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::storage;
+use crate::storage::reads::Stats;
 use crate::Queue;
 
 /// How many attempts of one job type ended one way.
@@ -70,12 +70,9 @@ impl Queue {
         let stats = self.stats()?;
         let health = self.health(DEFAULT_HEALTH_WINDOW)?;
         let now = health.at_ms;
-        let (oldest, attempts) = self.db().read(|conn| {
-            Ok((
-                storage::admin::oldest_due_by_queue(conn, now)?,
-                storage::admin::attempt_outcomes(conn)?,
-            ))
-        })?;
+        let (oldest, attempts) = self
+            .db()
+            .read(|conn| Ok((conn.oldest_due_by_queue(now)?, conn.attempt_outcomes()?)))?;
         Ok(MetricsSnapshot {
             stats,
             health,
@@ -275,7 +272,7 @@ fn escape_help(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::StatusCount;
+    use crate::storage::reads::StatusCount;
 
     #[test]
     fn label_values_escape_backslash_quote_and_newline() {

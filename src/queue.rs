@@ -10,7 +10,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventHub};
 use crate::job::{validate, AttemptRecord, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES};
-use crate::storage::{self, Db, DbConfig, Synchronous};
+use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
 use crate::wake::WakeList;
 
 /// How long a write waits for another process's lock before giving up with
@@ -269,7 +269,7 @@ impl Queue {
         let inserted = self
             .inner
             .db
-            .write(|tx| storage::jobs::insert(tx, &job, &payload, now))?;
+            .write(|tx| tx.insert_job(&job, &payload, now))?;
         if inserted.created {
             self.after_enqueue(&[(inserted.id, &job)]);
         }
@@ -292,13 +292,10 @@ impl Queue {
             })
             .collect::<Result<Vec<String>>>()?;
         let now = self.now_ms();
-        let inserted = self.inner.db.write(|tx| {
-            let mut inserter = storage::jobs::Inserter::new(tx)?;
-            jobs.iter()
-                .zip(&payloads)
-                .map(|(job, payload)| inserter.insert(job, payload, now))
-                .collect::<Result<Vec<_>>>()
-        })?;
+        let inserted = self
+            .inner
+            .db
+            .write(|tx| tx.insert_jobs(&jobs, &payloads, now))?;
         let created: Vec<(i64, &NewJob)> = inserted
             .iter()
             .zip(&jobs)
@@ -313,8 +310,14 @@ impl Queue {
     /// and clock: the job commits with the caller's change, or not at all. Call
     /// [`Queue::notify`] after the commit to wake workers at once.
     pub fn enqueue_in(&self, conn: &Connection, job: NewJob) -> Result<i64> {
+        self.enqueue_on(&SqliteTx::new(conn), job)
+    }
+
+    /// Enqueues inside a transaction litejobs opened itself (a handler's report plan, a
+    /// periodic slot), with this queue's payload limit and clock.
+    pub(crate) fn enqueue_on(&self, tx: &dyn Tx, job: NewJob) -> Result<i64> {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
-        Ok(storage::jobs::insert(conn, &job, &payload, self.now_ms())?.id)
+        Ok(tx.insert_job(&job, &payload, self.now_ms())?.id)
     }
 
     fn after_enqueue(&self, jobs: &[(i64, &NewJob)]) {
@@ -341,13 +344,13 @@ impl Queue {
 
     /// One job by id, or `None`.
     pub fn job(&self, id: i64) -> Result<Option<JobRecord>> {
-        self.inner.db.read(|conn| storage::read::job(conn, id))
+        self.inner.db.read(|conn| conn.job(id))
     }
 
     /// A job's attempt history, oldest first: every failed, timed-out or released attempt,
     /// and a success that followed failures.
     pub fn attempts(&self, id: i64) -> Result<Vec<AttemptRecord>> {
-        self.inner.db.read(|conn| storage::read::attempts(conn, id))
+        self.inner.db.read(|conn| conn.attempts(id))
     }
 
     /// Now, by this queue's clock (milliseconds since the Unix epoch).
@@ -407,5 +410,6 @@ impl Queue {
 /// ```
 pub fn enqueue_in(conn: &Connection, job: NewJob) -> Result<i64> {
     let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
-    Ok(storage::jobs::insert(conn, &job, &payload, SystemClock.now_ms())?.id)
+    let tx: &dyn Tx = &SqliteTx::new(conn);
+    Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::clock::duration_to_ms;
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::storage::jobs::{self, ClaimRequest};
+use crate::storage::jobs::ClaimRequest;
 use crate::worker::completer::{self, Completion, LeaseKeeper};
 use crate::worker::executor::{run_attempt, AttemptEnv};
 use crate::WorkerBuilder;
@@ -96,7 +96,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                     lease_grace_ms: grace_ms,
                     max_payload_bytes: queue.max_payload_bytes(),
                 };
-                let claimed = jobs::claim(tx, &req, now)?;
+                let claimed = tx.claim(&req, now)?;
                 refused.extend(claimed.refused);
                 all.extend(claimed.rows);
             }

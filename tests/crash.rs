@@ -329,7 +329,10 @@ fn effect_counts(log: &RunLog, keyed: &HashSet<i64>) -> (usize, usize, usize) {
 fn fenced_at(history: &[AttemptRecord], attempt: i64) -> Option<u128> {
     history
         .iter()
-        .find(|a| a.attempt == attempt && (a.outcome == "lost" || a.outcome == "timed_out"))
+        .find(|a| {
+            a.attempt == attempt
+                && (a.outcome.as_str() == "lost" || a.outcome.as_str() == "timed_out")
+        })
         .map(|a| a.finished_at as u128 * 1_000_000)
 }
 
@@ -474,7 +477,7 @@ fn check_lost_history(
 ) -> usize {
     let mut lost = 0;
     for (id, history) in histories {
-        for a in history.iter().filter(|a| a.outcome == "lost") {
+        for a in history.iter().filter(|a| a.outcome.as_str() == "lost") {
             lost += 1;
             let worker = a.worker.as_deref().unwrap_or_default();
             // Worker ids are host:pid:random.

@@ -784,7 +784,7 @@ fn a_poison_pill_that_aborts_its_worker_every_time_ends_dead_and_the_rest_comple
                 .attempts(id)
                 .expect("reading a history")
                 .iter()
-                .filter(|a| a.outcome == "lost")
+                .filter(|a| a.outcome.as_str() == "lost")
                 .count()
         })
         .sum();

@@ -448,7 +448,7 @@ fn create_version_3(path: &Path) {
         "0002_webhooks.sql",
         "0003_reports_periodic.sql",
     ] {
-        let sql = std::fs::read_to_string(format!("{root}/src/storage/migrations/{file}"))
+        let sql = std::fs::read_to_string(format!("{root}/src/storage/sqlite/migrations/{file}"))
             .expect("reading a frozen migration");
         conn.execute_batch(&sql)
             .expect("applying a frozen migration");

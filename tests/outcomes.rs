@@ -99,7 +99,7 @@ fn retryable_error_fails_the_attempt_and_schedules_the_policy_delay() {
         let rows = history(&env.queue, id);
         assert_eq!(rows.len(), 1, "[{mode:?}] {rows:?}");
         assert_eq!(rows[0].attempt, 1);
-        assert_eq!(rows[0].outcome, "failed");
+        assert_eq!(rows[0].outcome.as_str(), "failed");
         assert_eq!(rows[0].error.as_deref(), Some("smtp timeout"));
         assert_eq!(rows[0].started_at, Some(START_MS));
         assert_eq!(rows[0].finished_at, START_MS);
@@ -272,7 +272,7 @@ fn cancel_makes_the_job_cancelled_with_the_reason() {
         assert_eq!(j.finished_at, Some(START_MS));
         let rows = history(&env.queue, id);
         assert_eq!(rows.len(), 1, "[{mode:?}] {rows:?}");
-        assert_eq!(rows[0].outcome, "cancelled");
+        assert_eq!(rows[0].outcome.as_str(), "cancelled");
         assert_eq!(
             rows[0].error.as_deref(),
             Some("the user deleted their account")
@@ -468,7 +468,7 @@ fn a_panicking_handler_is_a_failed_attempt_with_the_panic_message() {
             );
             let rows = history(&env.queue, id);
             assert_eq!(rows.len(), 1);
-            assert_eq!(rows[0].outcome, "failed");
+            assert_eq!(rows[0].outcome.as_str(), "failed");
             assert!(rows[0]
                 .error
                 .as_deref()

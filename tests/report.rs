@@ -558,7 +558,7 @@ fn a_chunk_past_its_time_limit_is_retried_and_its_late_rows_are_discarded() {
         .attempts(chunk_job)
         .expect("history")
         .into_iter()
-        .map(|a| a.outcome)
+        .map(|a| a.outcome.to_string())
         .collect();
     assert_eq!(
         outcomes,

@@ -19,7 +19,7 @@ use crate::support::{setup, TestEnv, START_MS};
 fn released_rows(env: &TestEnv, id: i64) -> Vec<(i64, String, Option<String>)> {
     history(&env.queue, id)
         .into_iter()
-        .map(|a| (a.attempt, a.outcome, a.error))
+        .map(|a| (a.attempt, a.outcome.to_string(), a.error))
         .collect()
 }
 

@@ -109,7 +109,7 @@ fn an_overrunning_attempt_is_timed_out_retried_and_its_thread_replaced() {
     assert_eq!((j.locked_by, j.locked_until), (None, None));
     let rows = history(&env.queue, slow_id);
     assert_eq!(rows.len(), 1, "{rows:?}");
-    assert_eq!(rows[0].outcome, "timed_out");
+    assert_eq!(rows[0].outcome.as_str(), "timed_out");
     assert_eq!(rows[0].error.as_deref(), Some("timed out after 200 ms"));
 
     gate.open();
@@ -434,7 +434,7 @@ fn a_prefetched_job_waiting_behind_a_long_one_is_not_charged_an_attempt_it_never
     let e = job(&env.queue, email);
     let rows = history(&env.queue, email);
     assert!(
-        e.status != JobStatus::Dead && rows.iter().all(|a| a.outcome != "lost"),
+        e.status != JobStatus::Dead && rows.iter().all(|a| a.outcome.as_str() != "lost"),
         "the email never started, its worker is alive, yet it was reaped as lost \
          (status {}, last error {:?}, history {rows:?})",
         e.status,

@@ -284,7 +284,7 @@ fn a_500_then_a_200_is_retried_with_backoff_and_both_attempts_are_recorded() {
     assert_eq!(done.attempts, 2);
     let attempts = history(&hook.env.queue, id);
     assert_eq!(attempts.len(), 2, "{attempts:?}");
-    assert_eq!(attempts[0].outcome, "failed");
+    assert_eq!(attempts[0].outcome.as_str(), "failed");
     assert_eq!(attempts[0].status_code, Some(500));
     let error = attempts[0].error.as_deref().unwrap_or_default();
     assert!(
@@ -295,7 +295,7 @@ fn a_500_then_a_200_is_retried_with_backoff_and_both_attempts_are_recorded() {
         !error.contains("token=abc"),
         "the URL's query (often a token) stays out of errors: {error}"
     );
-    assert_eq!(attempts[1].outcome, "succeeded");
+    assert_eq!(attempts[1].outcome.as_str(), "succeeded");
 
     // Both requests carry the same webhook-id, so the receiver can dedupe retries.
     let requests = hook.server.requests();
@@ -488,7 +488,7 @@ fn a_hanging_server_times_out_and_the_delivery_is_retried() {
     assert_eq!(hook.drain(), report(1, 0, 0, 0));
     assert_eq!(job(&hook.env.queue, id).attempts, 2);
     let attempts = history(&hook.env.queue, id);
-    assert_eq!(attempts[0].outcome, "failed");
+    assert_eq!(attempts[0].outcome.as_str(), "failed");
     assert!(attempts[0]
         .error
         .as_deref()

@@ -14,7 +14,6 @@ use serde::Serialize;
 
 use crate::clock::duration_to_ms;
 use crate::error::Result;
-use crate::storage;
 use crate::Queue;
 
 /// Rows deleted per transaction unless [`PruneOptions::chunk_size`] says otherwise.
@@ -179,8 +178,8 @@ impl Pass {
             Phase::Jobs => {
                 let cutoff = self.report.cutoff_ms;
                 let (jobs, attempts, full) = queue.db().write(|tx| {
-                    let ids = storage::admin::prunable_jobs(tx, cutoff, chunk)?;
-                    let (jobs, attempts) = storage::admin::delete_finished(tx, &ids)?;
+                    let ids = tx.prunable_jobs(cutoff, chunk)?;
+                    let (jobs, attempts) = tx.delete_finished(&ids)?;
                     Ok((jobs, attempts, ids.len() == chunk))
                 })?;
                 self.report.transactions += 1;
@@ -192,9 +191,7 @@ impl Pass {
             }
             Phase::Keys => {
                 let (now, before) = (self.now, self.keys_before);
-                let keys = queue
-                    .db()
-                    .write(|tx| storage::admin::delete_keys(tx, now, before, chunk))?;
+                let keys = queue.db().write(|tx| tx.delete_keys(now, before, chunk))?;
                 self.report.transactions += 1;
                 self.report.keys_deleted += keys;
                 if keys < chunk as u64 {
@@ -225,9 +222,8 @@ pub(crate) fn checkpoint(queue: &Queue, mode: CheckpointMode) -> Result<Option<C
     let Some(word) = mode.pragma_word() else {
         return Ok(None);
     };
-    let (busy, wal_frames, checkpointed_frames) = queue
-        .db()
-        .read(|conn| storage::admin::wal_checkpoint(conn, word))?;
+    let (busy, wal_frames, checkpointed_frames) =
+        queue.db().read(|conn| conn.wal_checkpoint(word))?;
     Ok(Some(CheckpointReport {
         busy,
         wal_frames,
@@ -329,42 +325,40 @@ impl Pruner {
 mod tests {
     use super::*;
     use crate::ManualClock;
+    use crate::NewJob;
 
     const DAY_MS: i64 = 24 * 3600 * 1000;
 
     /// A queue at day 10 with `n` jobs that succeeded on day 1 and one dead job of day 1.
     fn queue_with_old_jobs(n: usize) -> Queue {
-        let clock = ManualClock::new(10 * DAY_MS);
+        let clock = ManualClock::new(DAY_MS);
         let queue = Queue::builder()
-            .clock(clock)
+            .clock(clock.clone())
             .open_in_memory()
             .expect("in-memory queue");
-        queue
-            .db()
-            .write(|tx| {
-                for _ in 0..n {
-                    tx.execute(
-                        "INSERT INTO jobs (job_type, payload, status, updated_at, finished_at)
-                         VALUES ('t', '{}', 'succeeded', ?1, ?1)",
-                        [DAY_MS],
-                    )?;
-                }
-                tx.execute(
-                    "INSERT INTO jobs (job_type, payload, status, updated_at, finished_at)
-                     VALUES ('t', '{}', 'dead', ?1, ?1)",
-                    [DAY_MS],
-                )?;
-                Ok(())
-            })
-            .expect("inserting old jobs");
+        let jobs = (0..n)
+            .map(|i| NewJob::new("ok", serde_json::json!({ "i": i })))
+            .chain([NewJob::new("doomed", serde_json::json!({}))])
+            .collect();
+        queue.enqueue_batch(jobs).expect("enqueue");
+        let builder = crate::Worker::builder(&queue)
+            .handler("ok", |_: &crate::JobContext| Ok(()))
+            .handler("doomed", |_: &crate::JobContext| {
+                Err(crate::JobError::permanent("gone"))
+            });
+        crate::testing::drain(&builder).expect("drain");
+        clock.set(10 * DAY_MS);
         queue
     }
 
     fn jobs_left(queue: &Queue) -> i64 {
         queue
-            .db()
-            .read(|conn| Ok(conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))?))
-            .expect("counting jobs")
+            .stats()
+            .expect("stats")
+            .counts
+            .iter()
+            .map(|c| c.count)
+            .sum()
     }
 
     #[test]

@@ -29,7 +29,6 @@ use serde::Serialize;
 use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{validate, NewJob, Payload, DEFAULT_MAX_PAYLOAD_BYTES};
-use crate::storage::periodic as store;
 use crate::Queue;
 
 /// The shortest interval [`Periodic::every`] accepts.
@@ -329,7 +328,7 @@ pub struct ScheduleState {
 impl Queue {
     /// The stored state of every periodic schedule any process registered, by name.
     pub fn periodic_schedules(&self) -> Result<Vec<ScheduleState>> {
-        let rows = self.db().read(store::list)?;
+        let rows = self.db().read(|tx| tx.schedules())?;
         Ok(rows
             .into_iter()
             .map(|r| ScheduleState {
@@ -408,17 +407,18 @@ impl Scheduler {
         let enqueued = self.queue.db().write(|tx| {
             let mut enqueued = Vec::new();
             for p in &self.periodics {
+                tx.lock_key(&format!("periodic:{}", p.name))?;
                 let schedule = p.describe();
-                let Some(last) = store::last_slot(tx, &p.name)? else {
-                    store::insert_baseline(tx, &p.name, &schedule, now, p.next_slot_after(now), now)?;
+                let Some(last) = tx.last_slot(&p.name)? else {
+                    tx.insert_baseline(&p.name, &schedule, now, p.next_slot_after(now), now)?;
                     continue;
                 };
                 let Some(slot) = p.latest_slot(last, now) else {
-                    store::set_next(tx, &p.name, &schedule, p.next_slot_after(last.max(now)), now)?;
+                    tx.set_next_slot(&p.name, &schedule, p.next_slot_after(last.max(now)), now)?;
                     continue;
                 };
                 let skipped_earlier = p.next_slot_after(last).is_some_and(|first| first < slot);
-                let job_id = match p.job_for(slot).and_then(|job| self.queue.enqueue_in(tx, job)) {
+                let job_id = match p.job_for(slot).and_then(|job| self.queue.enqueue_on(tx, job)) {
                     Ok(id) => Some(id),
                     // A template the queue refuses (e.g. over its payload limit) would be
                     // refused at every slot: log it, and count the slot as handled.
@@ -429,7 +429,7 @@ impl Scheduler {
                     Err(e) => return Err(e),
                 };
                 let next = p.next_slot_after(slot.max(now));
-                if !store::advance(tx, &p.name, &schedule, slot, job_id, next, now)? {
+                if !tx.advance_schedule(&p.name, &schedule, slot, job_id, next, now)? {
                     continue;
                 }
                 if skipped_earlier {

@@ -1,39 +1,57 @@
-//! Rate-limit and circuit-breaker rows (`rate_limits`, `circuit_breakers`), shared by every
-//! process on the file (R15). The decisions themselves are made in [`crate::limits`]; this
-//! file only loads and stores state, inside the caller's write transaction.
+//! Rate limits and circuit breakers as stored (R15): one row per key, shared by every
+//! process on the database. The decisions are made in [`crate::limits`]; a store only loads
+//! and saves state, inside the caller's write transaction (read-then-write under
+//! [`Tx::lock_key`](super::Tx::lock_key)).
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::fmt;
+
+use serde::Serialize;
 
 use crate::error::Result;
 
-/// `next_at` of a rate-limit key, if the key has been used.
-pub(crate) fn rate_next_at(conn: &Connection, key: &str) -> Result<Option<i64>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT CAST(next_at AS INTEGER) FROM rate_limits WHERE key = ?1")?;
-    Ok(stmt.query_row([key], |row| row.get(0)).optional()?)
+/// The state of a [`Breaker`] key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerState {
+    /// Calls go.
+    Closed,
+    /// Calls wait until the cool-down ends.
+    Open,
+    /// One probe call is out; the others wait for its result.
+    HalfOpen,
 }
 
-/// Stores `next_at` of a rate-limit key.
-pub(crate) fn set_rate_next_at(conn: &Connection, key: &str, next_at: i64, now: i64) -> Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO rate_limits (key, next_at, updated_at) VALUES (?1, ?2, ?3)
-         ON CONFLICT (key) DO UPDATE SET next_at = excluded.next_at,
-                                         updated_at = excluded.updated_at",
-    )?;
-    stmt.execute(params![key, next_at, now])?;
-    Ok(())
+impl BreakerState {
+    /// The word stored in the `state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> BreakerState {
+        match s {
+            "open" => BreakerState::Open,
+            "half_open" => BreakerState::HalfOpen,
+            // The CHECK constraint allows nothing else; closed is the safe reading.
+            _ => BreakerState::Closed,
+        }
+    }
 }
 
-/// Forgets a rate-limit key. True when it existed.
-pub(crate) fn delete_rate(conn: &Connection, key: &str) -> Result<bool> {
-    Ok(conn.execute("DELETE FROM rate_limits WHERE key = ?1", [key])? > 0)
+impl fmt::Display for BreakerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One `circuit_breakers` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BreakerRow {
     pub(crate) key: String,
-    pub(crate) state: String,
+    pub(crate) state: BreakerState,
     pub(crate) failures: i64,
     pub(crate) open_until: Option<i64>,
     pub(crate) opened_at: Option<i64>,
@@ -41,61 +59,26 @@ pub(crate) struct BreakerRow {
     pub(crate) updated_at: i64,
 }
 
-const BREAKER_COLUMNS: &str = "key, state, failures, CAST(open_until AS INTEGER), \
-     CAST(opened_at AS INTEGER), last_error, CAST(updated_at AS INTEGER)";
+/// Rate-limit and breaker state by key.
+pub(crate) trait LimitStore {
+    /// `next_at` of a rate-limit key, if the key has been used.
+    fn rate_next_at(&self, key: &str) -> Result<Option<i64>>;
 
-fn breaker_from_row(row: &Row<'_>) -> rusqlite::Result<BreakerRow> {
-    Ok(BreakerRow {
-        key: row.get(0)?,
-        state: row.get(1)?,
-        failures: row.get(2)?,
-        open_until: row.get(3)?,
-        opened_at: row.get(4)?,
-        last_error: row.get(5)?,
-        updated_at: row.get(6)?,
-    })
-}
+    /// Stores `next_at` of a rate-limit key.
+    fn set_rate_next_at(&self, key: &str, next_at: i64, now: i64) -> Result<()>;
 
-/// The breaker of `key`, or `None` (closed, never failed).
-pub(crate) fn breaker(conn: &Connection, key: &str) -> Result<Option<BreakerRow>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {BREAKER_COLUMNS} FROM circuit_breakers WHERE key = ?1"
-    ))?;
-    Ok(stmt.query_row([key], breaker_from_row).optional()?)
-}
+    /// Forgets a rate-limit key. True when it existed.
+    fn delete_rate(&self, key: &str) -> Result<bool>;
 
-/// Every breaker with a row, by key.
-pub(crate) fn breakers(conn: &Connection) -> Result<Vec<BreakerRow>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {BREAKER_COLUMNS} FROM circuit_breakers ORDER BY key"
-    ))?;
-    let rows = stmt.query_map([], breaker_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-}
+    /// The breaker of `key`, or `None` (closed, never failed).
+    fn breaker(&self, key: &str) -> Result<Option<BreakerRow>>;
 
-/// Stores a breaker's state.
-pub(crate) fn put_breaker(conn: &Connection, row: &BreakerRow) -> Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO circuit_breakers (key, state, failures, open_until, opened_at, last_error,
-                                       updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (key) DO UPDATE SET state = excluded.state, failures = excluded.failures,
-             open_until = excluded.open_until, opened_at = excluded.opened_at,
-             last_error = excluded.last_error, updated_at = excluded.updated_at",
-    )?;
-    stmt.execute(params![
-        row.key,
-        row.state,
-        row.failures,
-        row.open_until,
-        row.opened_at,
-        row.last_error,
-        row.updated_at,
-    ])?;
-    Ok(())
-}
+    /// Every breaker with a row, by key.
+    fn breakers(&self) -> Result<Vec<BreakerRow>>;
 
-/// Forgets a breaker (closed again). True when it existed.
-pub(crate) fn delete_breaker(conn: &Connection, key: &str) -> Result<bool> {
-    Ok(conn.execute("DELETE FROM circuit_breakers WHERE key = ?1", [key])? > 0)
+    /// Stores a breaker's state.
+    fn put_breaker(&self, row: &BreakerRow) -> Result<()>;
+
+    /// Forgets a breaker (closed again). True when it existed.
+    fn delete_breaker(&self, key: &str) -> Result<bool>;
 }

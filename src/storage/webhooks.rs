@@ -1,8 +1,7 @@
-//! Webhook endpoint rows (`webhook_endpoints`, R20).
+//! Webhook endpoints as stored (R20): where deliveries go and the secrets they are signed
+//! with. [`crate::builtin::webhook::Endpoints`] validates and reads them as
+//! [`crate::builtin::webhook::Endpoint`]s.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
-
-use crate::builtin::webhook::Endpoint;
 use crate::error::Result;
 
 /// A validated endpoint to insert.
@@ -16,126 +15,61 @@ pub(crate) struct EndpointInsert<'a> {
     pub(crate) description: &'a str,
 }
 
-const COLUMNS: &str =
-    "id, url, secret, previous_secret, CAST(previous_secret_expires_at AS INTEGER), \
-     enabled, disabled_reason, rate_limit, rate_period_ms, description, \
-     CAST(created_at AS INTEGER), CAST(updated_at AS INTEGER)";
-
-fn endpoint_from_row(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
-    Ok(Endpoint {
-        id: row.get(0)?,
-        url: row.get(1)?,
-        secret: row.get(2)?,
-        previous_secret: row.get(3)?,
-        previous_secret_expires_at: row.get(4)?,
-        enabled: row.get::<_, i64>(5)? != 0,
-        disabled_reason: row.get(6)?,
-        rate_limit: row.get(7)?,
-        rate_period_ms: row.get(8)?,
-        description: row.get(9)?,
-        created_at: row.get(10)?,
-        updated_at: row.get(11)?,
-    })
+/// A `webhook_endpoints` row.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct EndpointRow {
+    pub(crate) id: i64,
+    pub(crate) url: String,
+    pub(crate) secret: String,
+    pub(crate) previous_secret: Option<String>,
+    pub(crate) previous_secret_expires_at: Option<i64>,
+    pub(crate) enabled: bool,
+    pub(crate) disabled_reason: Option<String>,
+    pub(crate) rate_limit: Option<i64>,
+    pub(crate) rate_period_ms: i64,
+    pub(crate) description: String,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
 }
 
-pub(crate) fn insert(conn: &Connection, e: &EndpointInsert<'_>, now: i64) -> Result<i64> {
-    let mut stmt = conn.prepare_cached(
-        "INSERT INTO webhook_endpoints (url, secret, enabled, rate_limit, rate_period_ms,
-                                        description, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-    )?;
-    stmt.execute(params![
-        e.url,
-        e.secret,
-        i64::from(e.enabled),
-        e.rate_limit,
-        e.rate_period_ms,
-        e.description,
-        now,
-    ])?;
-    Ok(conn.last_insert_rowid())
-}
+/// Webhook endpoints by id.
+pub(crate) trait WebhookStore {
+    fn insert_endpoint(&self, e: &EndpointInsert<'_>, now: i64) -> Result<i64>;
 
-pub(crate) fn get(conn: &Connection, id: i64) -> Result<Option<Endpoint>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM webhook_endpoints WHERE id = ?1"
-    ))?;
-    Ok(stmt.query_row([id], endpoint_from_row).optional()?)
-}
+    fn endpoint(&self, id: i64) -> Result<Option<EndpointRow>>;
 
-pub(crate) fn list(conn: &Connection) -> Result<Vec<Endpoint>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM webhook_endpoints ORDER BY id"
-    ))?;
-    let rows = stmt.query_map([], endpoint_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-}
+    fn endpoints(&self) -> Result<Vec<EndpointRow>>;
 
-/// Each update returns false when no endpoint has the id.
-pub(crate) fn set_url(conn: &Connection, id: i64, url: &str, now: i64) -> Result<bool> {
-    Ok(conn.execute(
-        "UPDATE webhook_endpoints SET url = ?2, updated_at = ?3 WHERE id = ?1",
-        params![id, url, now],
-    )? > 0)
-}
+    /// Each update returns false when no endpoint has the id.
+    fn set_endpoint_url(&self, id: i64, url: &str, now: i64) -> Result<bool>;
 
-pub(crate) fn set_enabled(
-    conn: &Connection,
-    id: i64,
-    enabled: bool,
-    reason: Option<&str>,
-    now: i64,
-) -> Result<bool> {
-    Ok(conn.execute(
-        "UPDATE webhook_endpoints SET enabled = ?2, disabled_reason = ?3, updated_at = ?4
-         WHERE id = ?1",
-        params![id, i64::from(enabled), reason, now],
-    )? > 0)
-}
+    fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        enabled: bool,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<bool>;
 
-pub(crate) fn set_rate_limit(
-    conn: &Connection,
-    id: i64,
-    rate_limit: Option<i64>,
-    rate_period_ms: i64,
-    now: i64,
-) -> Result<bool> {
-    Ok(conn.execute(
-        "UPDATE webhook_endpoints SET rate_limit = ?2, rate_period_ms = ?3, updated_at = ?4
-         WHERE id = ?1",
-        params![id, rate_limit, rate_period_ms, now],
-    )? > 0)
-}
+    fn set_endpoint_rate_limit(
+        &self,
+        id: i64,
+        rate_limit: Option<i64>,
+        rate_period_ms: i64,
+        now: i64,
+    ) -> Result<bool>;
 
-pub(crate) fn set_description(
-    conn: &Connection,
-    id: i64,
-    description: &str,
-    now: i64,
-) -> Result<bool> {
-    Ok(conn.execute(
-        "UPDATE webhook_endpoints SET description = ?2, updated_at = ?3 WHERE id = ?1",
-        params![id, description, now],
-    )? > 0)
-}
+    fn set_endpoint_description(&self, id: i64, description: &str, now: i64) -> Result<bool>;
 
-/// The current secret becomes the previous one (signed with until `previous_until`) and
-/// `secret` the current one.
-pub(crate) fn rotate_secret(
-    conn: &Connection,
-    id: i64,
-    secret: &str,
-    previous_until: i64,
-    now: i64,
-) -> Result<bool> {
-    Ok(conn.execute(
-        "UPDATE webhook_endpoints SET previous_secret = secret, previous_secret_expires_at = ?3,
-                secret = ?2, updated_at = ?4
-         WHERE id = ?1",
-        params![id, secret, previous_until, now],
-    )? > 0)
-}
+    /// The current secret becomes the previous one (signed with until `previous_until`) and
+    /// `secret` the current one.
+    fn rotate_endpoint_secret(
+        &self,
+        id: i64,
+        secret: &str,
+        previous_until: i64,
+        now: i64,
+    ) -> Result<bool>;
 
-pub(crate) fn delete(conn: &Connection, id: i64) -> Result<bool> {
-    Ok(conn.execute("DELETE FROM webhook_endpoints WHERE id = ?1", [id])? > 0)
+    fn delete_endpoint(&self, id: i64) -> Result<bool>;
 }

@@ -13,9 +13,10 @@
 
 use serde::Serialize;
 
-use crate::admin::{ErrorGroup, Health, StatusCount, DEFAULT_HEALTH_WINDOW, DEFAULT_LIST_LIMIT};
+use crate::admin::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::error::{Error, ErrorKind};
 use crate::job::{AttemptRecord, JobRecord};
+use crate::storage::reads::{ErrorGroup, StatusCount, DEFAULT_LIST_LIMIT};
 
 use super::app::App;
 use super::http::{Request, Response};

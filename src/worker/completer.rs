@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use crossbeam_channel::{bounded, Sender};
-use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::{Event, EventHub};
-use crate::job::JobStatus;
-use crate::storage::history::{self, AttemptRow};
-use crate::storage::jobs::{self, AfterFailure, ClaimedRow, Lease, Refused};
+use crate::job::{AttemptOutcome, JobStatus};
+use crate::storage::jobs::AttemptRow;
+use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Refused};
+use crate::storage::Tx;
 use crate::Queue;
 
 /// How an attempt ended.
@@ -135,7 +135,7 @@ impl LeaseKeeper {
                 let lease = lease_of(row, worker_id);
                 queue
                     .db()
-                    .write(|tx| jobs::extend_lease(tx, lease, until, progress.as_deref(), now))
+                    .write(|tx| tx.extend_lease(lease, until, progress.as_deref(), now))
             }
         }
     }
@@ -152,14 +152,14 @@ fn lease_of<'a>(row: &ClaimedRow, worker_id: &'a str) -> Lease<'a> {
 /// Writes one completion. Returns false when the lease was gone (a late result after a
 /// timeout, a reap or a release: nothing changed).
 pub(crate) fn write_completion(
-    conn: &Connection,
+    tx: &dyn Tx,
     worker_id: &str,
     c: &Completion,
     now: i64,
     idempotency_window_ms: i64,
 ) -> Result<bool> {
     let lease = lease_of(&c.row, worker_id);
-    let attempt_row = |outcome: &'static str, error: Option<&'static str>| AttemptRow {
+    let attempt_row = |outcome: AttemptOutcome, error: Option<&'static str>| AttemptRow {
         job_id: c.row.id,
         attempt: c.row.attempt,
         worker: worker_id,
@@ -171,16 +171,16 @@ pub(crate) fn write_completion(
     };
     match &c.outcome {
         Outcome::Succeeded { result, progress } => {
-            if !jobs::succeed(conn, lease, result.as_deref(), progress.as_deref(), now)? {
+            if !tx.succeed(lease, result.as_deref(), progress.as_deref(), now)? {
                 return Ok(false);
             }
             if c.row.attempt > 1 {
                 // A success after failures belongs in the history; a first-try success is
                 // recorded on the job row alone (the fast path writes one row).
-                history::insert(conn, &attempt_row("succeeded", None))?;
+                tx.insert_attempt(&attempt_row(AttemptOutcome::Succeeded, None))?;
             }
             if let Some(key) = &c.row.idempotency_key {
-                jobs::remember_key(conn, key, c.row.id, now, idempotency_window_ms)?;
+                tx.remember_key(key, c.row.id, now, idempotency_window_ms)?;
             }
         }
         Outcome::Failed {
@@ -189,42 +189,40 @@ pub(crate) fn write_completion(
             status_code,
             timed_out,
         } => {
-            if !jobs::fail(conn, lease, *after, error, *status_code, now)? {
+            if !tx.fail(lease, *after, error, *status_code, now)? {
                 return Ok(false);
             }
-            let outcome = if *timed_out { "timed_out" } else { "failed" };
-            history::insert(
-                conn,
-                &AttemptRow {
-                    error: Some(error),
-                    status_code: *status_code,
-                    ..attempt_row(outcome, None)
-                },
-            )?;
+            let outcome = if *timed_out {
+                AttemptOutcome::TimedOut
+            } else {
+                AttemptOutcome::Failed
+            };
+            tx.insert_attempt(&AttemptRow {
+                error: Some(error),
+                status_code: *status_code,
+                ..attempt_row(outcome, None)
+            })?;
         }
         Outcome::Snoozed { until } => {
-            return jobs::put_back(conn, lease, *until, now);
+            return tx.put_back(lease, *until, now);
         }
         Outcome::Cancelled { reason } => {
-            if !jobs::cancel_running(conn, lease, reason, now)? {
+            if !tx.cancel_running(lease, reason, now)? {
                 return Ok(false);
             }
-            history::insert(
-                conn,
-                &AttemptRow {
-                    error: Some(reason),
-                    ..attempt_row("cancelled", None)
-                },
-            )?;
+            tx.insert_attempt(&AttemptRow {
+                error: Some(reason),
+                ..attempt_row(AttemptOutcome::Cancelled, None)
+            })?;
         }
         Outcome::Released => {
-            if !jobs::put_back(conn, lease, now, now)? {
+            if !tx.put_back(lease, now, now)? {
                 return Ok(false);
             }
-            history::insert(
-                conn,
-                &attempt_row("released", Some("released unfinished at worker shutdown")),
-            )?;
+            tx.insert_attempt(&attempt_row(
+                AttemptOutcome::Released,
+                Some("released unfinished at worker shutdown"),
+            ))?;
         }
     }
     Ok(true)

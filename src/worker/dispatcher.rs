@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::events::Event;
 use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
-use crate::storage::jobs::{self, ClaimRequest, ClaimedRow, Lease};
+use crate::storage::jobs::{ClaimRequest, ClaimedRow, Lease};
 use crate::worker::completer::{self, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
 
@@ -370,7 +370,7 @@ impl Dispatcher {
             .iter_mut()
             .filter(|q| !q.maybe_more && q.wanted(prefetch) > 0)
         {
-            match db.read(|conn| jobs::any_due(conn, &q.name, types, now)) {
+            match db.read(|conn| conn.any_due(&q.name, types, now)) {
                 Ok(due) => q.maybe_more = due,
                 Err(e) => log::warn!("litejobs: polling queue {:?} failed: {e}", q.name),
             }
@@ -487,7 +487,7 @@ impl Dispatcher {
                             attempt: row.attempt,
                             worker_id,
                         };
-                        jobs::extend_lease(tx, lease, *until, progress.as_deref(), now)?
+                        tx.extend_lease(lease, *until, progress.as_deref(), now)?
                     }
                 });
             }
@@ -498,13 +498,9 @@ impl Dispatcher {
                     attempt: w.attempt,
                     worker_id,
                 };
-                jobs::extend_lease(tx, lease, until, None, now)?;
+                tx.extend_lease(lease, until, None, now)?;
             }
-            let reaped = if reap {
-                jobs::reap_expired(tx, now)?
-            } else {
-                0
-            };
+            let reaped = if reap { tx.reap_expired(now)? } else { 0 };
             let mut claimed = Vec::with_capacity(plan.len());
             for &(qi, want) in &plan {
                 let req = ClaimRequest {
@@ -516,7 +512,7 @@ impl Dispatcher {
                     lease_grace_ms: grace_ms,
                     max_payload_bytes: self.shared.queue.max_payload_bytes(),
                 };
-                claimed.push(jobs::claim(tx, &req, now)?);
+                claimed.push(tx.claim(&req, now)?);
             }
             Ok((applied, reaped, claimed))
         });

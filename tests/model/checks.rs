@@ -86,7 +86,7 @@ pub(super) fn check(model: &Model, real: &mut Real) {
             .attempts(id)
             .expect("reading the history")
             .into_iter()
-            .map(|a| (a.attempt, a.outcome))
+            .map(|a| (a.attempt, a.outcome.to_string()))
             .collect();
         assert_eq!(history, job.history, "job {id}: attempt history");
     }

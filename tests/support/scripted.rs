@@ -661,7 +661,7 @@ pub fn history(queue: &Queue, id: i64) -> Vec<AttemptRecord> {
 pub fn outcomes(queue: &Queue, id: i64) -> Vec<(i64, String)> {
     history(queue, id)
         .into_iter()
-        .map(|a| (a.attempt, a.outcome))
+        .map(|a| (a.attempt, a.outcome.to_string()))
         .collect()
 }
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::{fence, run_id_of, storage_error, Chunk, Kind};
 use crate::context::JobContext;
 use crate::handler::{Handler, JobError};
-use crate::storage::reports::{self as store, ChunkWrite};
+use crate::storage::reports::ChunkWrite;
 
 /// Runs `report.<kind>.chunk`.
 pub(crate) struct ChunkHandler(pub(crate) Arc<Kind>);
@@ -33,7 +33,7 @@ impl Handler for ChunkHandler {
             .ok_or_else(|| JobError::permanent("payload field chunk must be a chunk number"))?;
         let run = queue
             .db()
-            .read(|conn| store::get_run(conn, run_id))
+            .read(|conn| conn.report_run(run_id))
             .map_err(storage_error)?
             .ok_or_else(|| {
                 JobError::permanent(format!("report run {run_id} does not exist (deleted?)"))
@@ -43,9 +43,7 @@ impl Handler for ChunkHandler {
                 // Write down what the read noticed (a dead sibling), then stop working for it.
                 let error = run.error.unwrap_or_default();
                 let now = queue.now_ms();
-                let _ = queue
-                    .db()
-                    .write(|tx| store::fail_run(tx, run_id, &error, now));
+                let _ = queue.db().write(|tx| tx.fail_run(run_id, &error, now));
                 return Err(JobError::cancel(format!(
                     "report run {run_id} failed, chunk {index} not needed: {error}"
                 )));
@@ -55,7 +53,7 @@ impl Handler for ChunkHandler {
         }
         let stored = queue
             .db()
-            .read(|conn| store::get_chunk(conn, run_id, i64::from(index)))
+            .read(|conn| conn.report_chunk(run_id, i64::from(index)))
             .map_err(storage_error)?
             .ok_or_else(|| {
                 JobError::permanent(format!("report run {run_id} has no chunk {index}"))
@@ -91,15 +89,9 @@ impl Handler for ChunkHandler {
         let written = queue
             .db()
             .write(|tx| {
-                let written = store::complete_chunk(
-                    tx,
-                    run_id,
-                    i64::from(index),
-                    &rows,
-                    count,
-                    fence(ctx),
-                    now,
-                )?;
+                tx.lock_key(&format!("report-run:{run_id}"))?;
+                let written =
+                    tx.complete_chunk(run_id, i64::from(index), &rows, count, fence(ctx), now)?;
                 if written == (ChunkWrite::Done { last: true }) {
                     kind.enqueue_finish(tx, run_id)?;
                 }

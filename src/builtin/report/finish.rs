@@ -12,7 +12,7 @@ use super::progress::{ReportRun, ReportState};
 use super::{fence, run_id_of, storage_error, Kind};
 use crate::context::JobContext;
 use crate::handler::{Handler, JobError};
-use crate::storage::reports::{self as store, FinishWrite};
+use crate::storage::reports::FinishWrite;
 use crate::Queue;
 
 /// Rows read per query while streaming a run's rows.
@@ -44,7 +44,7 @@ impl Finish<'_> {
             let page = self
                 .queue
                 .db()
-                .read(|conn| store::rows_after(conn, self.run.id, after, ROWS_PER_READ))
+                .read(|conn| conn.report_rows_after(self.run.id, after, ROWS_PER_READ))
                 .map_err(storage_error)?;
             let Some(last) = page.last() else {
                 return Ok(count);
@@ -87,7 +87,7 @@ impl Handler for FinishHandler {
             .ok_or_else(|| JobError::permanent("payload field run_id is missing"))?;
         let row = queue
             .db()
-            .read(|conn| store::get_run(conn, run_id))
+            .read(|conn| conn.report_run(run_id))
             .map_err(storage_error)?
             .ok_or_else(|| {
                 JobError::permanent(format!("report run {run_id} does not exist (deleted?)"))
@@ -136,7 +136,10 @@ impl Handler for FinishHandler {
         let now = queue.now_ms();
         let written = queue
             .db()
-            .write(|tx| store::finish_run(tx, run_id, path.as_deref(), rows, fence(ctx), now))
+            .write(|tx| {
+                tx.lock_key(&format!("report-run:{run_id}"))?;
+                tx.finish_run(run_id, path.as_deref(), rows, fence(ctx), now)
+            })
             .map_err(storage_error)?;
         match written {
             FinishWrite::Ready | FinishWrite::NotProcessing => {

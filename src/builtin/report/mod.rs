@@ -45,7 +45,6 @@ use crate::context::JobContext;
 use crate::error::{Error, Result};
 use crate::handler::{Action, JobError};
 use crate::job::{NewJob, DEFAULT_MAX_ATTEMPTS};
-use crate::storage::reports as store;
 use crate::{Queue, WorkerBuilder};
 
 pub use finish::Finish;
@@ -294,11 +293,11 @@ impl Queue {
         let params_text = params.to_string();
         let now = self.now_ms();
         let run_id = self.db().write(|tx| {
-            let run_id = store::insert_run(tx, kind, &params_text, None, now)?;
+            let run_id = tx.insert_run(kind, &params_text, None, now)?;
             let job = NewJob::new(request_job_type(kind), json!({ "run_id": run_id }))
                 .queue(REPORT_QUEUE);
-            let job_id = self.enqueue_in(tx, job)?;
-            store::set_request_job(tx, run_id, job_id)?;
+            let job_id = self.enqueue_on(tx, job)?;
+            tx.set_request_job(run_id, job_id)?;
             Ok(run_id)
         })?;
         self.notify();
@@ -325,9 +324,9 @@ impl Kind {
 
     /// Enqueues the finishing job inside the transaction that completed the run's last
     /// chunk (or planned no chunks).
-    fn enqueue_finish(&self, tx: &rusqlite::Connection, run_id: i64) -> Result<()> {
-        let job_id = self.queue.enqueue_in(tx, self.finish_job(run_id))?;
-        store::set_finish_job(tx, run_id, job_id)
+    fn enqueue_finish(&self, tx: &dyn crate::storage::Tx, run_id: i64) -> Result<()> {
+        let job_id = self.queue.enqueue_on(tx, self.finish_job(run_id))?;
+        tx.set_finish_job(run_id, job_id)
     }
 
     /// Marks the run failed when `err` ends the job for good: a permanent error or a cancel,
@@ -346,7 +345,7 @@ impl Kind {
         if let Err(e) = self
             .queue
             .db()
-            .write(|tx| store::fail_run(tx, run_id, &message, now))
+            .write(|tx| tx.fail_run(run_id, &message, now))
         {
             // The run still reads as failed once the job is dead (see storage::reports).
             log::warn!("litejobs: could not mark report run {run_id} failed: {e}");
@@ -355,8 +354,8 @@ impl Kind {
 }
 
 /// The fence of the running attempt.
-fn fence(ctx: &JobContext) -> store::Fence {
-    store::Fence {
+fn fence(ctx: &JobContext) -> crate::storage::reports::Fence {
+    crate::storage::reports::Fence {
         job_id: ctx.id(),
         attempt: i64::from(ctx.attempt()),
     }

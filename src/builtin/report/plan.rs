@@ -9,7 +9,7 @@ use crate::context::JobContext;
 use crate::error::Result;
 use crate::handler::{Handler, JobError};
 use crate::job::NewJob;
-use crate::storage::reports as store;
+use crate::storage::reports::ReportState;
 
 /// Runs `report.<kind>.request`.
 pub(crate) struct RequestHandler(pub(crate) Arc<Kind>);
@@ -31,14 +31,14 @@ impl Handler for RequestHandler {
             Some(id) => Some(id),
             None => queue
                 .db()
-                .read(|conn| store::run_of_request(conn, ctx.id()))
+                .read(|conn| conn.run_of_request(ctx.id()))
                 .map_err(storage_error)?,
         };
         let run = match run_id {
             Some(id) => Some(
                 queue
                     .db()
-                    .read(|conn| store::get_run(conn, id))
+                    .read(|conn| conn.report_run(id))
                     .map_err(storage_error)?
                     .ok_or_else(|| {
                         JobError::permanent(format!("report run {id} does not exist (deleted?)"))
@@ -47,7 +47,7 @@ impl Handler for RequestHandler {
             None => None,
         };
         if let Some(run) = &run {
-            if run.planned_at.is_some() || run.state != "processing" {
+            if run.planned_at.is_some() || run.state != ReportState::Processing {
                 ctx.set_result(json!({"run_id": run.id, "already_planned": true}));
                 return Ok(());
             }
@@ -80,19 +80,17 @@ impl Handler for RequestHandler {
         let planned = queue
             .db()
             .write(|tx| -> Result<Planned> {
-                if !store::holds(tx, fence(ctx))? {
+                if !tx.chunk_fence_holds(fence(ctx))? {
                     return Ok(Planned::Fenced);
                 }
                 let run_id = match run_id {
                     Some(id) => id,
-                    None => match store::run_of_request(tx, ctx.id())? {
+                    None => match tx.run_of_request(ctx.id())? {
                         Some(id) => id,
-                        None => {
-                            store::insert_run(tx, &kind.name, &params_text, Some(ctx.id()), now)?
-                        }
+                        None => tx.insert_run(&kind.name, &params_text, Some(ctx.id()), now)?,
                     },
                 };
-                if !store::plan_run(tx, run_id, &spec_texts, now)? {
+                if !tx.plan_run(run_id, &spec_texts, now)? {
                     return Ok(Planned::Already { run_id });
                 }
                 for index in 0..spec_texts.len() {
@@ -104,8 +102,8 @@ impl Handler for RequestHandler {
                     .timeout(kind.report.chunk_timeout())
                     .max_attempts(kind.report.chunk_max_attempts())
                     .idempotency_key(format!("report:{run_id}:chunk:{index}"));
-                    let job_id = queue.enqueue_in(tx, job)?;
-                    store::set_chunk_job(tx, run_id, index as i64, job_id)?;
+                    let job_id = queue.enqueue_on(tx, job)?;
+                    tx.set_chunk_job(run_id, index as i64, job_id)?;
                 }
                 if spec_texts.is_empty() {
                     kind.enqueue_finish(tx, run_id)?;

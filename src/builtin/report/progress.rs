@@ -1,55 +1,14 @@
 //! What a UI polls: a run's state, progress and result ([`ReportRun`]), and its stored rows.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::storage::reports::{self as store, RunRow};
+use crate::error::Result;
+pub use crate::storage::reports::ReportState;
+use crate::storage::reports::RunRow;
 use crate::Queue;
-
-/// Where a report run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReportState {
-    /// Planning or running its chunks, or finishing.
-    Processing,
-    /// Finished: the result is ready to download.
-    Ready,
-    /// A chunk, the request or the finishing job failed for good; see the run's `error`.
-    Failed,
-}
-
-impl ReportState {
-    /// The word stored in `report_runs.state`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReportState::Processing => "processing",
-            ReportState::Ready => "ready",
-            ReportState::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Result<ReportState> {
-        match s {
-            "processing" => Ok(ReportState::Processing),
-            "ready" => Ok(ReportState::Ready),
-            "failed" => Ok(ReportState::Failed),
-            other => Err(Error::new(
-                ErrorKind::Database,
-                format!("report_runs.state holds {other:?}, not processing, ready or failed"),
-            )),
-        }
-    }
-}
-
-impl fmt::Display for ReportState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A report run: state, progress and result, as stored in `report_runs`. Times are
 /// milliseconds since the Unix epoch.
@@ -106,7 +65,7 @@ impl ReportRun {
             id: row.id,
             kind: row.kind,
             params,
-            state: ReportState::parse(&row.state)?,
+            state: row.state,
             chunks_total: row.chunks_total,
             chunks_done: row.chunks_done,
             rows_done: row.rows_done,
@@ -136,7 +95,7 @@ impl Queue {
     /// dead reads as failed even before anything else noticed.
     pub fn report_run(&self, id: i64) -> Result<Option<ReportRun>> {
         self.db()
-            .read(|conn| store::get_run(conn, id))?
+            .read(|conn| conn.report_run(id))?
             .map(ReportRun::from_row)
             .transpose()
     }
@@ -145,7 +104,7 @@ impl Queue {
     pub fn report_runs(&self, kind: Option<&str>, limit: usize) -> Result<Vec<ReportRun>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.db()
-            .read(|conn| store::list_runs(conn, kind, limit))?
+            .read(|conn| conn.report_runs(kind, limit))?
             .into_iter()
             .map(ReportRun::from_row)
             .collect()
@@ -158,13 +117,13 @@ impl Queue {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let texts = self
             .db()
-            .read(|conn| store::rows_page(conn, run_id, offset, limit))?;
+            .read(|conn| conn.report_rows_page(run_id, offset, limit))?;
         Ok(parse_rows(texts))
     }
 
     /// Deletes a run with its chunks and stored rows (not its result file). False when there
     /// was no such run.
     pub fn delete_report_run(&self, id: i64) -> Result<bool> {
-        self.db().write(|tx| store::delete_run(tx, id))
+        self.db().write(|tx| tx.delete_run(id))
     }
 }

@@ -11,7 +11,6 @@ use ureq::Agent;
 use crate::context::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::limits::{Breaker, BreakerCall};
-use crate::storage::webhooks as store;
 use crate::Queue;
 
 use super::classify::{classify_status, endpoint_failing, parse_retry_after, StatusClass};
@@ -76,7 +75,7 @@ impl Handler for Deliverer {
         let endpoint = self
             .queue
             .db()
-            .read(|conn| store::get(conn, id))
+            .read(|tx| Ok(tx.endpoint(id)?.map(Endpoint::from)))
             .map_err(|e| JobError::retry(format!("could not read webhook endpoint {id}: {e}")))?;
         if let Some(err) = unusable(id, endpoint.as_ref()) {
             return Err(JobError::permanent(err.to_string()));
@@ -209,7 +208,7 @@ impl Deliverer {
                 match self
                     .queue
                     .db()
-                    .write(|tx| store::set_enabled(tx, id, false, Some(&reason), now))
+                    .write(|tx| tx.set_endpoint_enabled(id, false, Some(&reason), now))
                 {
                     Ok(_) => {
                         log::warn!("litejobs: webhook endpoint {id} disabled: {reason}");

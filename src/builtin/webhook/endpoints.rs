@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::RateLimit;
-use crate::storage::webhooks::{self as store, EndpointInsert};
+use crate::storage::webhooks::{EndpointInsert, EndpointRow};
 use crate::Queue;
 
 use super::signature::check_new_secret;
@@ -45,6 +45,25 @@ pub struct Endpoint {
     pub created_at: i64,
     /// When it last changed (ms).
     pub updated_at: i64,
+}
+
+impl From<EndpointRow> for Endpoint {
+    fn from(row: EndpointRow) -> Endpoint {
+        Endpoint {
+            id: row.id,
+            url: row.url,
+            secret: row.secret,
+            previous_secret: row.previous_secret,
+            previous_secret_expires_at: row.previous_secret_expires_at,
+            enabled: row.enabled,
+            disabled_reason: row.disabled_reason,
+            rate_limit: row.rate_limit,
+            rate_period_ms: row.rate_period_ms,
+            description: row.description,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
 }
 
 impl fmt::Debug for Endpoint {
@@ -239,17 +258,21 @@ impl Endpoints {
             rate_period_ms,
             description: &endpoint.description,
         };
-        self.queue.db().write(|tx| store::insert(tx, &row, now))
+        self.queue.db().write(|tx| tx.insert_endpoint(&row, now))
     }
 
     /// One endpoint, or `None`.
     pub fn get(&self, id: i64) -> Result<Option<Endpoint>> {
-        self.queue.db().read(|conn| store::get(conn, id))
+        self.queue
+            .db()
+            .read(|tx| Ok(tx.endpoint(id)?.map(Endpoint::from)))
     }
 
     /// Every endpoint, by id.
     pub fn list(&self) -> Result<Vec<Endpoint>> {
-        self.queue.db().read(store::list)
+        self.queue
+            .db()
+            .read(|tx| Ok(tx.endpoints()?.into_iter().map(Endpoint::from).collect()))
     }
 
     fn changed(id: i64, found: bool) -> Result<()> {
@@ -271,7 +294,7 @@ impl Endpoints {
         let found = self
             .queue
             .db()
-            .write(|tx| store::set_url(tx, id, url, now))?;
+            .write(|tx| tx.set_endpoint_url(id, url, now))?;
         Endpoints::changed(id, found)
     }
 
@@ -285,7 +308,7 @@ impl Endpoints {
         let found = self
             .queue
             .db()
-            .write(|tx| store::set_rate_limit(tx, id, rate_limit, period, now))?;
+            .write(|tx| tx.set_endpoint_rate_limit(id, rate_limit, period, now))?;
         Endpoints::changed(id, found)
     }
 
@@ -298,7 +321,7 @@ impl Endpoints {
         let found = self
             .queue
             .db()
-            .write(|tx| store::set_description(tx, id, description, now))?;
+            .write(|tx| tx.set_endpoint_description(id, description, now))?;
         Endpoints::changed(id, found)
     }
 
@@ -312,7 +335,7 @@ impl Endpoints {
         let found = self
             .queue
             .db()
-            .write(|tx| store::set_enabled(tx, id, true, None, now))?;
+            .write(|tx| tx.set_endpoint_enabled(id, true, None, now))?;
         Endpoints::changed(id, found)
     }
 
@@ -325,7 +348,7 @@ impl Endpoints {
         let found = self
             .queue
             .db()
-            .write(|tx| store::set_enabled(tx, id, false, Some(reason), now))?;
+            .write(|tx| tx.set_endpoint_enabled(id, false, Some(reason), now))?;
         Endpoints::changed(id, found)
     }
 
@@ -344,7 +367,7 @@ impl Endpoints {
         let found = self
             .queue
             .db()
-            .write(|tx| store::rotate_secret(tx, id, new_secret, until, now))?;
+            .write(|tx| tx.rotate_endpoint_secret(id, new_secret, until, now))?;
         Endpoints::changed(id, found)
     }
 
@@ -354,7 +377,7 @@ impl Endpoints {
     /// # Errors
     /// [`ErrorKind::NotFound`].
     pub fn remove(&self, id: i64) -> Result<()> {
-        let found = self.queue.db().write(|tx| store::delete(tx, id))?;
+        let found = self.queue.db().write(|tx| tx.delete_endpoint(id))?;
         Endpoints::changed(id, found)
     }
 }

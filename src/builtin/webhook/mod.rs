@@ -50,7 +50,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, Result};
 use crate::job::NewJob;
-use crate::storage::webhooks as store;
 use crate::{Queue, WorkerBuilder};
 
 pub use classify::{classify_status, parse_retry_after, StatusClass};
@@ -228,7 +227,9 @@ pub fn enqueue_delivery(queue: &Queue, job: NewJob) -> Result<i64> {
         parsed.map_err(|e| Error::invalid_job(format!("not a webhook delivery payload: {e}")))?;
     payload.check().map_err(Error::invalid_job)?;
     let id = payload.endpoint_id;
-    let endpoint = queue.db().read(|conn| store::get(conn, id))?;
+    let endpoint = queue
+        .db()
+        .read(|tx| Ok(tx.endpoint(id)?.map(Endpoint::from)))?;
     if let Some(err) = endpoints::unusable(id, endpoint.as_ref()) {
         return Err(err);
     }

@@ -5,8 +5,8 @@
 
 use std::fmt::Write as _;
 
-use crate::admin::JobFilter;
 use crate::job::{JobRecord, JobStatus};
+use crate::storage::reads::JobFilter;
 use crate::Queue;
 
 use crate::web::app::{App, Ctx};

@@ -117,7 +117,7 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     for a in &attempts {
         table.row(vec![
             a.attempt.to_string(),
-            a.outcome.clone(),
+            a.outcome.to_string(),
             utc(a.finished_at),
             a.duration_ms.map_or_else(|| "-".to_string(), human_ms),
             or_dash(a.status_code),

@@ -3,21 +3,10 @@
 use rusqlite::{params, Connection};
 
 use crate::error::Result;
+use crate::storage::jobs::AttemptRow;
 
-/// One attempt's record, as written by the completer and the reaper.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AttemptRow<'a> {
-    pub(crate) job_id: i64,
-    pub(crate) attempt: i64,
-    pub(crate) worker: &'a str,
-    pub(crate) started_at: i64,
-    pub(crate) finished_at: i64,
-    pub(crate) outcome: &'a str,
-    pub(crate) error: Option<&'a str>,
-    pub(crate) status_code: Option<i64>,
-}
-
-pub(crate) fn insert(conn: &Connection, row: &AttemptRow<'_>) -> Result<()> {
+/// Appends one attempt row.
+pub(super) fn insert(conn: &Connection, row: &AttemptRow<'_>) -> Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
                                    error, status_code, duration_ms)
@@ -29,7 +18,7 @@ pub(crate) fn insert(conn: &Connection, row: &AttemptRow<'_>) -> Result<()> {
         row.worker,
         row.started_at,
         row.finished_at,
-        row.outcome,
+        row.outcome.as_str(),
         row.error,
         row.status_code,
         (row.finished_at - row.started_at).max(0),

@@ -1,0 +1,197 @@
+//! What people and tools read: one job and its history, filtered lists, counts, health
+//! figures, grouped errors, activity over time and metrics figures. The public value types
+//! ([`JobFilter`], [`Stats`], [`ErrorGroup`], ...) live here, below the stores that return
+//! them.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::job::{AttemptRecord, JobRecord, JobStatus};
+
+/// Rows a list returns unless [`JobFilter::limit`] says otherwise.
+pub const DEFAULT_LIST_LIMIT: usize = 100;
+
+/// Which jobs [`Queue::list`] returns, newest first.
+///
+/// ```
+/// use litejobs::{JobFilter, JobStatus};
+/// let filter = JobFilter::new().status(JobStatus::Dead).search("timeout").limit(20);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct JobFilter {
+    pub(crate) status: Option<JobStatus>,
+    pub(crate) job_type: Option<String>,
+    pub(crate) queue: Option<String>,
+    pub(crate) search: Option<String>,
+    pub(crate) before_id: Option<i64>,
+    pub(crate) limit: usize,
+}
+
+impl Default for JobFilter {
+    fn default() -> Self {
+        JobFilter {
+            status: None,
+            job_type: None,
+            queue: None,
+            search: None,
+            before_id: None,
+            limit: DEFAULT_LIST_LIMIT,
+        }
+    }
+}
+
+impl JobFilter {
+    /// Every job, up to [`DEFAULT_LIST_LIMIT`].
+    pub fn new() -> JobFilter {
+        JobFilter::default()
+    }
+
+    /// Only jobs in this status.
+    pub fn status(mut self, status: JobStatus) -> JobFilter {
+        self.status = Some(status);
+        self
+    }
+
+    /// Only jobs of this type.
+    pub fn job_type(mut self, job_type: impl Into<String>) -> JobFilter {
+        self.job_type = Some(job_type.into());
+        self
+    }
+
+    /// Only jobs in this queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> JobFilter {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Only jobs whose last error contains this text (ASCII letters match either case).
+    pub fn search(mut self, text: impl Into<String>) -> JobFilter {
+        self.search = Some(text.into());
+        self
+    }
+
+    /// Only jobs with a smaller id: the next page after a page whose last id this is.
+    pub fn before_id(mut self, id: i64) -> JobFilter {
+        self.before_id = Some(id);
+        self
+    }
+
+    /// At most this many rows. Defaults to [`DEFAULT_LIST_LIMIT`].
+    pub fn limit(mut self, limit: usize) -> JobFilter {
+        self.limit = limit;
+        self
+    }
+}
+
+/// How many jobs of one queue and type are in one status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct StatusCount {
+    /// Queue name.
+    pub queue: String,
+    /// Job type.
+    pub job_type: String,
+    /// Status.
+    pub status: JobStatus,
+    /// Number of jobs.
+    pub count: i64,
+}
+
+/// The queue at a glance: counts, the oldest due job's age, recent dead jobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Counts by queue, job type and status (only non-zero ones).
+    pub counts: Vec<StatusCount>,
+    /// How long the oldest due job has waited past its run time, in ms; `None` when nothing
+    /// is due. A growing age means nobody is picking jobs up.
+    pub oldest_due_age_ms: Option<i64>,
+    /// Jobs that became dead in the last hour.
+    pub dead_last_hour: i64,
+}
+
+impl Stats {
+    /// Jobs in `status`, across queues and types.
+    pub fn count(&self, status: JobStatus) -> i64 {
+        self.counts
+            .iter()
+            .filter(|c| c.status == status)
+            .map(|c| c.count)
+            .sum()
+    }
+}
+
+/// Jobs failing with the same last error: the usual sign of one real outage rather than many
+/// bad jobs. Made by [`Queue::error_groups`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ErrorGroup {
+    /// The error text, exactly as stored in `last_error`.
+    pub error: String,
+    /// Jobs whose last error it is (failed plus dead).
+    pub count: i64,
+    /// Of those, jobs still retrying (`failed`).
+    pub failed: i64,
+    /// Of those, dead jobs nobody has requeued yet.
+    pub dead: i64,
+    /// The job types involved, sorted.
+    pub job_types: Vec<String>,
+    /// When the earliest of these jobs first failed with it (ms).
+    pub first_seen_at: i64,
+    /// When the latest of these jobs last changed (ms).
+    pub last_seen_at: i64,
+}
+
+/// Figures for health checks, read in one snapshot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HealthRow {
+    pub(crate) due_now: i64,
+    pub(crate) scheduled: i64,
+    pub(crate) running: i64,
+    pub(crate) oldest_due_run_at: Option<i64>,
+    pub(crate) dead_awaiting: i64,
+    pub(crate) dead_last_hour: i64,
+    pub(crate) failed_attempts: i64,
+    pub(crate) succeeded: i64,
+}
+
+/// Counts per time bucket: (bucket index, count).
+pub(crate) type BucketCounts = Vec<(i64, i64)>;
+
+/// Reads for people and tools. None of them writes.
+pub(crate) trait ReadStore {
+    /// One job by id.
+    fn job(&self, id: i64) -> Result<Option<JobRecord>>;
+
+    /// A job's attempt history, oldest first.
+    fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>>;
+
+    /// Jobs matching a filter, newest first.
+    fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>>;
+
+    /// Counts by queue, type and status; the oldest due job's age; dead jobs of the last hour.
+    fn stats(&self, now: i64) -> Result<Stats>;
+
+    /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
+    fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>>;
+
+    /// Waiting and dead counts now, the oldest due run time, dead jobs of the last hour; failed
+    /// attempts and successes since `since`.
+    fn health(&self, now: i64, since: i64) -> Result<HealthRow>;
+
+    /// The oldest due job's run time per queue (only queues with due jobs).
+    fn oldest_due_by_queue(&self, now: i64) -> Result<Vec<(String, i64)>>;
+
+    /// Attempt outcomes by job type: history rows, plus one success per succeeded job (a
+    /// first-try success has no history row; a later success has one, counted once here).
+    fn attempt_outcomes(&self) -> Result<Vec<(String, String, i64)>>;
+
+    /// Finished work since `since` in buckets of `bucket_ms`: `(succeeded, failed attempts,
+    /// dead)`, each as `(bucket index, count)` pairs for the buckets that have any.
+    fn activity(
+        &self,
+        since: i64,
+        bucket_ms: i64,
+    ) -> Result<(BucketCounts, BucketCounts, BucketCounts)>;
+}

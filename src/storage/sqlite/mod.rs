@@ -1,0 +1,326 @@
+//! The SQLite implementation of the storage interface: [`SqliteDb`] (a pool of connections
+//! with the queue's pragmas, and the in-process write gate) hands out [`SqliteTx`]s, which
+//! implement every store of [`crate::storage`] in this folder's files.
+//!
+//! Threads of one process take turns on a mutex before `BEGIN IMMEDIATE`, because threads
+//! that fight over SQLite's own lock lose their time in the busy handler's sleeps. Other
+//! processes are waited out by SQLite's busy timeout.
+
+mod admin;
+mod dead_letter;
+mod history;
+mod jobs;
+pub(crate) mod lenient;
+mod limits;
+pub(crate) mod migrate;
+mod periodic;
+pub(crate) mod reads;
+mod reports;
+mod retention;
+mod webhooks;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::{Backend, Tx};
+
+/// How hard SQLite flushes to disk at commit (`PRAGMA synchronous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// `NORMAL`: in WAL mode a commit is durable against a process crash; a power loss may
+    /// lose the last commits, never corrupt the file. The default.
+    #[default]
+    Normal,
+    /// `FULL`: every commit is flushed; durable against power loss, slower.
+    Full,
+}
+
+impl Synchronous {
+    fn pragma_value(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        }
+    }
+}
+
+/// Connection settings shared by every pooled connection.
+#[derive(Debug, Clone)]
+pub(crate) struct DbConfig {
+    pub(crate) synchronous: Synchronous,
+    pub(crate) busy_timeout: Duration,
+    pub(crate) pool_size: u32,
+    /// Whether [`SqliteDb::open`] may create the file or add the schema to a file without it.
+    pub(crate) create: bool,
+}
+
+type Pool = r2d2::Pool<SqliteConnectionManager>;
+
+/// A pooled SQLite database with the queue's pragmas and a write gate.
+pub(crate) struct SqliteDb {
+    pool: Pool,
+    write_gate: Mutex<()>,
+    /// An in-memory database lives while a connection is open; this one keeps it alive
+    /// when the pool drops idle connections.
+    _anchor: Option<Mutex<Connection>>,
+    in_memory: bool,
+    /// Opened with [`SqliteDb::open_read_only`]: every write is refused at once.
+    read_only: bool,
+}
+
+impl std::fmt::Debug for SqliteDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteDb")
+            .field("in_memory", &self.in_memory)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+const OPEN_FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_WRITE
+    .union(OpenFlags::SQLITE_OPEN_CREATE)
+    .union(OpenFlags::SQLITE_OPEN_URI)
+    .union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
+
+const READ_ONLY_FLAGS: OpenFlags = OpenFlags::SQLITE_OPEN_READ_ONLY
+    .union(OpenFlags::SQLITE_OPEN_URI)
+    .union(OpenFlags::SQLITE_OPEN_NO_MUTEX);
+
+/// `file:` URI of a path, for SQLite's URI parameters (`%`, `?` and `#` escaped).
+fn file_uri(path: &Path, params: &str) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => uri.push_str("%25"),
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            c => uri.push(c),
+        }
+    }
+    uri.push('?');
+    uri.push_str(params);
+    uri
+}
+
+impl SqliteDb {
+    /// Opens (creating if needed) the database file, checks that it is litejobs' or empty,
+    /// migrates it, and builds the pool. A refused file is left byte-for-byte untouched:
+    /// nothing is written before the checks pass.
+    pub(crate) fn open(path: &Path, config: &DbConfig) -> Result<SqliteDb> {
+        if !config.create && !path.exists() {
+            return Err(Error::new(
+                ErrorKind::Uninitialized,
+                format!(
+                    "{}: the file does not exist; create it with `litejobs init`",
+                    path.display()
+                ),
+            ));
+        }
+        let probe = Connection::open_with_flags(path, OPEN_FLAGS)
+            .map_err(|e| Error::from(e).prefixed(&format!("cannot open {}", path.display())))?;
+        probe.busy_timeout(config.busy_timeout)?;
+        // SQLite opens a write-protected file read-only without a word; say so now rather
+        // than at the first write (or, worse, time out in the pool setting WAL mode).
+        if probe.is_readonly(rusqlite::MAIN_DB)? {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                format!(
+                    "{} is read-only (file permissions, a read-only mount or a backup) and this \
+                     needs to write to it; read commands (list, show, stats, check, metrics) \
+                     still work",
+                    path.display()
+                ),
+            ));
+        }
+        migrate::check_and_migrate(&probe, true, config.busy_timeout, config.create)
+            .map_err(|e| e.prefixed(&path.display().to_string()))?;
+        drop(probe);
+        let manager = SqliteConnectionManager::file(path).with_flags(OPEN_FLAGS);
+        SqliteDb::with_pool(manager, config, None, false)
+    }
+
+    /// Opens an existing litejobs database for reading only: nothing is created, migrated or
+    /// written (not even WAL mode), so a file another program owns, an older litejobs still
+    /// writes to, a backup or a read-only mount can be inspected. A file without the
+    /// litejobs schema is refused with [`ErrorKind::Uninitialized`]; every write through this
+    /// Db fails at once with [`ErrorKind::ReadOnly`].
+    pub(crate) fn open_read_only(path: &Path, config: &DbConfig) -> Result<SqliteDb> {
+        let context = |e: Error| e.prefixed(&path.display().to_string());
+        if !path.exists() {
+            return Err(context(Error::new(
+                ErrorKind::Uninitialized,
+                "the file does not exist; create it with `litejobs init`",
+            )));
+        }
+        let open = |name: &str| -> Result<Connection> {
+            let conn = Connection::open_with_flags(name, READ_ONLY_FLAGS)?;
+            conn.busy_timeout(config.busy_timeout)?;
+            migrate::check_readable(&conn)?;
+            Ok(conn)
+        };
+        let plain = file_uri(path, "mode=ro");
+        let name = match open(&plain) {
+            Ok(_) => plain,
+            // A WAL-mode file on a read-only mount whose shared-memory file cannot be made:
+            // SQLite reads it as immutable (nobody can be writing to it there anyway).
+            Err(e) if e.kind() == ErrorKind::ReadOnly || e.kind() == ErrorKind::Database => {
+                let immutable = file_uri(path, "mode=ro&immutable=1");
+                open(&immutable).map_err(|_| context(e))?;
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+                    log::warn!(
+                        "litejobs: {} is on a read-only file system and its write-ahead log \
+                         cannot be read without its -shm file; showing the database as of its \
+                         last checkpoint",
+                        path.display()
+                    );
+                }
+                immutable
+            }
+            Err(e) => return Err(context(e)),
+        };
+        let manager = SqliteConnectionManager::file(&name).with_flags(READ_ONLY_FLAGS);
+        let mut db = SqliteDb::with_pool(manager, config, None, false)?;
+        db.read_only = true;
+        Ok(db)
+    }
+
+    /// A private in-memory database shared by this Db's connections (SQLite's `memdb` VFS,
+    /// which, unlike shared cache, keeps normal locking).
+    pub(crate) fn open_in_memory(config: &DbConfig) -> Result<SqliteDb> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "file:/litejobs-mem-{}-{}?vfs=memdb",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let anchor = Connection::open_with_flags(&name, OPEN_FLAGS)?;
+        anchor.busy_timeout(config.busy_timeout)?;
+        migrate::check_and_migrate(&anchor, false, config.busy_timeout, true)?;
+        let manager = SqliteConnectionManager::file(&name).with_flags(OPEN_FLAGS);
+        SqliteDb::with_pool(manager, config, Some(Mutex::new(anchor)), true)
+    }
+
+    fn with_pool(
+        manager: SqliteConnectionManager,
+        config: &DbConfig,
+        anchor: Option<Mutex<Connection>>,
+        in_memory: bool,
+    ) -> Result<SqliteDb> {
+        let synchronous = config.synchronous;
+        let busy_timeout = config.busy_timeout;
+        let manager = manager.with_init(move |conn| {
+            // A read-only connection must not try to set WAL mode (a write).
+            let wal = !in_memory && !conn.is_readonly(rusqlite::MAIN_DB)?;
+            configure(conn, synchronous, busy_timeout, wal)
+        });
+        let pool = r2d2::Pool::builder()
+            .max_size(config.pool_size)
+            .min_idle(Some(1))
+            // Connections hold prepared statements; keep them rather than recycle them.
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connection_timeout(config.busy_timeout.max(Duration::from_secs(5)))
+            // Pooled connections stay valid; a check per checkout costs every enqueue.
+            .test_on_check_out(false)
+            .build(manager)?;
+        Ok(SqliteDb {
+            pool,
+            write_gate: Mutex::new(()),
+            _anchor: anchor,
+            in_memory,
+            read_only: false,
+        })
+    }
+
+    /// A pooled connection.
+    fn conn(&self) -> Result<r2d2::PooledConnection<SqliteConnectionManager>> {
+        Ok(self.pool.get()?)
+    }
+    fn gate(&self) -> MutexGuard<'_, ()> {
+        // A panic while holding the gate leaves no shared state behind (the transaction
+        // rolled back on drop), so a poisoned gate is still usable.
+        self.write_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Backend for SqliteDb {
+    /// Runs `f` on a pooled connection, outside any explicit transaction (each statement
+    /// sees one snapshot).
+    fn read_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        let conn = self.conn()?;
+        f(&SqliteTx::new(&conn))
+    }
+
+    /// Runs `f` inside one `BEGIN IMMEDIATE` transaction and commits it. Threads of this
+    /// process queue on the write gate first; another process's lock is waited out up to the
+    /// busy timeout, then [`ErrorKind::Busy`] is returned and nothing was written.
+    fn write_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "this queue was opened read-only (Queue::open_read_only); nothing was written",
+            ));
+        }
+        let mut conn = self.conn()?;
+        let _gate = self.gate();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        f(&SqliteTx::new(&tx))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+/// The storage interface on one SQLite connection, inside the transaction the [`SqliteDb`] opened
+/// (or, for reads, outside any: each statement sees one snapshot).
+pub(crate) struct SqliteTx<'c> {
+    pub(crate) conn: &'c Connection,
+}
+
+impl Tx for SqliteTx<'_> {
+    /// SQLite has one writer at a time: the transaction already holds every key.
+    fn lock_key(&self, _key: &str) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<'c> SqliteTx<'c> {
+    /// The interface on `conn`, e.g. the caller's own transaction (`enqueue_in`).
+    pub(crate) fn new(conn: &'c Connection) -> SqliteTx<'c> {
+        SqliteTx { conn }
+    }
+}
+
+/// The pragmas every connection needs.
+fn configure(
+    conn: &mut Connection,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    wal: bool,
+) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy_timeout)?;
+    if wal {
+        // Persistent in the file; set again here so that every connection agrees.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
+        // Bounds the WAL file left behind after a checkpoint (R17): 64 MiB.
+        conn.query_row("PRAGMA journal_size_limit = 67108864", [], |_| Ok(()))?;
+    }
+    conn.pragma_update(None, "synchronous", synchronous.pragma_value())?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}

@@ -1,0 +1,419 @@
+//! Reads for people and tools: one job, its attempts, filtered lists, stats.
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+
+use super::{lenient, SqliteTx};
+use crate::error::Result;
+use crate::job::{AttemptRecord, JobRecord, JobStatus};
+use crate::storage::reads::{
+    BucketCounts, ErrorGroup, HealthRow, JobFilter, ReadStore, Stats, StatusCount,
+};
+
+/// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
+/// can be shown as it is (see [`lenient`]).
+pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
+     max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
+     locked_until, last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
+     result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
+
+/// JSON text from the database as a value; text that is not JSON (a row written by hand)
+/// is shown as a JSON string rather than hidden.
+pub(crate) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+/// A stored job, whatever another program put in its columns: values litejobs cannot use are
+/// shown safely and listed in [`JobRecord::problems`]; reading never fails on them.
+pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
+    let mut problems = Vec::new();
+    let p = &mut problems;
+    let status_text = lenient::text(row, 4, "status", p)?;
+    let status = status_text.parse::<JobStatus>().unwrap_or_else(|_| {
+        p.push(format!(
+            "column status holds {}, not one of the six status words",
+            lenient::describe(rusqlite::types::ValueRef::Text(status_text.as_bytes()))
+        ));
+        JobStatus::Dead
+    });
+    let payload = match row.get_ref(3)? {
+        rusqlite::types::ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => serde_json::from_str(text).unwrap_or_else(|e| {
+                p.push(format!("column payload is not valid JSON ({e})"));
+                serde_json::Value::String(text.to_string())
+            }),
+            Err(_) => serde_json::Value::String(lenient::text(row, 3, "payload", p)?),
+        },
+        _ => serde_json::Value::String(lenient::text(row, 3, "payload", p)?),
+    };
+    let job = JobRecord {
+        id: row.get(0)?,
+        queue: lenient::text(row, 1, "queue", p)?,
+        job_type: lenient::text(row, 2, "job_type", p)?,
+        payload,
+        status,
+        priority: lenient::int(row, 5, "priority", p)?,
+        attempts: lenient::int(row, 6, "attempts", p)?,
+        max_attempts: lenient::int(row, 7, "max_attempts", p)?,
+        run_at: lenient::int(row, 8, "run_at", p)?,
+        created_at: lenient::int(row, 9, "created_at", p)?,
+        updated_at: lenient::int(row, 10, "updated_at", p)?,
+        started_at: lenient::opt_int(row, 11, "started_at", p)?,
+        finished_at: lenient::opt_int(row, 12, "finished_at", p)?,
+        locked_by: lenient::opt_text(row, 13, "locked_by", p)?,
+        locked_until: lenient::opt_int(row, 14, "locked_until", p)?,
+        last_error: lenient::opt_text(row, 15, "last_error", p)?,
+        last_status_code: lenient::opt_int(row, 16, "last_status_code", p)?,
+        idempotency_key: lenient::opt_text(row, 17, "idempotency_key", p)?,
+        group_key: lenient::opt_text(row, 18, "group_key", p)?,
+        timeout_ms: lenient::opt_int(row, 19, "timeout_ms", p)?,
+        result: json_column(lenient::opt_text(row, 20, "result", p)?),
+        progress: json_column(lenient::opt_text(row, 21, "progress", p)?),
+        requeued_by: lenient::opt_text(row, 22, "requeued_by", p)?,
+        requeued_at: lenient::opt_int(row, 23, "requeued_at", p)?,
+        requeue_reason: lenient::opt_text(row, 24, "requeue_reason", p)?,
+        requeued_as: lenient::opt_int(row, 25, "requeued_as", p)?,
+        problems,
+    };
+    Ok(job)
+}
+
+/// One job by id.
+pub(super) fn job(conn: &Connection, id: i64) -> Result<Option<JobRecord>> {
+    let mut stmt = conn.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?;
+    Ok(stmt.query_row([id], job_from_row).optional()?)
+}
+
+/// Refuses to `act` on job `id` (requeue it, retry it) when its row holds values another
+/// program wrote that no handler could use: the new attempt would only go dead again.
+pub(super) fn refuse_unusable(conn: &Connection, id: i64, act: &str) -> Result<()> {
+    let Some(job) = job(conn, id)? else {
+        return Ok(());
+    };
+    if job.problems.is_empty() {
+        return Ok(());
+    }
+    Err(crate::Error::new(
+        crate::ErrorKind::InvalidState,
+        format!(
+            "job {id} cannot be {act}: {}; fix the row with SQL (see the rules in schema.sql) \
+             or discard it",
+            job.problems.join("; ")
+        ),
+    ))
+}
+
+/// A job's attempt history, oldest first.
+pub(super) fn attempts(conn: &Connection, job_id: i64) -> Result<Vec<AttemptRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, status_code,
+                duration_ms
+         FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
+    )?;
+    let rows = stmt.query_map([job_id], |row| {
+        Ok(AttemptRecord {
+            job_id: row.get(0)?,
+            attempt: row.get(1)?,
+            worker: row.get(2)?,
+            started_at: row.get(3)?,
+            finished_at: row.get(4)?,
+            outcome: row
+                .get::<_, String>(5)?
+                .parse()
+                .map_err(|e: crate::Error| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        5,
+                        rusqlite::types::Type::Text,
+                        Box::new(e),
+                    )
+                })?,
+            error: row.get(6)?,
+            status_code: row.get(7)?,
+            duration_ms: row.get(8)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Jobs matching a filter, newest first.
+pub(super) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+    let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE 1 = 1");
+    let mut args: Vec<SqlValue> = Vec::new();
+    let mut bind = |sql: &mut String, clause: &str, value: SqlValue| {
+        args.push(value);
+        sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
+    };
+    if let Some(status) = filter.status {
+        bind(
+            &mut sql,
+            " AND status = ?",
+            SqlValue::Text(status.as_str().into()),
+        );
+    }
+    if let Some(job_type) = &filter.job_type {
+        bind(
+            &mut sql,
+            " AND job_type = ?",
+            SqlValue::Text(job_type.clone()),
+        );
+    }
+    if let Some(queue) = &filter.queue {
+        bind(&mut sql, " AND queue = ?", SqlValue::Text(queue.clone()));
+    }
+    if let Some(search) = &filter.search {
+        bind(
+            &mut sql,
+            " AND instr(lower(last_error), lower(?)) > 0",
+            SqlValue::Text(search.clone()),
+        );
+    }
+    if let Some(before) = filter.before_id {
+        bind(&mut sql, " AND id < ?", SqlValue::Integer(before));
+    }
+    bind(
+        &mut sql,
+        " ORDER BY id DESC LIMIT ?",
+        SqlValue::Integer(filter.limit as i64),
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(params_from_iter(args), job_from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Counts by queue, type and status; the oldest due job's age; dead jobs of the last hour.
+pub(super) fn stats(conn: &Connection, now: i64) -> Result<Stats> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT queue, job_type, status, COUNT(*) FROM jobs
+         GROUP BY queue, job_type, status ORDER BY queue, job_type, status",
+    )?;
+    let counts = stmt
+        .query_map([], |row| {
+            Ok((
+                lenient::label(row, 0)?,
+                lenient::label(row, 1)?,
+                lenient::label(row, 2)?,
+                row.get(3)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<(String, String, String, i64)>>>()?
+        .into_iter()
+        .filter_map(|(queue, job_type, status, count)| {
+            let status = status.parse().ok()?;
+            Some(StatusCount {
+                queue,
+                job_type,
+                status,
+                count,
+            })
+        })
+        .collect();
+    let oldest_due: Option<i64> = conn
+        .prepare_cached(
+            "SELECT CAST(MIN(run_at) AS INTEGER) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1",
+        )?
+        .query_row([now], |row| row.get(0))?;
+    let dead_last_hour: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1")?
+        .query_row(params![now - 3_600_000], |row| row.get(0))?;
+    Ok(Stats {
+        counts,
+        oldest_due_age_ms: oldest_due.map(|at| (now - at).max(0)),
+        dead_last_hour,
+    })
+}
+
+/// Attempt outcomes that count as failures in rates and error figures.
+const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
+
+/// The most common last errors among failed and dead jobs (requeued dead jobs left out).
+pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorGroup>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT last_error, COUNT(*), SUM(status = 'failed'), SUM(status = 'dead'),
+                json_group_array(DISTINCT CAST(job_type AS TEXT)),
+                CAST(MIN(COALESCE((SELECT MIN(a.finished_at) FROM job_attempts a
+                                   WHERE a.job_id = jobs.id AND a.error = jobs.last_error),
+                                  updated_at)) AS INTEGER),
+                CAST(MAX(updated_at) AS INTEGER)
+         FROM jobs
+         WHERE status IN ('failed', 'dead') AND requeued_as IS NULL AND last_error IS NOT NULL
+         GROUP BY last_error
+         ORDER BY COUNT(*) DESC, MAX(updated_at) DESC
+         LIMIT ?1",
+    )?;
+    let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
+        let types = lenient::label(row, 4)?;
+        Ok((
+            lenient::label(row, 0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+            row.get::<_, i64>(3)?,
+            types,
+            row.get::<_, i64>(5)?,
+            row.get::<_, i64>(6)?,
+        ))
+    })?;
+    let mut groups = Vec::new();
+    for row in rows {
+        let (error, count, failed, dead, types, first_seen_at, last_seen_at) = row?;
+        let mut job_types: Vec<String> = serde_json::from_str(&types).unwrap_or_default();
+        job_types.sort();
+        groups.push(ErrorGroup {
+            error,
+            count,
+            failed,
+            dead,
+            job_types,
+            first_seen_at,
+            last_seen_at,
+        });
+    }
+    Ok(groups)
+}
+
+/// Waiting and dead counts now, the oldest due run time, dead jobs of the last hour; failed
+/// attempts and successes since `since`.
+pub(super) fn health(conn: &Connection, now: i64, since: i64) -> Result<HealthRow> {
+    let sql = format!(
+        "SELECT
+            (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
+            (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
+            (SELECT COUNT(*) FROM jobs WHERE status = 'running'),
+            (SELECT CAST(MIN(run_at) AS INTEGER) FROM jobs
+             WHERE status IN ('queued', 'failed') AND run_at <= ?1),
+            (SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL),
+            (SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1 - 3600000),
+            (SELECT COUNT(*) FROM job_attempts WHERE finished_at >= ?2
+                                                 AND outcome IN {FAILED_OUTCOMES}),
+            (SELECT COUNT(*) FROM jobs WHERE status = 'succeeded' AND updated_at >= ?2)"
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![now, since], |row| {
+            Ok(HealthRow {
+                due_now: row.get(0)?,
+                scheduled: row.get(1)?,
+                running: row.get(2)?,
+                oldest_due_run_at: row.get(3)?,
+                dead_awaiting: row.get(4)?,
+                dead_last_hour: row.get(5)?,
+                failed_attempts: row.get(6)?,
+                succeeded: row.get(7)?,
+            })
+        })?)
+}
+
+/// The oldest due job's run time per queue (only queues with due jobs).
+pub(super) fn oldest_due_by_queue(conn: &Connection, now: i64) -> Result<Vec<(String, i64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT queue, CAST(MIN(run_at) AS INTEGER) FROM jobs
+         WHERE status IN ('queued', 'failed') AND run_at <= ?1
+         GROUP BY queue ORDER BY queue",
+    )?;
+    let rows = stmt.query_map([now], |row| Ok((lenient::label(row, 0)?, row.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Attempt outcomes by job type: history rows, plus one success per succeeded job (a
+/// first-try success has no history row; a later success has one, counted once here).
+pub(super) fn attempt_outcomes(conn: &Connection) -> Result<Vec<(String, String, i64)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+         WHERE a.outcome != 'succeeded' GROUP BY j.job_type, a.outcome
+         UNION ALL
+         SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
+         GROUP BY job_type
+         ORDER BY 1, 2",
+    )?;
+    let rows = stmt.query_map([], |row| {
+        Ok((lenient::label(row, 0)?, row.get(1)?, row.get(2)?))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Finished work since `since` in buckets of `bucket_ms`: `(succeeded, failed attempts,
+/// dead)`, each as `(bucket index, count)` pairs for the buckets that have any.
+pub(super) fn activity(
+    conn: &Connection,
+    since: i64,
+    bucket_ms: i64,
+) -> Result<(BucketCounts, BucketCounts, BucketCounts)> {
+    // For a succeeded job `updated_at` is its finish time (the completer writes both at
+    // once), and (status, updated_at) is indexed: this is a covering index range scan.
+    let succeeded = grouped(
+        conn,
+        "SELECT (CAST(updated_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM jobs
+         WHERE status = 'succeeded' AND updated_at >= ?1
+         GROUP BY 1",
+        since,
+        bucket_ms,
+    )?;
+    // The same outcomes the health figures count as failures.
+    let failed = grouped(
+        conn,
+        "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM job_attempts
+         WHERE finished_at >= ?1 AND outcome IN ('failed', 'timed_out', 'lost')
+         GROUP BY 1",
+        since,
+        bucket_ms,
+    )?;
+    // Requeued dead jobs stay dead (with `requeued_as`), so they still count when they died.
+    let dead = grouped(
+        conn,
+        "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM jobs
+         WHERE status = 'dead' AND finished_at >= ?1
+         GROUP BY 1",
+        since,
+        bucket_ms,
+    )?;
+    Ok((succeeded, failed, dead))
+}
+
+fn grouped(conn: &Connection, sql: &str, since: i64, bucket_ms: i64) -> Result<BucketCounts> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(params![since, bucket_ms], |row| {
+        Ok((row.get(0)?, row.get(1)?))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+impl ReadStore for SqliteTx<'_> {
+    fn job(&self, id: i64) -> Result<Option<JobRecord>> {
+        job(self.conn, id)
+    }
+
+    fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>> {
+        attempts(self.conn, job_id)
+    }
+
+    fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+        list(self.conn, filter)
+    }
+
+    fn stats(&self, now: i64) -> Result<Stats> {
+        stats(self.conn, now)
+    }
+
+    fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {
+        error_groups(self.conn, limit)
+    }
+
+    fn health(&self, now: i64, since: i64) -> Result<HealthRow> {
+        health(self.conn, now, since)
+    }
+
+    fn oldest_due_by_queue(&self, now: i64) -> Result<Vec<(String, i64)>> {
+        oldest_due_by_queue(self.conn, now)
+    }
+
+    fn attempt_outcomes(&self) -> Result<Vec<(String, String, i64)>> {
+        attempt_outcomes(self.conn)
+    }
+
+    fn activity(
+        &self,
+        since: i64,
+        bucket_ms: i64,
+    ) -> Result<(BucketCounts, BucketCounts, BucketCounts)> {
+        activity(self.conn, since, bucket_ms)
+    }
+}

@@ -1,0 +1,92 @@
+//! [`RetentionStore`] on SQLite: pruning finished jobs and remembered keys, WAL checkpoints.
+
+use rusqlite::{params, Connection};
+
+use super::SqliteTx;
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::retention::RetentionStore;
+
+/// Ids of at most `limit` succeeded or cancelled jobs last changed before `cutoff`.
+pub(super) fn prunable_jobs(conn: &Connection, cutoff: i64, limit: usize) -> Result<Vec<i64>> {
+    // (status, updated_at) is indexed; for a finished job updated_at is its finish time.
+    let mut stmt = conn.prepare_cached(
+        "SELECT id FROM jobs WHERE status IN ('succeeded', 'cancelled') AND updated_at < ?1
+         LIMIT CAST(?2 AS INTEGER)",
+    )?;
+    let rows = stmt.query_map(
+        params![cutoff, i64::try_from(limit).unwrap_or(i64::MAX)],
+        |row| row.get(0),
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Deletes these jobs (if still succeeded or cancelled) and their attempts. Returns
+/// (jobs, attempts) deleted.
+pub(super) fn delete_finished(conn: &Connection, ids: &[i64]) -> Result<(u64, u64)> {
+    let list = serde_json::to_string(ids)
+        .map_err(|e| Error::new(ErrorKind::Database, format!("id list: {e}")))?;
+    let attempts = conn
+        .prepare_cached(
+            "DELETE FROM job_attempts WHERE job_id IN (
+                SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?1))
+                  AND j.status IN ('succeeded', 'cancelled'))",
+        )?
+        .execute([&list])?;
+    let jobs = conn
+        .prepare_cached(
+            "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))
+               AND status IN ('succeeded', 'cancelled')",
+        )?
+        .execute([&list])?;
+    Ok((jobs as u64, attempts as u64))
+}
+
+/// Forgets at most `limit` remembered idempotency keys that expired by `now` or completed
+/// before `completed_before`. Returns how many.
+pub(super) fn delete_keys(
+    conn: &Connection,
+    now: i64,
+    completed_before: Option<i64>,
+    limit: usize,
+) -> Result<u64> {
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM idempotency_keys WHERE key IN (
+                SELECT key FROM idempotency_keys
+                WHERE expires_at <= ?1 OR completed_at < ?2
+                LIMIT CAST(?3 AS INTEGER))",
+        )?
+        .execute(params![
+            now,
+            completed_before.unwrap_or(i64::MIN),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ])?;
+    Ok(n as u64)
+}
+
+/// `PRAGMA wal_checkpoint(mode)`: (busy, WAL frames, frames checkpointed). Must run outside
+/// a transaction.
+pub(super) fn wal_checkpoint(conn: &Connection, mode: &str) -> Result<(bool, i64, i64)> {
+    let sql = format!("PRAGMA wal_checkpoint({mode})");
+    Ok(conn.query_row(&sql, [], |row| {
+        Ok((row.get::<_, i64>(0)? != 0, row.get(1)?, row.get(2)?))
+    })?)
+}
+
+impl RetentionStore for SqliteTx<'_> {
+    fn prunable_jobs(&self, cutoff: i64, limit: usize) -> Result<Vec<i64>> {
+        prunable_jobs(self.conn, cutoff, limit)
+    }
+
+    fn delete_finished(&self, ids: &[i64]) -> Result<(u64, u64)> {
+        delete_finished(self.conn, ids)
+    }
+
+    fn delete_keys(&self, now: i64, completed_before: Option<i64>, limit: usize) -> Result<u64> {
+        delete_keys(self.conn, now, completed_before, limit)
+    }
+
+    fn wal_checkpoint(&self, mode: &str) -> Result<(bool, i64, i64)> {
+        wal_checkpoint(self.conn, mode)
+    }
+}
