@@ -10,9 +10,9 @@ use serde::Serialize;
 use crate::clock::duration_to_ms;
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::storage::jobs::ClaimRequest;
-use crate::worker::completer::{self, Completion, LeaseKeeper};
+use crate::worker::completer::{self, Completer, Completion, LeaseKeeper, WriterMsg};
 use crate::worker::executor::{run_attempt, AttemptEnv};
+use crate::worker::registry::Claimer;
 use crate::WorkerBuilder;
 
 /// Jobs claimed per round of [`drain`].
@@ -72,13 +72,14 @@ impl DrainReport {
 pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     let queue = builder.queue_handle();
     let registry = &builder.registry;
-    let job_types = registry.job_types();
-    let timeouts: Vec<i64> = job_types
-        .iter()
-        .map(|t| registry.type_timeout_ms(t))
-        .collect();
     let worker_id: Arc<str> = Arc::from(format!("drain:{}", std::process::id()));
     let grace_ms = builder.lease_grace_ms();
+    let claimer = Claimer::new(
+        registry,
+        Arc::clone(&worker_id),
+        grace_ms,
+        queue.max_payload_bytes(),
+    );
     let window_ms = duration_to_ms(queue.idempotency_window());
     let mut report = DrainReport::default();
     for _ in 0..DRAIN_MAX_ROUNDS {
@@ -87,16 +88,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
         let claimed = queue.db().write(|tx| {
             let mut all = Vec::new();
             for (name, _) in &builder.queues {
-                let req = ClaimRequest {
-                    queue: name,
-                    job_types: &job_types,
-                    type_timeouts_ms: &timeouts,
-                    limit: DRAIN_BATCH,
-                    worker_id: &worker_id,
-                    lease_grace_ms: grace_ms,
-                    max_payload_bytes: queue.max_payload_bytes(),
-                };
-                let claimed = tx.claim(&req, now)?;
+                let claimed = tx.claim(&claimer.request(name, DRAIN_BATCH), now)?;
                 refused.extend(claimed.refused);
                 all.extend(claimed.rows);
             }
@@ -137,19 +129,20 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                 }
             })
             .collect();
+        // Written through the worker's own completer, fences and events included.
+        let mut batch = Completer::default();
+        for c in completions {
+            batch.push(WriterMsg::Complete(c));
+        }
         let now = queue.now_ms();
-        let applied = queue.db().write(|tx| {
-            completions
-                .iter()
-                .map(|c| completer::write_completion(tx, &worker_id, c, now, window_ms))
-                .collect::<Result<Vec<bool>>>()
-        })?;
-        for (c, ok) in completions.iter().zip(applied) {
+        let applied = queue
+            .db()
+            .write(|tx| batch.write(tx, &worker_id, now, window_ms))?;
+        for (c, ok) in batch.committed(applied, queue.events()) {
             if !ok {
                 continue;
             }
-            completer::announce(queue.events(), c);
-            match completer::status_after(c) {
+            match completer::status_after(&c) {
                 JobStatus::Succeeded => report.succeeded += 1,
                 JobStatus::Failed => report.failed += 1,
                 JobStatus::Dead => report.dead += 1,

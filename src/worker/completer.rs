@@ -1,4 +1,8 @@
-//! The completer: writes attempt outcomes in batches, each write fenced by the lease.
+//! The completer: owns the batch of attempt outcomes (and heartbeats) waiting to be written,
+//! decides when the batch is worth a transaction (group commit), writes it with every write
+//! fenced by the lease, and after the commit announces what was written and answers the
+//! heartbeats. A failed write (busy beyond the timeout, a full disk) keeps the batch and
+//! backs off: it never becomes a job failure.
 //!
 //! It is not a thread of its own: its batch rides in the dispatcher's transaction together
 //! with the next claim (SPEC: completing one batch and claiming the next in one transaction
@@ -8,6 +12,7 @@
 //! [`drain`]: crate::testing::drain
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Sender};
 
@@ -68,6 +73,144 @@ pub(crate) struct Completion {
     pub(crate) started_at: i64,
     pub(crate) finished_at: i64,
     pub(crate) outcome: Outcome,
+}
+
+/// Outcomes that make a write round worth it even while other attempts still run.
+const WRITE_BATCH: usize = 64;
+/// The longest an outcome waits for company before it is written alone.
+const LINGER: Duration = Duration::from_millis(2);
+
+/// The batch of outcomes and heartbeats waiting to be written.
+#[derive(Debug, Default)]
+pub(crate) struct Completer {
+    pending: Vec<WriterMsg>,
+    /// When the oldest pending message arrived.
+    pending_since: Option<Instant>,
+    /// A heartbeat waits for its reply: write at once.
+    urgent: bool,
+    /// After a failed write: no new write before this.
+    retry_at: Option<Instant>,
+    failures: u32,
+}
+
+impl Completer {
+    /// Adds a finished attempt or a heartbeat to the batch.
+    pub(crate) fn push(&mut self, msg: WriterMsg) {
+        if matches!(msg, WriterMsg::Extend { .. }) {
+            self.urgent = true;
+        }
+        if self.pending.is_empty() {
+            self.pending_since = Some(Instant::now());
+        }
+        self.pending.push(msg);
+    }
+
+    /// Messages waiting to be written.
+    pub(crate) fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True when nothing waits to be written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Whether the batch should be written now: a heartbeat waits for its answer, the batch
+    /// is full, no other attempt is running (no company will come), or the oldest outcome
+    /// has lingered long enough.
+    pub(crate) fn due(&self, now: Instant, nothing_running: bool) -> bool {
+        !self.pending.is_empty()
+            && (self.urgent
+                || self.pending.len() >= WRITE_BATCH
+                || nothing_running
+                || self
+                    .pending_since
+                    .is_some_and(|since| now >= since + LINGER))
+    }
+
+    /// False while backing off after a failed write.
+    pub(crate) fn may_write(&self, now: Instant) -> bool {
+        self.retry_at.is_none_or(|at| now >= at)
+    }
+
+    /// When a failed write may be tried again, while backing off.
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
+    /// When the batch needs a look without any other wake-up: the end of the linger.
+    pub(crate) fn linger_ends(&self) -> Option<Instant> {
+        self.pending_since.map(|since| since + LINGER)
+    }
+
+    /// Writes every message of the batch in `tx`: per message, whether it applied (false: the
+    /// lease was gone, a late result changed nothing).
+    pub(crate) fn write(
+        &self,
+        tx: &dyn Tx,
+        worker_id: &str,
+        now: i64,
+        idempotency_window_ms: i64,
+    ) -> Result<Vec<bool>> {
+        self.pending
+            .iter()
+            .map(|msg| match msg {
+                WriterMsg::Complete(c) => {
+                    write_completion(tx, worker_id, c, now, idempotency_window_ms)
+                }
+                WriterMsg::Extend {
+                    row,
+                    until,
+                    progress,
+                    ..
+                } => tx.extend_lease(lease_of(row, worker_id), *until, progress.as_deref(), now),
+            })
+            .collect()
+    }
+
+    /// After the batch's transaction committed (`applied` from [`Completer::write`]): tells
+    /// subscribers what was written, answers the heartbeats, and empties the batch. Returns
+    /// each completion with whether it applied, so the caller can free its slot.
+    pub(crate) fn committed(
+        &mut self,
+        applied: Vec<bool>,
+        events: &EventHub,
+    ) -> Vec<(Completion, bool)> {
+        self.failures = 0;
+        self.retry_at = None;
+        self.pending_since = None;
+        self.urgent = false;
+        let mut done = Vec::new();
+        for (msg, ok) in self.pending.drain(..).zip(applied) {
+            match msg {
+                WriterMsg::Complete(c) => {
+                    if ok {
+                        announce(events, &c);
+                    } else {
+                        log::debug!(
+                            "litejobs: late result of job {} attempt {} discarded (lease gone)",
+                            c.row.id,
+                            c.row.attempt
+                        );
+                    }
+                    done.push((c, ok));
+                }
+                WriterMsg::Extend { reply, .. } => {
+                    let _ = reply.send(ok);
+                }
+            }
+        }
+        done
+    }
+
+    /// After the batch's transaction failed (busy beyond the timeout, disk full, I/O):
+    /// nothing was written; keeps the batch and backs off (25 ms doubling, up to 1.6 s).
+    pub(crate) fn failed(&mut self, e: &Error) {
+        self.failures += 1;
+        let backoff = Duration::from_millis(25u64 << self.failures.min(6));
+        log::warn!("litejobs: write failed ({e}); retrying in {backoff:?}");
+        self.retry_at = Some(Instant::now() + backoff);
+    }
 }
 
 /// Messages to the dispatcher thread, the process's one writer.

@@ -5,7 +5,6 @@
 //! result arrives, an in-process enqueue wakes it, an attempt's deadline passes, or the
 //! poll interval finds rows written by other processes.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,14 +17,11 @@ use crate::error::Result;
 use crate::events::Event;
 use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
-use crate::storage::jobs::{ClaimRequest, ClaimedRow, Lease};
-use crate::worker::completer::{self, Completion, Outcome, WriterMsg};
+use crate::storage::jobs::ClaimedRow;
+use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
-
-/// Outcomes that make a write round worth it even while other attempts still run.
-const WRITE_BATCH: usize = 64;
-/// The longest an outcome waits for company before it is written alone.
-const LINGER: Duration = Duration::from_millis(2);
+use crate::worker::registry::Claimer;
+use crate::worker::renewal::{Prefetched, Renewal};
 
 /// How far a queue's jobs in flight may fall before the next claim: half the prefetch left.
 fn claim_threshold(concurrency: usize, prefetch: usize) -> usize {
@@ -66,20 +62,8 @@ pub(crate) struct QueueRuntime {
     finished_unwritten: usize,
     /// A claim may find work (woken, polled, or the last claim came back full).
     maybe_more: bool,
-    /// Claimed jobs not yet taken by an executor, in the order they were sent: their
-    /// leases are renewed while they wait, so a job prefetched behind a long one is never
-    /// reaped (and charged an attempt) before it ran.
-    waiting: VecDeque<Waiting>,
-    /// How many sent jobs executors had taken when `waiting` was last trimmed.
-    taken_seen: usize,
-}
-
-/// A claimed job waiting in a queue's channel.
-struct Waiting {
-    id: i64,
-    attempt: i64,
-    locked_until: i64,
-    lease_ms: i64,
+    /// Claimed jobs not yet taken by an executor, whose leases are renewed while they wait.
+    prefetched: Prefetched,
 }
 
 impl QueueRuntime {
@@ -107,8 +91,7 @@ impl QueueRuntime {
             outstanding: 0,
             finished_unwritten: 0,
             maybe_more: true,
-            waiting: VecDeque::new(),
-            taken_seen: 0,
+            prefetched: Prefetched::default(),
         };
         for index in 0..concurrency {
             let (slot, thread) =
@@ -129,26 +112,6 @@ impl QueueRuntime {
         (self.concurrency + prefetch).saturating_sub(self.in_flight())
     }
 
-    /// Forgets the waiting jobs that executors have taken since the last look.
-    fn trim_waiting(&mut self) {
-        let taken = self.feed.taken.load(Ordering::Acquire);
-        while self.taken_seen < taken {
-            if self.waiting.pop_front().is_none() {
-                break;
-            }
-            self.taken_seen += 1;
-        }
-    }
-
-    /// When the first waiting job's lease needs renewing (queue clock, ms): half the grace
-    /// before it expires.
-    fn renew_due_at(&self, grace_ms: i64) -> Option<i64> {
-        self.waiting
-            .iter()
-            .map(|w| w.locked_until - grace_ms / 2)
-            .min()
-    }
-
     /// Claim once half the prefetch is used up, so the executors never run dry while the
     /// claims stay batched (a claim per freed slot would mean a transaction per job).
     fn needs_claim(&self, prefetch: usize) -> bool {
@@ -166,17 +129,11 @@ pub(crate) struct Dispatcher {
     pub(crate) wake: Receiver<()>,
     pub(crate) control: Receiver<Control>,
     pub(crate) config: DispatchConfig,
-    pub(crate) job_types: Vec<String>,
-    pub(crate) type_timeouts_ms: Vec<i64>,
-    pending: Vec<WriterMsg>,
-    /// When the oldest pending message arrived.
-    pending_since: Option<Instant>,
-    /// A heartbeat waits for its reply: write at once.
-    urgent: bool,
+    /// What this worker claims with.
+    claimer: Claimer,
+    /// The outcomes and heartbeats waiting to be written.
+    completer: Completer,
     reaper: Reaper,
-    /// After a failed write (busy, disk full): no new round before this.
-    retry_at: Option<Instant>,
-    failures: u32,
 }
 
 impl Dispatcher {
@@ -190,11 +147,12 @@ impl Dispatcher {
         control: Receiver<Control>,
         config: DispatchConfig,
     ) -> Dispatcher {
-        let job_types = shared.registry.job_types();
-        let type_timeouts_ms = job_types
-            .iter()
-            .map(|t| shared.registry.type_timeout_ms(t))
-            .collect();
+        let claimer = Claimer::new(
+            &shared.registry,
+            Arc::clone(&shared.worker_id),
+            shared.lease_grace_ms,
+            shared.queue.max_payload_bytes(),
+        );
         let reaper = Reaper::new(config.reap_interval);
         Dispatcher {
             shared,
@@ -204,14 +162,9 @@ impl Dispatcher {
             wake,
             control,
             config,
-            job_types,
-            type_timeouts_ms,
-            pending: Vec::new(),
-            pending_since: None,
-            urgent: false,
+            claimer,
+            completer: Completer::default(),
             reaper,
-            retry_at: None,
-            failures: 0,
         }
     }
 
@@ -233,11 +186,11 @@ impl Dispatcher {
                 self.poll_due();
                 next_poll = now + self.config.poll_interval;
             }
-            if self.retry_at.is_none_or(|at| now >= at) && self.has_work(now) {
+            if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);
             }
             self.prune_step();
-            if self.has_work(Instant::now()) && self.retry_at.is_none() {
+            if self.has_work(Instant::now()) && self.completer.retry_at().is_none() {
                 continue;
             }
             let wait = self
@@ -264,32 +217,20 @@ impl Dispatcher {
     }
 
     fn push_pending(&mut self, msg: WriterMsg) {
-        match &msg {
-            WriterMsg::Complete(c) => {
-                if let Some(q) = self.queues.iter_mut().find(|q| q.name == c.row.queue) {
-                    q.finished_unwritten += 1;
-                }
+        if let WriterMsg::Complete(c) = &msg {
+            if let Some(q) = self.queues.iter_mut().find(|q| q.name == c.row.queue) {
+                q.finished_unwritten += 1;
             }
-            WriterMsg::Extend { .. } => self.urgent = true,
         }
-        if self.pending.is_empty() {
-            self.pending_since = Some(Instant::now());
-        }
-        self.pending.push(msg);
+        self.completer.push(msg);
     }
 
     /// Whether a write round is worth a transaction now: group commit collects outcomes
     /// while other attempts are still running, up to a batch or a short linger.
     fn has_work(&self, now: Instant) -> bool {
         let prefetch = self.config.prefetch;
-        let flush_pending = !self.pending.is_empty()
-            && (self.urgent
-                || self.pending.len() >= WRITE_BATCH
-                || self.queues.iter().all(|q| q.in_flight() == 0)
-                || self
-                    .pending_since
-                    .is_some_and(|since| now >= since + LINGER));
-        flush_pending
+        let nothing_running = self.queues.iter().all(|q| q.in_flight() == 0);
+        self.completer.due(now, nothing_running)
             || self.reaper.due(now)
             || self.queues.iter().any(|q| q.needs_claim(prefetch))
             || self.renewal_due()
@@ -301,7 +242,7 @@ impl Dispatcher {
         let grace = self.shared.lease_grace_ms;
         self.queues
             .iter()
-            .filter_map(|q| q.renew_due_at(grace))
+            .filter_map(|q| q.prefetched.renew_due_at(grace))
             .any(|at| at <= now)
     }
 
@@ -329,8 +270,8 @@ impl Dispatcher {
         if let Some(pruner) = &self.config.pruner {
             at = at.min(pruner.next());
         }
-        if let Some(since) = self.pending_since {
-            at = at.min(since + LINGER);
+        if let Some(linger_ends) = self.completer.linger_ends() {
+            at = at.min(linger_ends);
         }
         if self.queues.iter().any(|q| q.in_flight() > 0) {
             at = at.min(Instant::now() + COLLECT_INTERVAL);
@@ -339,13 +280,13 @@ impl Dispatcher {
         if let Some(renew) = self
             .queues
             .iter()
-            .filter_map(|q| q.renew_due_at(grace))
+            .filter_map(|q| q.prefetched.renew_due_at(grace))
             .min()
         {
             let wait_ms = (renew - self.shared.queue.now_ms()).max(0) as u64;
             at = at.min(Instant::now() + Duration::from_millis(wait_ms));
         }
-        if let Some(retry) = self.retry_at {
+        if let Some(retry) = self.completer.retry_at() {
             at = at.min(retry);
         }
         for deadline in self
@@ -363,7 +304,7 @@ impl Dispatcher {
     fn poll_due(&mut self) {
         let now = self.shared.queue.now_ms();
         let prefetch = self.config.prefetch;
-        let types = &self.job_types;
+        let types = self.claimer.job_types();
         let db = self.shared.queue.db();
         for q in self
             .queues
@@ -452,112 +393,47 @@ impl Dispatcher {
         };
         let grace_ms = self.shared.lease_grace_ms;
         // Leases of claimed jobs still waiting for a thread, renewed before they run out.
-        let mut renewals: Vec<(usize, usize, i64)> = Vec::new();
-        for (qi, q) in self.queues.iter_mut().enumerate() {
-            q.trim_waiting();
-            for (wi, w) in q.waiting.iter().enumerate() {
-                if w.locked_until - grace_ms / 2 <= now {
-                    renewals.push((qi, wi, now + w.lease_ms));
-                }
-            }
-        }
+        let renewals: Vec<Vec<Renewal>> = self
+            .queues
+            .iter_mut()
+            .map(|q| {
+                q.prefetched.trim(q.feed.taken.load(Ordering::Acquire));
+                q.prefetched.due(now, grace_ms)
+            })
+            .collect();
         let worker_id: &str = &self.shared.worker_id;
         let window_ms = duration_to_ms(self.shared.queue.idempotency_window());
-        let (pending, queues, types, timeouts) = (
-            &self.pending,
-            &self.queues,
-            &self.job_types,
-            &self.type_timeouts_ms,
-        );
+        let (completer, queues, claimer) = (&self.completer, &self.queues, &self.claimer);
         let written = self.shared.queue.db().write(|tx| {
-            let mut applied = Vec::with_capacity(pending.len());
-            for msg in pending {
-                applied.push(match msg {
-                    WriterMsg::Complete(c) => {
-                        completer::write_completion(tx, worker_id, c, now, window_ms)?
-                    }
-                    WriterMsg::Extend {
-                        row,
-                        until,
-                        progress,
-                        ..
-                    } => {
-                        let lease = Lease {
-                            job_id: row.id,
-                            attempt: row.attempt,
-                            worker_id,
-                        };
-                        tx.extend_lease(lease, *until, progress.as_deref(), now)?
-                    }
-                });
-            }
-            for &(qi, wi, until) in &renewals {
-                let w = &queues[qi].waiting[wi];
-                let lease = Lease {
-                    job_id: w.id,
-                    attempt: w.attempt,
-                    worker_id,
-                };
-                tx.extend_lease(lease, until, None, now)?;
+            let applied = completer.write(tx, worker_id, now, window_ms)?;
+            for (q, due) in queues.iter().zip(&renewals) {
+                q.prefetched.write(tx, due, worker_id, now)?;
             }
             let reaped = if reap { tx.reap_expired(now)? } else { 0 };
             let mut claimed = Vec::with_capacity(plan.len());
             for &(qi, want) in &plan {
-                let req = ClaimRequest {
-                    queue: &queues[qi].name,
-                    job_types: types,
-                    type_timeouts_ms: timeouts,
-                    limit: want,
-                    worker_id,
-                    lease_grace_ms: grace_ms,
-                    max_payload_bytes: self.shared.queue.max_payload_bytes(),
-                };
-                claimed.push(tx.claim(&req, now)?);
+                claimed.push(tx.claim(&claimer.request(&queues[qi].name, want), now)?);
             }
             Ok((applied, reaped, claimed))
         });
         let (applied, reaped, claimed) = match written {
             Ok(written) => written,
             Err(e) => {
-                // Busy beyond the timeout, disk full, I/O: nothing was written. Keep the
-                // outcomes and try again after a backoff; never turn this into job failures.
-                self.failures += 1;
-                let backoff = Duration::from_millis(25u64 << self.failures.min(6));
-                log::warn!("litejobs: write failed ({e}); retrying in {backoff:?}");
-                self.retry_at = Some(Instant::now() + backoff);
+                // Nothing was written: the completer keeps its batch and backs off.
+                self.completer.failed(&e);
                 return;
             }
         };
-        self.failures = 0;
-        self.retry_at = None;
-        self.pending_since = None;
-        self.urgent = false;
-        for (qi, wi, until) in renewals {
-            self.queues[qi].waiting[wi].locked_until = until;
+        for (q, due) in self.queues.iter_mut().zip(&renewals) {
+            q.prefetched.renewed(due);
         }
         let events = self.shared.queue.events();
-        for (msg, ok) in self.pending.drain(..).zip(applied) {
-            match msg {
-                WriterMsg::Complete(c) => {
-                    if let Some(q) = self.queues.iter_mut().find(|q| q.name == c.row.queue) {
-                        q.outstanding = q.outstanding.saturating_sub(1);
-                        q.finished_unwritten = q.finished_unwritten.saturating_sub(1);
-                        // A finished job frees a slot and may release its group key.
-                        q.maybe_more = true;
-                    }
-                    if ok {
-                        completer::announce(events, &c);
-                    } else {
-                        log::debug!(
-                            "litejobs: late result of job {} attempt {} discarded (lease gone)",
-                            c.row.id,
-                            c.row.attempt
-                        );
-                    }
-                }
-                WriterMsg::Extend { reply, .. } => {
-                    let _ = reply.send(ok);
-                }
+        for (c, _) in self.completer.committed(applied, events) {
+            if let Some(q) = self.queues.iter_mut().find(|q| q.name == c.row.queue) {
+                q.outstanding = q.outstanding.saturating_sub(1);
+                q.finished_unwritten = q.finished_unwritten.saturating_sub(1);
+                // A finished job frees a slot and may release its group key.
+                q.maybe_more = true;
             }
         }
         if reap {
@@ -580,12 +456,8 @@ impl Dispatcher {
             q.outstanding += rows.len();
             q.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
             for row in rows {
-                q.waiting.push_back(Waiting {
-                    id: row.id,
-                    attempt: row.attempt,
-                    locked_until: row.locked_until,
-                    lease_ms: duration_to_ms(self.shared.registry.timeout_for(&row)) + grace_ms,
-                });
+                let lease_ms = duration_to_ms(self.shared.registry.timeout_for(&row)) + grace_ms;
+                q.prefetched.sent(&row, lease_ms);
                 let _ = tx.send(Arc::new(row));
             }
         }
@@ -615,15 +487,15 @@ impl Dispatcher {
             self.collect();
             self.time_out_overdue();
             let now = Instant::now();
-            if !self.pending.is_empty() && self.retry_at.is_none_or(|at| now >= at) {
+            if !self.completer.is_empty() && self.completer.may_write(now) {
                 self.round(false);
             }
             let idle = self.queues.iter().all(|q| q.outstanding == 0);
-            if (idle && self.pending.is_empty()) || now >= deadline {
+            if (idle && self.completer.is_empty()) || now >= deadline {
                 break;
             }
             let wait = deadline
-                .min(self.retry_at.unwrap_or(deadline))
+                .min(self.completer.retry_at().unwrap_or(deadline))
                 .min(now + Duration::from_millis(100))
                 .saturating_duration_since(now);
             select! {
@@ -653,19 +525,19 @@ impl Dispatcher {
         }
         self.collect();
         for _ in 0..50 {
-            if self.pending.is_empty() {
+            if self.completer.is_empty() {
                 break;
             }
-            if let Some(at) = self.retry_at {
+            if let Some(at) = self.completer.retry_at() {
                 std::thread::sleep(at.saturating_duration_since(Instant::now()));
             }
             self.round(false);
         }
-        if !self.pending.is_empty() {
+        if !self.completer.is_empty() {
             log::error!(
                 "litejobs: {} outcomes could not be written at shutdown; their leases will expire \
                  and the reaper will make the jobs due again",
-                self.pending.len()
+                self.completer.len()
             );
         }
         for q in &mut self.queues {

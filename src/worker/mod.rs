@@ -6,6 +6,7 @@ pub(crate) mod completer;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
 pub(crate) mod registry;
+mod renewal;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

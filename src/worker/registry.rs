@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::clock::duration_to_ms;
 use crate::handler::Handler;
 use crate::retry::RetryPolicy;
-use crate::storage::jobs::ClaimedRow;
+use crate::storage::jobs::{ClaimRequest, ClaimedRow};
 
 /// The handlers a worker runs and their options. Options may be set before or after the
 /// handler itself.
@@ -80,5 +80,57 @@ impl Registry {
 
     pub(crate) fn retry_policy(&self, job_type: &str) -> &RetryPolicy {
         self.retry.get(job_type).unwrap_or(&self.default_retry)
+    }
+}
+
+/// What a worker claims with, the same for the dispatcher's rounds and for
+/// [`drain`](crate::testing::drain): its job types (sorted, so the claim statement's text is
+/// stable) with their timeouts, its id, its lease grace and the payload limit.
+#[derive(Debug)]
+pub(crate) struct Claimer {
+    job_types: Vec<String>,
+    type_timeouts_ms: Vec<i64>,
+    worker_id: Arc<str>,
+    lease_grace_ms: i64,
+    max_payload_bytes: usize,
+}
+
+impl Claimer {
+    pub(crate) fn new(
+        registry: &Registry,
+        worker_id: Arc<str>,
+        lease_grace_ms: i64,
+        max_payload_bytes: usize,
+    ) -> Claimer {
+        let job_types = registry.job_types();
+        let type_timeouts_ms = job_types
+            .iter()
+            .map(|t| registry.type_timeout_ms(t))
+            .collect();
+        Claimer {
+            job_types,
+            type_timeouts_ms,
+            worker_id,
+            lease_grace_ms,
+            max_payload_bytes,
+        }
+    }
+
+    /// The job types claimed, sorted.
+    pub(crate) fn job_types(&self) -> &[String] {
+        &self.job_types
+    }
+
+    /// A claim of up to `limit` due jobs of `queue`.
+    pub(crate) fn request<'a>(&'a self, queue: &'a str, limit: usize) -> ClaimRequest<'a> {
+        ClaimRequest {
+            queue,
+            job_types: &self.job_types,
+            type_timeouts_ms: &self.type_timeouts_ms,
+            limit,
+            worker_id: &self.worker_id,
+            lease_grace_ms: self.lease_grace_ms,
+            max_payload_bytes: self.max_payload_bytes,
+        }
     }
 }
