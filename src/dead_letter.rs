@@ -1,6 +1,9 @@
-//! `impl Queue` for the dead letter (R8) and lease recovery (R9).
+//! `impl Queue` for the dead letter (R8): dead jobs waiting for a person, requeue (one, or
+//! by type and error text), discard.
 
 use crate::error::Result;
+use crate::job::JobRecord;
+use crate::storage::reads::JobFilter;
 use crate::Queue;
 
 impl Queue {
@@ -20,14 +23,51 @@ impl Queue {
         Ok(new_id)
     }
 
-    /// Makes running jobs whose lease expired due again (or dead when their attempts are
-    /// spent), as workers do at start-up and periodically. Returns how many were reaped.
-    pub fn reap_expired_leases(&self) -> Result<usize> {
+    /// Dead jobs that wait for a person (nobody requeued or discarded them), newest first,
+    /// narrowed by the filter's type, queue, search text, page and limit (its status is
+    /// ignored). [`Queue::list`] with [`JobStatus::Dead`] also shows requeued ones.
+    pub fn dead_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+        self.db().read(|conn| conn.dead_awaiting(filter))
+    }
+
+    /// Deletes dead job `id` and its attempt history ("discard", as in Sidekiq's dead set).
+    ///
+    /// # Errors
+    /// [`NotFound`](crate::ErrorKind::NotFound) for an unknown id;
+    /// [`InvalidState`](crate::ErrorKind::InvalidState) when the job is not dead.
+    pub fn discard_dead(&self, id: i64) -> Result<()> {
+        self.db().write(|tx| tx.discard_dead(id))?;
+        log::info!("litejobs: dead job {id} discarded");
+        Ok(())
+    }
+
+    /// Requeues, in **one transaction**, every dead job of `job_type` that nobody requeued
+    /// yet and whose last error contains `search` (ASCII letters match either case; `None`
+    /// matches all), oldest first, as [`Queue::requeue_dead`] does one. Returns
+    /// `(dead id, new id)` pairs; an empty list when nothing matched.
+    ///
+    /// # Errors
+    /// All or nothing: when one job cannot be requeued (e.g. its idempotency key is held by a
+    /// live job) none is, and the error names that job with
+    /// [`InvalidState`](crate::ErrorKind::InvalidState).
+    pub fn requeue_dead_matching(
+        &self,
+        job_type: &str,
+        search: Option<&str>,
+        by: &str,
+        reason: &str,
+    ) -> Result<Vec<(i64, i64)>> {
         let now = self.now_ms();
-        let reaped = self.db().write(|tx| tx.reap_expired(now))?;
-        if reaped > 0 {
+        let pairs = self
+            .db()
+            .write(|tx| tx.requeue_dead_matching(job_type, search, by, reason, now))?;
+        if !pairs.is_empty() {
+            log::info!(
+                "litejobs: {} dead {job_type} jobs requeued by {by}: {reason}",
+                pairs.len()
+            );
             self.notify();
         }
-        Ok(reaped)
+        Ok(pairs)
     }
 }

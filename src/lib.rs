@@ -52,7 +52,6 @@ mod admin;
 pub mod builtin;
 mod clock;
 mod context;
-mod dashboard_queries;
 mod dead_letter;
 mod error;
 mod events;
@@ -63,6 +62,7 @@ pub mod limits;
 mod maintenance;
 pub mod metrics;
 mod queue;
+mod reads;
 pub mod redact;
 mod retry;
 mod storage;
@@ -72,10 +72,8 @@ mod wake;
 pub mod web;
 mod worker;
 
-pub use admin::{Health, DEFAULT_HEALTH_WINDOW};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::JobContext;
-pub use dashboard_queries::{ActivityBucket, MAX_ACTIVITY_BUCKETS};
 pub use error::{Error, ErrorKind, Result};
 pub use events::Event;
 pub use handler::{Handler, JobError};
@@ -95,6 +93,8 @@ pub use queue::{
     enqueue_in, Queue, QueueBuilder, DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_WINDOW,
     DEFAULT_POOL_SIZE,
 };
+pub use reads::{ActivityBucket, MAX_ACTIVITY_BUCKETS};
+pub use reads::{Health, DEFAULT_HEALTH_WINDOW};
 pub use retry::{RetryPolicy, DEFAULT_RETRY_BASE, DEFAULT_RETRY_JITTER, DEFAULT_RETRY_MAX_DELAY};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
 pub use storage::Synchronous;

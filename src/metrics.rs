@@ -31,9 +31,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::admin::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::error::Result;
 use crate::job::JobStatus;
+use crate::reads::Health;
 use crate::storage::reads::Stats;
 use crate::Queue;
 
@@ -62,34 +62,6 @@ pub struct MetricsSnapshot {
     pub oldest_due_age_ms: Vec<(String, i64)>,
     /// Attempt outcomes by job type.
     pub attempts: Vec<AttemptCount>,
-}
-
-impl Queue {
-    /// The figures behind [`metrics::render`](render).
-    pub fn metrics_snapshot(&self) -> Result<MetricsSnapshot> {
-        let stats = self.stats()?;
-        let health = self.health(DEFAULT_HEALTH_WINDOW)?;
-        let now = health.at_ms;
-        let (oldest, attempts) = self
-            .db()
-            .read(|conn| Ok((conn.oldest_due_by_queue(now)?, conn.attempt_outcomes()?)))?;
-        Ok(MetricsSnapshot {
-            stats,
-            health,
-            oldest_due_age_ms: oldest
-                .into_iter()
-                .map(|(queue, run_at)| (queue, (now - run_at).max(0)))
-                .collect(),
-            attempts: attempts
-                .into_iter()
-                .map(|(job_type, outcome, count)| AttemptCount {
-                    job_type,
-                    outcome,
-                    count,
-                })
-                .collect(),
-        })
-    }
 }
 
 /// The queue's metrics as Prometheus text.

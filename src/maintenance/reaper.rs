@@ -36,3 +36,16 @@ impl Reaper {
         self.next = now + self.interval;
     }
 }
+
+impl crate::Queue {
+    /// Makes running jobs whose lease expired due again (or dead when their attempts are
+    /// spent), as workers do at start-up and periodically. Returns how many were reaped.
+    pub fn reap_expired_leases(&self) -> crate::Result<usize> {
+        let now = self.now_ms();
+        let reaped = self.db().write(|tx| tx.reap_expired(now))?;
+        if reaped > 0 {
+            self.notify();
+        }
+        Ok(reaped)
+    }
+}

@@ -143,15 +143,14 @@ pub struct ErrorGroup {
     pub last_seen_at: i64,
 }
 
-/// Figures for health checks, read in one snapshot.
+/// Counts for health checks: waiting, running and dead jobs now; failed attempts and
+/// successes in a window.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HealthRow {
     pub(crate) due_now: i64,
     pub(crate) scheduled: i64,
     pub(crate) running: i64,
-    pub(crate) oldest_due_run_at: Option<i64>,
     pub(crate) dead_awaiting: i64,
-    pub(crate) dead_last_hour: i64,
     pub(crate) failed_attempts: i64,
     pub(crate) succeeded: i64,
 }
@@ -170,14 +169,16 @@ pub(crate) trait ReadStore {
     /// Jobs matching a filter, newest first.
     fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>>;
 
-    /// Counts by queue, type and status; the oldest due job's age; dead jobs of the last hour.
-    fn stats(&self, now: i64) -> Result<Stats>;
+    /// How many jobs of each queue and type are in each status (only non-zero counts).
+    fn status_counts(&self) -> Result<Vec<StatusCount>>;
+
+    /// Jobs that became dead at `since` or later (requeued ones included).
+    fn dead_since(&self, since: i64) -> Result<i64>;
 
     /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>>;
 
-    /// Waiting and dead counts now, the oldest due run time, dead jobs of the last hour; failed
-    /// attempts and successes since `since`.
+    /// Waiting, running and dead counts now; failed attempts and successes since `since`.
     fn health(&self, now: i64, since: i64) -> Result<HealthRow>;
 
     /// The oldest due job's run time per queue (only queues with due jobs).

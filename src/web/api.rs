@@ -13,9 +13,9 @@
 
 use serde::Serialize;
 
-use crate::admin::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::error::{Error, ErrorKind};
 use crate::job::{AttemptRecord, JobRecord};
+use crate::reads::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::storage::reads::{ErrorGroup, StatusCount, DEFAULT_LIST_LIMIT};
 
 use super::app::App;

@@ -7,7 +7,7 @@ use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::{
-    BucketCounts, ErrorGroup, HealthRow, JobFilter, ReadStore, Stats, StatusCount,
+    BucketCounts, ErrorGroup, HealthRow, JobFilter, ReadStore, StatusCount,
 };
 
 /// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
@@ -180,8 +180,8 @@ pub(super) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<JobRecor
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// Counts by queue, type and status; the oldest due job's age; dead jobs of the last hour.
-pub(super) fn stats(conn: &Connection, now: i64) -> Result<Stats> {
+/// How many jobs of each queue and type are in each status.
+pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
     let mut stmt = conn.prepare_cached(
         "SELECT queue, job_type, status, COUNT(*) FROM jobs
          GROUP BY queue, job_type, status ORDER BY queue, job_type, status",
@@ -207,19 +207,14 @@ pub(super) fn stats(conn: &Connection, now: i64) -> Result<Stats> {
             })
         })
         .collect();
-    let oldest_due: Option<i64> = conn
-        .prepare_cached(
-            "SELECT CAST(MIN(run_at) AS INTEGER) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1",
-        )?
-        .query_row([now], |row| row.get(0))?;
-    let dead_last_hour: i64 = conn
+    Ok(counts)
+}
+
+/// Jobs that became dead at `since` or later.
+pub(super) fn dead_since(conn: &Connection, since: i64) -> Result<i64> {
+    Ok(conn
         .prepare_cached("SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1")?
-        .query_row(params![now - 3_600_000], |row| row.get(0))?;
-    Ok(Stats {
-        counts,
-        oldest_due_age_ms: oldest_due.map(|at| (now - at).max(0)),
-        dead_last_hour,
-    })
+        .query_row([since], |row| row.get(0))?)
 }
 
 /// Attempt outcomes that count as failures in rates and error figures.
@@ -270,18 +265,14 @@ pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorG
     Ok(groups)
 }
 
-/// Waiting and dead counts now, the oldest due run time, dead jobs of the last hour; failed
-/// attempts and successes since `since`.
+/// Waiting, running and dead counts now; failed attempts and successes since `since`.
 pub(super) fn health(conn: &Connection, now: i64, since: i64) -> Result<HealthRow> {
     let sql = format!(
         "SELECT
             (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
             (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
             (SELECT COUNT(*) FROM jobs WHERE status = 'running'),
-            (SELECT CAST(MIN(run_at) AS INTEGER) FROM jobs
-             WHERE status IN ('queued', 'failed') AND run_at <= ?1),
             (SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL),
-            (SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1 - 3600000),
             (SELECT COUNT(*) FROM job_attempts WHERE finished_at >= ?2
                                                  AND outcome IN {FAILED_OUTCOMES}),
             (SELECT COUNT(*) FROM jobs WHERE status = 'succeeded' AND updated_at >= ?2)"
@@ -293,11 +284,9 @@ pub(super) fn health(conn: &Connection, now: i64, since: i64) -> Result<HealthRo
                 due_now: row.get(0)?,
                 scheduled: row.get(1)?,
                 running: row.get(2)?,
-                oldest_due_run_at: row.get(3)?,
-                dead_awaiting: row.get(4)?,
-                dead_last_hour: row.get(5)?,
-                failed_attempts: row.get(6)?,
-                succeeded: row.get(7)?,
+                dead_awaiting: row.get(3)?,
+                failed_attempts: row.get(4)?,
+                succeeded: row.get(5)?,
             })
         })?)
 }
@@ -389,8 +378,12 @@ impl ReadStore for SqliteTx<'_> {
         list(self.conn, filter)
     }
 
-    fn stats(&self, now: i64) -> Result<Stats> {
-        stats(self.conn, now)
+    fn status_counts(&self) -> Result<Vec<StatusCount>> {
+        status_counts(self.conn)
+    }
+
+    fn dead_since(&self, since: i64) -> Result<i64> {
+        dead_since(self.conn, since)
     }
 
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {

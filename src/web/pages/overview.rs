@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::admin::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::error::Result;
 use crate::job::JobStatus;
+use crate::reads::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::storage::reads::{Stats, StatusCount};
 
 use crate::web::app::{App, Ctx};
