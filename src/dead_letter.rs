@@ -25,7 +25,7 @@ impl Queue {
 
     /// Dead jobs that wait for a person (nobody requeued or discarded them), newest first,
     /// narrowed by the filter's type, queue, search text, page and limit (its status is
-    /// ignored). [`Queue::list`] with [`JobStatus::Dead`] also shows requeued ones.
+    /// ignored). [`Queue::list`] with [`JobStatus::Dead`](crate::JobStatus::Dead) also shows requeued ones.
     pub fn dead_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
         self.db().read(|conn| conn.dead_awaiting(filter))
     }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 
-/// The state of a [`Breaker`] key.
+/// The state of a [`Breaker`](crate::limits::Breaker) key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {

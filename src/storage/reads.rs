@@ -11,7 +11,7 @@ use crate::job::{AttemptRecord, JobRecord, JobStatus};
 /// Rows a list returns unless [`JobFilter::limit`] says otherwise.
 pub const DEFAULT_LIST_LIMIT: usize = 100;
 
-/// Which jobs [`Queue::list`] returns, newest first.
+/// Which jobs [`Queue::list`](crate::Queue::list) returns, newest first.
 ///
 /// ```
 /// use litejobs::{JobFilter, JobStatus};
@@ -123,7 +123,7 @@ impl Stats {
 }
 
 /// Jobs failing with the same last error: the usual sign of one real outage rather than many
-/// bad jobs. Made by [`Queue::error_groups`].
+/// bad jobs. Made by [`Queue::error_groups`](crate::Queue::error_groups).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ErrorGroup {
