@@ -57,6 +57,7 @@ mod error;
 mod events;
 mod finite;
 mod handler;
+pub mod human;
 mod job;
 pub mod limits;
 mod maintenance;
@@ -94,7 +95,7 @@ pub use queue::{
     DEFAULT_POOL_SIZE,
 };
 pub use reads::{ActivityBucket, MAX_ACTIVITY_BUCKETS};
-pub use reads::{Health, DEFAULT_HEALTH_WINDOW};
+pub use reads::{Health, Overview, DEFAULT_HEALTH_WINDOW};
 pub use retry::{RetryPolicy, DEFAULT_RETRY_BASE, DEFAULT_RETRY_JITTER, DEFAULT_RETRY_MAX_DELAY};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
 pub use storage::Synchronous;

@@ -69,6 +69,32 @@ pub struct ActivityBucket {
     pub dead: i64,
 }
 
+/// The queue at a glance, as `litejobs stats --json` and the dashboard's `/api/stats` both
+/// answer it: the [`Health`] figures (flattened), the counts by queue, type and status, and
+/// the most common errors. Made by [`Queue::overview`], read in one snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct Overview {
+    /// How many jobs wait and fail, and how old the oldest due job is.
+    #[serde(flatten)]
+    pub health: Health,
+    /// Counts by queue, job type and status (only non-zero ones).
+    pub counts: Vec<StatusCount>,
+    /// The most common last errors of failed and dead jobs, most frequent first.
+    pub top_errors: Vec<ErrorGroup>,
+}
+
+impl Overview {
+    /// Jobs in `status`, across queues and types.
+    pub fn count(&self, status: crate::JobStatus) -> i64 {
+        self.counts
+            .iter()
+            .filter(|c| c.status == status)
+            .map(|c| c.count)
+            .sum()
+    }
+}
+
 /// Jobs that became dead less than this long ago count in `dead_last_hour`.
 const HOUR_MS: i64 = 3_600_000;
 
@@ -220,6 +246,22 @@ impl Queue {
             .into_iter()
             .map(|(queue, run_at)| (queue, (now - run_at).max(0)))
             .collect())
+    }
+
+    /// The queue at a glance: health figures over the last `window`, counts, and the `errors`
+    /// most common errors; see [`Overview`].
+    pub fn overview(&self, window: Duration, errors: usize) -> Result<Overview> {
+        let now = self.now_ms();
+        let window_ms = duration_to_ms(window);
+        self.db().read(|tx| {
+            let figures = Figures::read(tx, now)?;
+            let row = tx.health(now, now.saturating_sub(window_ms))?;
+            Ok(Overview {
+                health: figures.health(now, window_ms, row, tx.paused_queues()?),
+                counts: figures.counts,
+                top_errors: tx.error_groups(errors)?,
+            })
+        })
     }
 
     /// The figures behind [`metrics::render`](crate::metrics::render), read in one snapshot.

@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::error::{Error, ErrorKind};
 use crate::job::{AttemptRecord, JobRecord};
-use crate::reads::{Health, DEFAULT_HEALTH_WINDOW};
-use crate::storage::reads::{ErrorGroup, StatusCount, DEFAULT_LIST_LIMIT};
+use crate::reads::DEFAULT_HEALTH_WINDOW;
+use crate::storage::reads::DEFAULT_LIST_LIMIT;
 
 use super::app::App;
 use super::http::{Request, Response};
@@ -27,14 +27,6 @@ use super::pages::overview;
 const MAX_LIMIT: usize = 1000;
 /// Error groups in `/api/stats`, as `litejobs stats`.
 const TOP_ERRORS: usize = 5;
-
-#[derive(Serialize)]
-struct StatsJson<'a> {
-    #[serde(flatten)]
-    health: &'a Health,
-    counts: &'a [StatusCount],
-    top_errors: &'a [ErrorGroup],
-}
 
 #[derive(Serialize)]
 struct JobsJson {
@@ -59,20 +51,10 @@ fn error(e: &Error) -> Response {
 
 /// `GET /api/stats`.
 pub(crate) fn stats(app: &App) -> Response {
-    let read = || -> crate::Result<Response> {
-        let health = app.queue.health(DEFAULT_HEALTH_WINDOW)?;
-        let stats = app.queue.stats()?;
-        let errors = app.queue.error_groups(TOP_ERRORS)?;
-        Ok(Response::json(
-            200,
-            &StatsJson {
-                health: &health,
-                counts: &stats.counts,
-                top_errors: &errors,
-            },
-        ))
-    };
-    read().unwrap_or_else(|e| error(&e))
+    match app.queue.overview(DEFAULT_HEALTH_WINDOW, TOP_ERRORS) {
+        Ok(overview) => Response::json(200, &overview),
+        Err(e) => error(&e),
+    }
 }
 
 fn limit(req: &Request) -> Result<usize, String> {

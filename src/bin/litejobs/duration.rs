@@ -61,62 +61,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total_ms as u64))
 }
 
-/// A duration in milliseconds for people: `350ms`, `12s`, `4m 12s`, `2h 5m`, `3d 4h`.
-pub fn human_ms(ms: i64) -> String {
-    let ms = ms.max(0);
-    if ms < 1_000 {
-        return format!("{ms}ms");
-    }
-    let s = ms / 1_000;
-    let (d, h, m, s) = (s / 86_400, s / 3_600 % 24, s / 60 % 60, s % 60);
-    match (d, h, m) {
-        (0, 0, 0) if ms < 10_000 && ms % 1_000 != 0 => format!("{:.1}s", ms as f64 / 1_000.0),
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) if s == 0 => format!("{m}m"),
-        (0, 0, _) => format!("{m}m {s}s"),
-        (0, _, 0) => format!("{h}h"),
-        (0, _, _) => format!("{h}h {m}m"),
-        (_, 0, _) => format!("{d}d"),
-        _ => format!("{d}d {h}h"),
-    }
-}
-
-/// How long ago `at` was, seen from `now` (both ms): `4m 12s ago`, or `in 2h` for the future.
-pub fn ago(at: i64, now: i64) -> String {
-    if at > now {
-        format!("in {}", human_ms(at - now))
-    } else {
-        format!("{} ago", human_ms(now - at))
-    }
-}
-
-/// A UTC timestamp for people: `2024-03-05 14:07:09 UTC`.
-pub fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1_000);
-    let (days, of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, mo, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        of_day / 3_600,
-        of_day / 60 % 60,
-        of_day % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
+pub use litejobs::human::{ago, duration_ms as human_ms, utc};
 
 #[cfg(test)]
 mod tests {
@@ -158,29 +103,5 @@ mod tests {
             assert!(err.contains(needle), "{text}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
         }
-    }
-
-    #[test]
-    fn human_durations_read_naturally() {
-        assert_eq!(human_ms(350), "350ms");
-        assert_eq!(human_ms(1_500), "1.5s");
-        assert_eq!(human_ms(12_000), "12s");
-        assert_eq!(human_ms(252_000), "4m 12s");
-        assert_eq!(human_ms(300_000), "5m");
-        assert_eq!(human_ms(7_500_000), "2h 5m");
-        assert_eq!(human_ms(7_200_000), "2h");
-        assert_eq!(human_ms(273_600_000), "3d 4h");
-        assert_eq!(human_ms(86_400_000 * 2 + 60_000), "2d");
-        assert_eq!(human_ms(-5), "0ms");
-        assert_eq!(ago(1_000, 61_000), "1m ago");
-        assert_eq!(ago(61_000, 1_000), "in 1m");
-    }
-
-    #[test]
-    fn utc_timestamps() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20 UTC");
-        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(-1_000), "1969-12-31 23:59:59 UTC");
     }
 }

@@ -5,43 +5,27 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use litejobs::{ErrorGroup, Health, JobStatus, StatusCount};
-use serde::Serialize;
 
 use super::{CliError, Ctx, Exit};
 use crate::args::StatsArgs;
 use crate::duration::{ago, human_ms};
 use crate::output::{clip, percent, write_json, Table};
 
-#[derive(Serialize)]
-struct StatsJson<'a> {
-    #[serde(flatten)]
-    health: &'a Health,
-    counts: &'a [StatusCount],
-    top_errors: &'a [ErrorGroup],
-}
-
 /// Prints the overview.
 pub fn run(ctx: &Ctx, args: &StatsArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_read_only()?;
-    let health = queue.health(args.window)?;
-    let stats = queue.stats()?;
-    let errors = queue.error_groups(args.errors)?;
+    let overview = queue.overview(args.window, args.errors)?;
     if ctx.json {
-        write_json(
-            out,
-            &StatsJson {
-                health: &health,
-                counts: &stats.counts,
-                top_errors: &errors,
-            },
-        )?;
+        write_json(out, &overview)?;
         return Ok(Exit::Ok);
     }
-    write_summary(out, &health, stats.count(JobStatus::Failed))?;
+    let (health, counts, errors) = (&overview.health, &overview.counts, &overview.top_errors);
+    let retrying = overview.count(JobStatus::Failed);
+    write_summary(out, health, retrying)?;
     writeln!(out)?;
-    write_counts(out, &stats.counts)?;
+    write_counts(out, counts)?;
     writeln!(out)?;
-    write_errors(out, &errors, health.at_ms)?;
+    write_errors(out, errors, health.at_ms)?;
     Ok(Exit::Ok)
 }
 

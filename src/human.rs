@@ -1,0 +1,89 @@
+//! Times and durations as people read them, the same in the `litejobs` command and the
+//! dashboard: UTC timestamps, short durations, and "how long ago".
+//!
+//! ```
+//! use litejobs::human;
+//! assert_eq!(human::utc(1_700_000_000_000), "2023-11-14 22:13:20 UTC");
+//! assert_eq!(human::duration_ms(252_000), "4m 12s");
+//! assert_eq!(human::ago(0, 120_000), "2m ago");
+//! assert_eq!(human::ago(300_000, 0), "in 5m");
+//! assert_eq!(human::ago(5, 10), "now");
+//! ```
+
+use chrono::{DateTime, Utc};
+
+/// A UTC timestamp (ms since the Unix epoch): `2024-03-05 14:07:09 UTC`.
+pub fn utc(ms: i64) -> String {
+    utc_pattern(ms, "%Y-%m-%d %H:%M:%S UTC")
+}
+
+/// A UTC timestamp in a chrono `strftime` pattern (e.g. `%H:%M` for a chart label); the
+/// bare number when it is out of chrono's range.
+pub fn utc_pattern(ms: i64, pattern: &str) -> String {
+    DateTime::<Utc>::from_timestamp_millis(ms)
+        .map_or_else(|| format!("{ms} ms"), |t| t.format(pattern).to_string())
+}
+
+/// A duration in milliseconds, by its two largest units: `350ms`, `1.5s`, `12s`, `4m 12s`,
+/// `5m`, `2h 5m`, `3d 4h`. Negative durations read as `0ms`.
+pub fn duration_ms(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    let s = ms / 1_000;
+    let (d, h, m, s) = (s / 86_400, s / 3_600 % 24, s / 60 % 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) if ms < 10_000 && ms % 1_000 != 0 => format!("{:.1}s", ms as f64 / 1_000.0),
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) if s == 0 => format!("{m}m"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, 0) => format!("{h}h"),
+        (0, _, _) => format!("{h}h {m}m"),
+        (_, 0, _) => format!("{d}d"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+/// How far `at` is from `now` (both ms): `4m 12s ago`, `in 2h`, or `now` within a second.
+pub fn ago(at: i64, now: i64) -> String {
+    let diff = now - at;
+    if diff.abs() < 1_000 {
+        "now".to_string()
+    } else if diff > 0 {
+        format!("{} ago", duration_ms(diff))
+    } else {
+        format!("in {}", duration_ms(-diff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration_ms(350), "350ms");
+        assert_eq!(duration_ms(1_500), "1.5s");
+        assert_eq!(duration_ms(12_000), "12s");
+        assert_eq!(duration_ms(252_000), "4m 12s");
+        assert_eq!(duration_ms(300_000), "5m");
+        assert_eq!(duration_ms(7_500_000), "2h 5m");
+        assert_eq!(duration_ms(7_200_000), "2h");
+        assert_eq!(duration_ms(273_600_000), "3d 4h");
+        assert_eq!(duration_ms(86_400_000 * 2 + 60_000), "2d");
+        assert_eq!(duration_ms(-5), "0ms");
+        assert_eq!(ago(1_000, 61_000), "1m ago");
+        assert_eq!(ago(61_000, 1_000), "in 1m");
+        assert_eq!(ago(1_000, 1_999), "now");
+    }
+
+    #[test]
+    fn utc_timestamps() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(-1_000), "1969-12-31 23:59:59 UTC");
+        assert_eq!(utc_pattern(1_700_000_000_000, "%H:%M"), "22:13");
+    }
+}
