@@ -224,7 +224,7 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
     let (p50, p99) = latency_in_process(&q, c.latency_samples)?;
     f.insert("latency_in_process_p50_ms".into(), json!(p50));
     f.insert("latency_in_process_p99_ms".into(), json!(p99));
-    let poll = litejobs::DEFAULT_POLL_INTERVAL;
+    let poll = litejobs::defaults::DEFAULT_POLL_INTERVAL;
     let (p50, p99) = latency_other_connection(&q, &path, c.latency_samples.min(40), poll)?;
     f.insert("latency_other_connection_p50_ms".into(), json!(p50));
     f.insert("latency_other_connection_p99_ms".into(), json!(p99));

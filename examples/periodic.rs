@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use litejobs::builtin::report::{
     self, Chunk, ChunkOutput, Finish, ReportKind, ReportResult, ReportState,
 };
-use litejobs::{testing, JobContext, JobError, ManualClock, Periodic, Queue, Scheduler, Worker};
+use litejobs::maintenance::{Periodic, Scheduler};
+use litejobs::{testing, JobContext, JobError, ManualClock, Queue, Worker};
 use serde_json::{json, Value};
 
 const HOUR: i64 = 3_600_000;

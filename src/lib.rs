@@ -53,6 +53,7 @@ pub mod builtin;
 mod clock;
 mod context;
 mod dead_letter;
+pub mod defaults;
 mod error;
 mod events;
 mod finite;
@@ -60,7 +61,7 @@ mod handler;
 pub mod human;
 mod job;
 pub mod limits;
-mod maintenance;
+pub mod maintenance;
 pub mod metrics;
 mod queue;
 mod reads;
@@ -78,31 +79,58 @@ pub use context::JobContext;
 pub use error::{Error, ErrorKind, Result};
 pub use events::Event;
 pub use handler::{Handler, JobError};
-pub use job::{
-    AttemptRecord, JobRecord, JobStatus, NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES,
-    DEFAULT_QUEUE,
-};
-pub use maintenance::pruner::{
-    CheckpointMode, CheckpointReport, PruneOptions, PruneReport, Pruner, DEFAULT_PRUNE_CHUNK,
-    DEFAULT_PRUNE_INTERVAL, DEFAULT_RETENTION,
-};
-pub use maintenance::reaper::DEFAULT_REAP_INTERVAL;
-pub use maintenance::scheduler::{
-    EnqueuedSlot, Periodic, ScheduleState, Scheduler, TickReport, MIN_PERIODIC_INTERVAL,
-};
-pub use queue::{
-    enqueue_in, Queue, QueueBuilder, DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_WINDOW,
-    DEFAULT_POOL_SIZE,
-};
-pub use reads::{ActivityBucket, MAX_ACTIVITY_BUCKETS};
-pub use reads::{Health, Overview, DEFAULT_HEALTH_WINDOW};
-pub use retry::{RetryPolicy, DEFAULT_RETRY_BASE, DEFAULT_RETRY_JITTER, DEFAULT_RETRY_MAX_DELAY};
-pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount, DEFAULT_LIST_LIMIT};
+pub use job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus, NewJob};
+pub use queue::{enqueue_in, Queue, QueueBuilder};
+pub use reads::{ActivityBucket, Health, Overview};
+pub use retry::RetryPolicy;
+pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;
-pub use worker::{
-    Worker, WorkerBuilder, DEFAULT_CONCURRENCY, DEFAULT_JOB_TIMEOUT, DEFAULT_LEASE_GRACE,
-    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_GRACE,
-};
+pub use worker::{Worker, WorkerBuilder};
+
+/// Names that moved: the defaults to [`defaults`], the retention and periodic types to
+/// [`maintenance`]. Kept here for one release.
+mod moved {
+    macro_rules! moved_const {
+        ($($name:ident: $ty:ty),* $(,)?) => {$(
+            #[doc(hidden)]
+            #[deprecated(since = "0.2.0", note = "moved to litejobs::defaults")]
+            pub const $name: $ty = crate::defaults::$name;
+        )*};
+    }
+    macro_rules! moved_type {
+        ($($name:ident),* $(,)?) => {$(
+            #[doc(hidden)]
+            #[deprecated(since = "0.2.0", note = "moved to litejobs::maintenance")]
+            pub type $name = crate::maintenance::$name;
+        )*};
+    }
+    use std::time::Duration;
+    moved_const!(
+        DEFAULT_MAX_ATTEMPTS: u32, DEFAULT_MAX_PAYLOAD_BYTES: usize, DEFAULT_QUEUE: &str,
+        DEFAULT_PRUNE_CHUNK: usize, DEFAULT_PRUNE_INTERVAL: Duration, DEFAULT_RETENTION: Duration,
+        DEFAULT_REAP_INTERVAL: Duration, MIN_PERIODIC_INTERVAL: Duration,
+        DEFAULT_BUSY_TIMEOUT: Duration, DEFAULT_IDEMPOTENCY_WINDOW: Duration, DEFAULT_POOL_SIZE: u32,
+        DEFAULT_HEALTH_WINDOW: Duration, MAX_ACTIVITY_BUCKETS: usize,
+        DEFAULT_RETRY_BASE: Duration, DEFAULT_RETRY_JITTER: f64, DEFAULT_RETRY_MAX_DELAY: Duration,
+        DEFAULT_LIST_LIMIT: usize, DEFAULT_CONCURRENCY: usize, DEFAULT_JOB_TIMEOUT: Duration,
+        DEFAULT_LEASE_GRACE: Duration, DEFAULT_POLL_INTERVAL: Duration, DEFAULT_PREFETCH: usize,
+        DEFAULT_SHUTDOWN_GRACE: Duration,
+    );
+    moved_type!(
+        CheckpointMode,
+        CheckpointReport,
+        PruneOptions,
+        PruneReport,
+        Pruner,
+        EnqueuedSlot,
+        Periodic,
+        ScheduleState,
+        Scheduler,
+        TickReport,
+    );
+}
+#[allow(deprecated)]
+pub use moved::*;
 
 /// The schema version this build of litejobs writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = storage::sqlite::migrate::SCHEMA_VERSION;

@@ -297,7 +297,7 @@ fn requeue_a_dead_job_in_a_real_browser() {
     assert_eq!(
         dead_shown,
         queue
-            .health(litejobs::DEFAULT_HEALTH_WINDOW)
+            .health(litejobs::defaults::DEFAULT_HEALTH_WINDOW)
             .expect("health")
             .dead
             .to_string()

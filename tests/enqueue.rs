@@ -4,10 +4,8 @@
 use std::sync::Barrier;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use litejobs::{
-    ErrorKind, Event, JobFilter, JobStatus, NewJob, Queue, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_PAYLOAD_BYTES,
-};
+use litejobs::defaults::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES};
+use litejobs::{ErrorKind, Event, JobFilter, JobStatus, NewJob, Queue};
 use serde_json::{json, Value};
 
 use crate::support::{setup, TestEnv, START_MS};

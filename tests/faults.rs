@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Sender};
-use litejobs::{CheckpointMode, ErrorKind, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
+use litejobs::maintenance::CheckpointMode;
+use litejobs::{ErrorKind, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
 use serde_json::json;
 
 use crate::support::child::{

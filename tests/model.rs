@@ -28,9 +28,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use litejobs::maintenance::PruneOptions;
 use litejobs::{
-    testing, ErrorKind, JobContext, JobError, JobStatus, ManualClock, NewJob, PruneOptions, Queue,
-    RetryPolicy, Worker, WorkerBuilder,
+    testing, ErrorKind, JobContext, JobError, JobStatus, ManualClock, NewJob, Queue, RetryPolicy,
+    Worker, WorkerBuilder,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{

@@ -5,10 +5,8 @@
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use litejobs::{
-    ErrorKind, JobContext, JobError, JobStatus, NewJob, Periodic, Queue, Scheduler, TickReport,
-    Worker,
-};
+use litejobs::maintenance::{Periodic, Scheduler, TickReport};
+use litejobs::{ErrorKind, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
 use serde_json::{json, Value};
 
 use crate::support::scripted::WAIT;

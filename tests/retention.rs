@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use litejobs::{Event, JobContext, JobError, NewJob, PruneOptions, Worker};
+use litejobs::maintenance::PruneOptions;
+use litejobs::{Event, JobContext, JobError, NewJob, Worker};
 use serde_json::json;
 
 use crate::support::{setup, START_MS};

@@ -7,10 +7,8 @@ use std::path::Path;
 use std::sync::Barrier;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use litejobs::{
-    ErrorKind, JobStatus, NewJob, Queue, Synchronous, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE,
-    SCHEMA_VERSION,
-};
+use litejobs::defaults::{DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE};
+use litejobs::{ErrorKind, JobStatus, NewJob, Queue, Synchronous, SCHEMA_VERSION};
 use rusqlite::Connection;
 use serde_json::json;
 

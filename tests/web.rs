@@ -12,10 +12,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use litejobs::builtin::report::{Chunk, ChunkOutput, ReportKind};
+use litejobs::maintenance::{Periodic, Scheduler};
 use litejobs::web::{Dashboard, DashboardHandle, DashboardOptions};
 use litejobs::{
-    testing, Clock, JobContext, JobError, ManualClock, NewJob, Periodic, Queue, RetryPolicy,
-    Scheduler, SystemClock, Worker,
+    testing, Clock, JobContext, JobError, ManualClock, NewJob, Queue, RetryPolicy, SystemClock,
+    Worker,
 };
 use serde_json::{json, Value};
 

@@ -52,7 +52,7 @@ impl CheckpointMode {
 /// What a prune pass deletes. Made by [`PruneOptions::new`].
 ///
 /// ```
-/// use litejobs::{CheckpointMode, PruneOptions};
+/// use litejobs::maintenance::{CheckpointMode, PruneOptions};
 /// use std::time::Duration;
 /// let day = Duration::from_secs(24 * 3600);
 /// let options = PruneOptions::new(7 * day)       // succeeded and cancelled jobs
@@ -236,7 +236,8 @@ pub(crate) fn checkpoint(queue: &Queue, mode: CheckpointMode) -> Result<Option<C
 /// your own) is never held for more than one short transaction.
 ///
 /// ```
-/// use litejobs::{PruneOptions, Pruner, Queue};
+/// use litejobs::Queue;
+/// use litejobs::maintenance::{PruneOptions, Pruner};
 /// use std::time::{Duration, Instant};
 /// # fn main() -> litejobs::Result<()> {
 /// let queue = Queue::open_in_memory()?;

@@ -69,7 +69,8 @@ enum Spec {
 /// Register it on a worker with [`WorkerBuilder::periodic`](crate::WorkerBuilder::periodic).
 ///
 /// ```
-/// use litejobs::{NewJob, Periodic};
+/// use litejobs::NewJob;
+/// use litejobs::maintenance::Periodic;
 /// use serde_json::json;
 /// use std::time::Duration;
 /// # fn main() -> litejobs::Result<()> {
@@ -351,7 +352,8 @@ impl Queue {
 /// enqueue each slot once between them.
 ///
 /// ```
-/// use litejobs::{ManualClock, NewJob, Periodic, Queue, Scheduler};
+/// use litejobs::{ManualClock, NewJob, Queue};
+/// use litejobs::maintenance::{Periodic, Scheduler};
 /// use serde_json::json;
 /// use std::time::Duration;
 /// # fn main() -> litejobs::Result<()> {

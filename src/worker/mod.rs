@@ -258,7 +258,7 @@ impl WorkerBuilder {
     }
 
     /// How often expired leases are reaped. Defaults to
-    /// [`DEFAULT_REAP_INTERVAL`](crate::DEFAULT_REAP_INTERVAL) (15 s).
+    /// [`DEFAULT_REAP_INTERVAL`](crate::defaults::DEFAULT_REAP_INTERVAL) (15 s).
     pub fn reap_interval(mut self, interval: Duration) -> Self {
         self.reap_interval = interval;
         self

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use litejobs::{JobStatus, Scheduler};
+use litejobs::maintenance::Scheduler;
+use litejobs::JobStatus;
 
 use super::*;
 

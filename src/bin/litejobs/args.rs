@@ -85,7 +85,7 @@ pub struct EnqueueArgs {
     #[arg(value_name = "PAYLOAD")]
     pub payload: Option<String>,
     /// The queue.
-    #[arg(long, default_value = litejobs::DEFAULT_QUEUE)]
+    #[arg(long, default_value = litejobs::defaults::DEFAULT_QUEUE)]
     pub queue: String,
     /// Higher runs first within the queue.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -132,7 +132,7 @@ pub struct FilterArgs {
     #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
     /// At most this many jobs.
-    #[arg(long, default_value_t = litejobs::DEFAULT_LIST_LIMIT, value_name = "N")]
+    #[arg(long, default_value_t = litejobs::defaults::DEFAULT_LIST_LIMIT, value_name = "N")]
     pub limit: usize,
 }
 
@@ -245,7 +245,7 @@ pub struct PruneArgs {
     #[arg(long, value_parser = duration::parse, value_name = "DURATION")]
     pub keys_older_than: Option<Duration>,
     /// Rows deleted per transaction.
-    #[arg(long, default_value_t = litejobs::DEFAULT_PRUNE_CHUNK, value_name = "N")]
+    #[arg(long, default_value_t = litejobs::defaults::DEFAULT_PRUNE_CHUNK, value_name = "N")]
     pub chunk_size: usize,
     /// The WAL checkpoint that ends the prune.
     #[arg(long, value_enum, default_value_t = CheckpointArg::Truncate)]
@@ -279,7 +279,7 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct WorkArgs {
     /// Handler threads for the default queue (and for each --queue given without =N).
-    #[arg(long, default_value_t = litejobs::DEFAULT_CONCURRENCY, value_name = "N")]
+    #[arg(long, default_value_t = litejobs::defaults::DEFAULT_CONCURRENCY, value_name = "N")]
     pub concurrency: usize,
     /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`.
     #[arg(long = "queue", value_parser = parse_queue_spec, value_name = "Q[=N]")]

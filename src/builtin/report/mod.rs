@@ -227,12 +227,13 @@ pub fn finish_job_type(kind: &str) -> String {
 }
 
 /// A request job that creates its own run when it runs: the template for a report on a
-/// schedule ([`Periodic`](crate::Periodic)), or for other programs (`{"params": {...}}` in
+/// schedule ([`Periodic`](crate::maintenance::Periodic)), or for other programs (`{"params": {...}}` in
 /// the queue [`REPORT_QUEUE`]). A retried request job finds the run it created.
 ///
 /// ```
 /// use litejobs::builtin::report;
-/// use litejobs::{NewJob, Periodic};
+/// use litejobs::NewJob;
+/// use litejobs::maintenance::Periodic;
 /// use serde_json::json;
 /// # fn main() -> litejobs::Result<()> {
 /// let nightly = Periodic::cron("0 2 * * *", report::request_job("activity", json!({"days": 1})))?;

@@ -32,7 +32,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
         Ok(page) => page,
         Err(e) => return error_response(ctx, &e),
     };
-    let waiting = match app.queue.health(crate::DEFAULT_HEALTH_WINDOW) {
+    let waiting = match app.queue.health(crate::defaults::DEFAULT_HEALTH_WINDOW) {
         Ok(h) => h.dead,
         Err(e) => return error_response(ctx, &e),
     };

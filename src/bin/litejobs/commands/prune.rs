@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use litejobs::{CheckpointMode, PruneOptions};
+use litejobs::maintenance::{CheckpointMode, PruneOptions};
 
 use super::{CliError, Ctx, Exit};
 use crate::args::{CheckpointArg, PruneArgs};
