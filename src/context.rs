@@ -10,8 +10,23 @@ use crate::clock::{duration_to_ms, ms_to_system_time};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::JobError;
 use crate::storage::jobs::ClaimedRow;
-use crate::worker::completer::LeaseKeeper;
 use crate::Queue;
+
+/// How a handler's heartbeat reaches the database: implemented by the worker runtime (through
+/// its writer thread, or directly when jobs run on the caller's thread in
+/// [`drain`](crate::testing::drain)). Kept here so the context depends on no runtime type.
+pub(crate) trait Heartbeat: Send + Sync {
+    /// Moves the lease of `row`'s attempt under `worker_id` to `until`, saving `progress`
+    /// if given. False when the lease is gone.
+    fn extend(
+        &self,
+        queue: &Queue,
+        row: &Arc<ClaimedRow>,
+        worker_id: &str,
+        until: i64,
+        progress: Option<String>,
+    ) -> crate::Result<bool>;
+}
 
 /// One attempt of one job, as its handler sees it: the payload, the attempt number, the
 /// deadline, and ways to heartbeat, report progress, store a result and guard side effects.
@@ -26,7 +41,7 @@ pub struct JobContext {
     run_until: Instant,
     lease_grace_ms: i64,
     worker_id: Arc<str>,
-    lease: LeaseKeeper,
+    lease: Arc<dyn Heartbeat>,
     stop: Arc<AtomicBool>,
     pub(crate) result: Mutex<Option<String>>,
     pub(crate) progress: Mutex<Option<String>>,
@@ -52,7 +67,7 @@ impl JobContext {
         started_at_ms: i64,
         lease_grace_ms: i64,
         worker_id: Arc<str>,
-        lease: LeaseKeeper,
+        lease: Arc<dyn Heartbeat>,
         stop: Arc<AtomicBool>,
     ) -> JobContext {
         JobContext {

@@ -250,8 +250,8 @@ pub(crate) enum LeaseKeeper {
     Direct,
 }
 
-impl LeaseKeeper {
-    pub(crate) fn extend(
+impl crate::context::Heartbeat for LeaseKeeper {
+    fn extend(
         &self,
         queue: &Queue,
         row: &Arc<ClaimedRow>,

@@ -73,6 +73,8 @@ impl QueueRuntime {
         concurrency: usize,
         prefetch: usize,
     ) -> Result<QueueRuntime> {
+        // Unbounded in type, bounded in practice: the dispatcher sends only what it claimed,
+        // and it never claims more than the queue's concurrency plus the prefetch in flight.
         let (job_tx, job_rx) = crossbeam_channel::unbounded();
         let feed = Arc::new(QueueFeed {
             name: name.clone(),

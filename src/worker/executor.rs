@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use crate::clock::duration_to_ms;
-use crate::context::JobContext;
+use crate::context::{Heartbeat, JobContext};
 use crate::events::Event;
 use crate::handler::{Action, JobError};
 use crate::retry::jitter_sample;
@@ -307,7 +307,7 @@ pub(crate) fn run_attempt(
         env.started_at,
         env.lease_grace_ms,
         Arc::clone(env.worker_id),
-        env.keeper,
+        Arc::new(env.keeper),
         env.stop,
     );
     let result = catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)));

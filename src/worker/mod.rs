@@ -342,6 +342,9 @@ impl WorkerBuilder {
             ));
         }
         let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
+        // Unbounded in type, bounded in practice: each executor thread sends one outcome per
+        // job it was given, and at most one heartbeat at a time (it waits for the answer), so
+        // the channel never holds more than the jobs in flight plus one message per thread.
         let (writer_tx, writer_rx) = crossbeam_channel::unbounded();
         let (nudge_tx, nudge_rx) = crossbeam_channel::bounded(1);
         let (control_tx, control_rx) = crossbeam_channel::bounded(1);
