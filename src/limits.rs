@@ -247,7 +247,7 @@ impl From<BreakerRow> for BreakerStatus {
 /// assert_eq!(breaker.allow(&queue, "crm")?, Verdict::Wait(Duration::from_secs(30)));
 /// clock.advance(Duration::from_secs(30));
 /// assert_eq!(breaker.allow(&queue, "crm")?, Verdict::Go); // the probe
-/// breaker.record_success(&queue, "crm")?;
+/// assert!(breaker.record_success(&queue, "crm")?); // the probe succeeded: closed again
 /// assert_eq!(Breaker::status(&queue, "crm")?.map(|s| s.state), Some(BreakerState::Closed));
 /// # Ok(())
 /// # }
@@ -344,25 +344,30 @@ impl Breaker {
     }
 
     /// A call under `key` succeeded: the breaker closes and its failure count resets.
-    pub fn record_success(&self, queue: &Queue, key: &str) -> Result<()> {
-        let row = queue.db().read(|conn| conn.breaker(key))?;
+    /// Returns true when this success closed an open or half-open breaker (the endpoint
+    /// recovered). A success on a closed breaker with no failures writes nothing, so healthy
+    /// calls never wait for the write lock.
+    pub fn record_success(&self, queue: &Queue, key: &str) -> Result<bool> {
+        let row = queue.db().read(|tx| tx.breaker(key))?;
         if row.is_none_or(|r| r.state == BreakerState::Closed && r.failures == 0) {
-            return Ok(());
+            return Ok(false);
         }
         let now = queue.now_ms();
         queue.db().write(|tx| {
             tx.lock_key(&format!("breaker:{key}"))?;
-            if let Some(mut row) = tx.breaker(key)? {
-                if row.state != BreakerState::Closed {
-                    log::info!("litejobs: circuit breaker {key:?} closed");
-                }
-                row.state = BreakerState::Closed;
-                row.failures = 0;
-                row.open_until = None;
-                row.updated_at = now;
-                tx.put_breaker(&row)?;
+            let Some(mut row) = tx.breaker(key)? else {
+                return Ok(false);
+            };
+            let closed_it = row.state != BreakerState::Closed;
+            if closed_it {
+                log::info!("litejobs: circuit breaker {key:?} closed");
             }
-            Ok(())
+            row.state = BreakerState::Closed;
+            row.failures = 0;
+            row.open_until = None;
+            row.updated_at = now;
+            tx.put_breaker(&row)?;
+            Ok(closed_it)
         })
     }
 
@@ -629,7 +634,10 @@ mod tests {
                 .record_failure(&queue, "k", "boom")
                 .expect("failure");
         }
-        breaker.record_success(&queue, "k").expect("success");
+        assert!(
+            !breaker.record_success(&queue, "k").expect("success"),
+            "it was closed already"
+        );
         for _ in 0..2 {
             assert_eq!(
                 breaker
@@ -687,5 +695,47 @@ mod tests {
         .map(ToString::to_string)
         .collect();
         assert_eq!(words, ["closed", "open", "half_open"]);
+    }
+
+    #[test]
+    fn a_success_that_closes_an_open_breaker_says_so() {
+        let (queue, clock) = queue_at(1_000_000);
+        let breaker = Breaker::new()
+            .failure_threshold(1)
+            .cool_down(Duration::from_secs(10));
+        breaker
+            .record_failure(&queue, "k", "boom")
+            .expect("failure");
+        clock.advance(Duration::from_secs(11));
+        assert!(breaker.allow(&queue, "k").expect("probe").is_go());
+        assert!(breaker.record_success(&queue, "k").expect("success"));
+        assert!(!breaker.record_success(&queue, "k").expect("success"));
+    }
+
+    /// Healthy calls never queue for the write lock: a success on a closed breaker with no
+    /// failures reads and writes nothing more, even while another connection holds the lock.
+    #[test]
+    fn a_success_on_a_healthy_breaker_needs_no_write_lock() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("jobs.db");
+        let queue = Queue::builder()
+            .busy_timeout(Duration::from_millis(20))
+            .open(&path)
+            .expect("queue");
+        let breaker = Breaker::new();
+        breaker
+            .record_failure(&queue, "k", "boom")
+            .expect("failure");
+        breaker
+            .record_success(&queue, "k")
+            .expect("success resets it");
+        let other = rusqlite::Connection::open(&path).expect("another connection");
+        other.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        assert_eq!(
+            breaker.record_success(&queue, "k").ok(),
+            Some(false),
+            "no write was needed"
+        );
+        other.execute_batch("COMMIT").expect("unlock");
     }
 }

@@ -438,24 +438,11 @@ fn the_email_example_writes_its_message_once() {
     assert_eq!(files.len(), 1, "one .eml file");
 }
 
-/// Kills the child on drop, so a failing test leaves no process behind.
-#[cfg(feature = "cli")]
-struct KillOnDrop(std::process::Child);
-
-#[cfg(feature = "cli")]
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 #[cfg(feature = "cli")]
 #[test]
 fn litejobs_work_sends_a_plain_sql_email_row_through_smtp() {
     use crate::support::child::Deadline;
+    use crate::support::KillOnDrop;
     use std::process::{Command, Stdio};
 
     let dir = crate::support::temp_dir();

@@ -336,3 +336,48 @@ fn rows_inserted_by_another_connection_are_found_by_polling() {
     assert_eq!(handler.call_ids(), vec![now, later]);
     assert_eq!(handler.calls()[0].payload, json!({"from": "python"}));
 }
+
+/// A worker claims at most its threads plus its prefetch: with one thread stuck, a backlog
+/// stays queued for other workers instead of being taken (and its leases held) by this one.
+#[test]
+fn a_worker_holds_at_most_its_threads_plus_its_prefetch() {
+    let env = setup();
+    let gate = crate::support::scripted::Latch::new();
+    let handler = ScriptedHandler::new().then(Step::run({
+        let gate = gate.clone();
+        move |_| {
+            gate.wait(crate::support::scripted::WAIT);
+            Ok(())
+        }
+    }));
+    let _open_on_failure = gate.open_on_drop();
+    let ids = env
+        .queue
+        .enqueue_batch(
+            (0..20)
+                .map(|n| NewJob::new("t", json!({ "n": n })))
+                .collect(),
+        )
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .concurrency(1)
+        .prefetch(3)
+        .poll_interval(Duration::from_millis(5))
+        .start()
+        .expect("worker starts");
+    crate::support::scripted::wait_started(&events, ids[0]);
+    // Watch the worker for a while (many of its rounds): a correct one never holds more.
+    for _ in 0..50 {
+        let running = env.queue.stats().expect("stats").count(JobStatus::Running);
+        assert!(
+            running <= 4,
+            "one thread and a prefetch of 3 hold {running} jobs"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    gate.open();
+    wait_all(&events, &ids, JobStatus::Succeeded);
+    stop(worker);
+}

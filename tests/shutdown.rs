@@ -41,7 +41,15 @@ fn assert_released(env: &TestEnv, id: i64) {
 fn shutdown_waits_for_a_running_handler_and_releases_prefetched_jobs_at_once() {
     let env = setup();
     let gate = Latch::new();
-    let handler = ScriptedHandler::new().then(Step::Block(gate.clone()));
+    let (exit_tx, exit_rx) = unbounded::<()>();
+    let handler = ScriptedHandler::new().then(Step::run({
+        let gate = gate.clone();
+        move |_| {
+            signal_on_thread_exit(exit_tx.clone());
+            gate.wait(WAIT * 2);
+            Ok(())
+        }
+    }));
     let ids = env
         .queue
         .enqueue_batch(
@@ -67,6 +75,10 @@ fn shutdown_waits_for_a_running_handler_and_releases_prefetched_jobs_at_once() {
     gate.open();
     let result = stopping.join().expect("the shutdown thread did not panic");
     assert!(result.is_ok(), "finished within the grace: {result:?}");
+    assert!(
+        exit_rx.try_recv().is_ok(),
+        "shutdown returns once the handler threads have ended (it joins them)"
+    );
 
     assert_eq!(wait_finished(&events, ids[0]).status, JobStatus::Succeeded);
     assert_eq!(job(&env.queue, ids[0]).status, JobStatus::Succeeded);
@@ -114,6 +126,10 @@ fn a_handler_still_running_after_the_grace_is_released_and_shutdown_reports_it()
         .shutdown(Duration::from_millis(200))
         .expect_err("a handler still running after the grace is reported");
     assert_eq!(err.kind(), ErrorKind::ShutdownTimeout, "{err}");
+    assert!(
+        late_rx.try_recv().is_err(),
+        "shutdown returned after the grace, without waiting for the stuck handler"
+    );
     assert_eq!(wait_finished(&events, id).status, JobStatus::Queued);
     assert_released(&env, id);
     let rows = released_rows(&env, id);

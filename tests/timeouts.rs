@@ -483,3 +483,135 @@ fn heartbeat_and_progress_also_work_under_drain() {
     assert_eq!(progress, Some(json!({"rows": 10})));
     assert_eq!(job(&env.queue, id).progress, Some(json!({"rows": 10})));
 }
+
+/// A job prefetched behind a long one waited in the channel while its claim-time lease ran
+/// down; when a thread takes it, its lease is first moved to cover the whole attempt (the
+/// timeout plus the grace from now), so the reaper cannot take it back while it runs.
+#[test]
+fn a_prefetched_job_starts_with_a_lease_covering_its_whole_attempt() {
+    let env = setup();
+    let (first, second) = (Latch::new(), Latch::new());
+    let handler = ScriptedHandler::new()
+        .then(Step::run({
+            let gate = first.clone();
+            move |_| {
+                gate.wait(WAIT);
+                Ok(())
+            }
+        }))
+        .then(Step::run({
+            let gate = second.clone();
+            move |_| {
+                gate.wait(WAIT);
+                Ok(())
+            }
+        }));
+    let _open_on_failure = (first.open_on_drop(), second.open_on_drop());
+    let ids = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("t", json!({ "n": 1 })),
+            NewJob::new("t", json!({ "n": 2 })),
+        ])
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .concurrency(1)
+        .timeout("t", Duration::from_secs(60))
+        .lease_grace(Duration::from_secs(10))
+        // Only the test reaps here.
+        .reap_interval(Duration::from_secs(3600))
+        .start()
+        .expect("worker starts");
+    crate::support::scripted::wait_started(&events, ids[0]);
+    // The second job, prefetched at START_MS, holds a lease to START_MS + 70 s: it would not
+    // be renewed yet (that happens within half the grace of its end).
+    assert_eq!(
+        job(&env.queue, ids[1]).locked_until,
+        Some(START_MS + 70_000)
+    );
+    env.clock.advance(Duration::from_secs(30));
+    first.open();
+    crate::support::scripted::wait_started(&events, ids[1]);
+    let started = job(&env.queue, ids[1]);
+    assert_eq!(
+        started.locked_until,
+        Some(START_MS + 30_000 + 60_000 + 10_000),
+        "started at +30 s: its lease covers the 60 s timeout and the 10 s grace"
+    );
+    env.clock.set(START_MS + 97_000);
+    assert_eq!(
+        env.queue.reap_expired_leases().expect("reap"),
+        0,
+        "the running job's lease is live"
+    );
+    second.open();
+    let done = wait_finished(&events, ids[1]);
+    stop(worker);
+    assert_eq!((done.status, done.attempt), (JobStatus::Succeeded, 1));
+}
+
+/// A job prefetched behind a long one keeps its lease while it waits: the worker renews it
+/// before it runs out (within half the grace of its end), on its own, so the reaper of any
+/// process never takes back (and charges) a job that has not run yet.
+#[test]
+fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
+    let env = setup();
+    let gate = Latch::new();
+    let handler = ScriptedHandler::new().then(Step::run({
+        let gate = gate.clone();
+        move |_| {
+            gate.wait(WAIT);
+            Ok(())
+        }
+    }));
+    let _open_on_failure = gate.open_on_drop();
+    let ids = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("t", json!({ "n": 1 })),
+            NewJob::new("t", json!({ "n": 2 })),
+        ])
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .concurrency(1)
+        .timeout("t", Duration::from_secs(60))
+        .lease_grace(Duration::from_secs(10))
+        .reap_interval(Duration::from_secs(3600))
+        .start()
+        .expect("worker starts");
+    crate::support::scripted::wait_started(&events, ids[0]);
+    let claimed = job(&env.queue, ids[1]).locked_until;
+    assert_eq!(
+        claimed,
+        Some(START_MS + 70_000),
+        "claimed with a 70 s lease"
+    );
+    // Within half the grace of its end: the worker renews it by itself, for a whole lease.
+    env.clock.set(START_MS + 66_000);
+    let deadline = std::time::Instant::now() + WAIT;
+    let renewed = loop {
+        let until = job(&env.queue, ids[1]).locked_until;
+        if until != claimed {
+            break until;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiting job's lease was not renewed within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(renewed, Some(START_MS + 66_000 + 70_000));
+    env.clock.set(START_MS + 75_000);
+    assert_eq!(
+        env.queue.reap_expired_leases().expect("reap"),
+        1,
+        "only the first job's lease (running, not heartbeating) ran out"
+    );
+    assert_eq!(job(&env.queue, ids[1]).status, JobStatus::Running);
+    gate.open();
+    drop(worker);
+}

@@ -992,18 +992,6 @@ fn options_from_environment_variables_name_a_bad_variable() {
     );
 }
 
-/// Kills the child on drop, so a failing test leaves no process behind.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
-
 #[test]
 fn a_python_program_inserts_a_delivery_with_plain_sql_and_litejobs_work_delivers_it() {
     let dir = temp_dir();
@@ -1040,7 +1028,7 @@ fn a_python_program_inserts_a_delivery_with_plain_sql_and_litejobs_work_delivers
         .stderr(log)
         .spawn()
         .expect("starting litejobs work");
-    let mut child = Reaped(child);
+    let mut child = crate::support::KillOnDrop(child);
 
     let request = server.next_request();
     let now = SystemTime::now();

@@ -144,15 +144,17 @@ fn foreign_rows_inserted_by_python_while_work_runs() {
     let path = dir.path().join("jobs.db");
     run(&path, &["init"]).ok();
     let mail_log = dir.path().join("mail.log");
-    let mut worker = litejobs(&path)
-        .args(["work", "--concurrency", "2", "--grace", "5s"])
-        .env("LITEJOBS_MAIL_LOG", &mail_log)
-        .env("LITEJOBS_MAIL_FROM", "app@example.com")
-        .env_remove("LITEJOBS_SMTP_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting litejobs work");
+    let mut worker = crate::support::KillOnDrop(
+        litejobs(&path)
+            .args(["work", "--concurrency", "2", "--grace", "5s"])
+            .env("LITEJOBS_MAIL_LOG", &mail_log)
+            .env("LITEJOBS_MAIL_FROM", "app@example.com")
+            .env_remove("LITEJOBS_SMTP_URL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting litejobs work"),
+    );
 
     let script = r#"
 import sqlite3, sys, json

@@ -34,7 +34,7 @@ fn builtins_register_a_handler(vars: &[(&str, &str)]) -> bool {
 
 /// A `litejobs work` child and the lines of its stderr.
 struct WorkChild {
-    child: std::process::Child,
+    child: crate::support::KillOnDrop,
     lines: Receiver<String>,
     seen: Vec<String>,
     deadline: Instant,
@@ -68,7 +68,7 @@ impl WorkChild {
             }
         });
         WorkChild {
-            child,
+            child: crate::support::KillOnDrop(child),
             lines: rx,
             seen: Vec::new(),
             deadline: Instant::now() + Duration::from_secs(30),

@@ -157,6 +157,33 @@ pub fn create_app_database(path: &Path) {
     );
 }
 
+/// A child process killed (and reaped) when dropped, so a test that fails or is stopped
+/// half-way never leaves a `litejobs work` or `web` running behind it.
+#[derive(Debug)]
+pub struct KillOnDrop(pub std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// True when the program `name` runs here (`name --version`). When it does not, says so
 /// and returns false so the test can skip, except in CI (`CI` set), where the test fails:
 /// `.ci/run` installs what the tests need.

@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read as _};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::Instant;
 
@@ -18,7 +18,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_litejobs");
 
 /// A running `litejobs web` and the lines of its stdout and stderr.
 struct WebChild {
-    child: Child,
+    child: crate::support::KillOnDrop,
     lines: Receiver<String>,
     errors: Receiver<String>,
 }
@@ -58,7 +58,7 @@ impl WebChild {
         let lines = lines_of(child.stdout.take().expect("piped stdout"));
         let errors = lines_of(child.stderr.take().expect("piped stderr"));
         WebChild {
-            child,
+            child: crate::support::KillOnDrop(child),
             lines,
             errors,
         }

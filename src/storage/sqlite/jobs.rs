@@ -913,4 +913,53 @@ mod tests {
         })
         .expect("the group-key scenario runs");
     }
+
+    /// What a claim makes of a row's timeout and payload size at the edges: a timeout of
+    /// 1 ms and a payload exactly at the limit run; a timeout of 0 (possible only with the
+    /// checks switched off) and one byte over the limit make the job defective.
+    #[test]
+    fn claim_defects_at_the_edges_of_timeout_and_payload_size() {
+        let db = db();
+        write(&db, |tx| {
+            tx.execute_batch("PRAGMA ignore_check_constraints = ON")?;
+            let insert = |timeout: i64, payload: &str| -> rusqlite::Result<i64> {
+                tx.execute(
+                    "INSERT INTO jobs (job_type, payload, timeout_ms, run_at, created_at)
+                     VALUES ('t', ?1, ?2, ?3, ?3)",
+                    params![payload, timeout, T0],
+                )?;
+                Ok(tx.last_insert_rowid())
+            };
+            let limit = "{\"s\": \"xxxxxxxxxx\"}";
+            let one_ms = insert(1, "{}")?;
+            let zero_ms = insert(0, "{}")?;
+            let at_limit = insert(1_000, limit)?;
+            let over = insert(1_000, &format!("{limit} "))?;
+            let types = ["t".to_string()];
+            let req = ClaimRequest {
+                queue: "default",
+                job_types: &types,
+                type_timeouts_ms: &[1_000],
+                limit: 10,
+                worker_id: "A",
+                lease_grace_ms: 500,
+                max_payload_bytes: limit.len(),
+            };
+            let claimed = claim(tx, &req, T0)?;
+            let defect = |id: i64| {
+                claimed
+                    .rows
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map(|r| r.defect.clone())
+                    .expect("claimed")
+            };
+            assert_eq!(defect(one_ms), None);
+            assert_eq!(defect(at_limit), None);
+            assert!(defect(zero_ms).is_some_and(|d| d.contains("column timeout_ms")));
+            assert!(defect(over).is_some_and(|d| d.contains("over this worker's limit")));
+            Ok(())
+        })
+        .expect("the edge scenario runs");
+    }
 }
