@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The SQL fences cargo-mutants cannot mutate (they are SQL text): removes each clause, one
-# at a time, from a scratch copy of src/storage/jobs.rs, runs the tests that should notice,
+# at a time, from a scratch copy of src/storage/sqlite/jobs.rs, runs the tests that should notice,
 # and prints which tests failed. Every line must name at least one failing test; a line
 # saying "NOT CAUGHT" is a fence no test holds. Not run by CI (a few minutes).
 #
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 filters=("$@")
 if [ ${#filters[@]} -eq 0 ]; then
-    filters=(storage::jobs outcomes:: timeouts:: shutdown:: ordering:: foreign_rows)
+    filters=(storage::sqlite::jobs outcomes:: timeouts:: shutdown:: ordering:: foreign_rows)
 fi
 scratch=target/fences/src
 rm -rf target/fences/src && mkdir -p target/fences
@@ -19,7 +19,7 @@ rm -rf target/fences/src && mkdir -p target/fences
 git ls-files -z | tar --null -T - -cf - | (mkdir -p "$scratch" && tar -xf - -C "$scratch")
 export CARGO_TARGET_DIR="$PWD/target/fences/target"
 
-# name | the text removed (exactly as in src/storage/jobs.rs) | which occurrence (1-based)
+# name | the text removed (exactly as in src/storage/sqlite/jobs.rs) | which occurrence (1-based)
 cases=(
     "heartbeat: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|1|AND locked_by = ?5 AND attempts = ?6"
     "heartbeat: locked_by|AND locked_by = ?5 AND attempts = ?6|1|AND attempts = ?6"
@@ -47,8 +47,8 @@ cases=(
 
 for case in "${cases[@]}"; do
     IFS='|' read -r name old nth new <<<"$case"
-    cp src/storage/jobs.rs "$scratch/src/storage/jobs.rs"
-    python3 - "$scratch/src/storage/jobs.rs" "$old" "$nth" "$new" <<'EOF'
+    cp src/storage/sqlite/jobs.rs "$scratch/src/storage/sqlite/jobs.rs"
+    python3 - "$scratch/src/storage/sqlite/jobs.rs" "$old" "$nth" "$new" <<'EOF'
 import sys
 path, old, nth, new = sys.argv[1], sys.argv[2].replace("\\n", "\n"), int(sys.argv[3]), sys.argv[4].replace("\\n", "\n")
 text = open(path).read()

@@ -24,15 +24,18 @@ command -v cargo-mutants >/dev/null || {
 # and the integration binary (a test runs when its path contains any of them).
 declare -A TESTS=(
     [src/retry.rs]="retry"
-    [src/limits.rs]="limits"
-    [src/storage/jobs.rs]="storage::jobs foreign_rows outcomes:: ordering:: shutdown:: drain::"
+    [src/limits/rate.rs]="limits"
+    [src/limits/breaker.rs]="limits"
+    [src/storage/sqlite/jobs.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain::"
     [src/worker/completer.rs]="outcomes:: drain:: dead_letter:: timeouts:: shutdown:: foreign_rows"
     [src/worker/dispatcher.rs]="outcomes:: timeouts:: shutdown:: ordering:: drain:: retention::"
+    [src/worker/renewal.rs]="timeouts:: shutdown::"
     [src/worker/executor.rs]="outcomes:: timeouts:: shutdown:: ordering::"
     [src/maintenance/scheduler.rs]="scheduler periodic::"
 )
-ORDER=(src/retry.rs src/limits.rs src/storage/jobs.rs src/worker/completer.rs
-    src/worker/executor.rs src/worker/dispatcher.rs src/maintenance/scheduler.rs)
+ORDER=(src/retry.rs src/limits/rate.rs src/limits/breaker.rs src/storage/sqlite/jobs.rs
+    src/worker/completer.rs src/worker/renewal.rs src/worker/executor.rs src/worker/dispatcher.rs
+    src/maintenance/scheduler.rs)
 
 # Equivalent mutants, excluded:
 # - `impl Debug` bodies: nothing a program relies on reads them.

@@ -1,45 +1,16 @@
-//! Rate limits and circuit breakers by key (R15): an engine feature any job type can use,
-//! kept in the database so every process on the file shares them.
-//!
-//! - [`RateLimit`]: at most `limit` calls per `period` under one key (e.g. one webhook
-//!   endpoint, one SMTP provider), spaced evenly.
-//! - [`Breaker`]: after `failure_threshold` failures in a row the key's breaker *opens*:
-//!   calls wait for a cool-down; then one *probe* call goes (half-open); its success closes
-//!   the breaker, its failure opens it again.
-//!
-//! Both answer with a [`Verdict`]: [`Verdict::Go`] or [`Verdict::Wait`] with how long.
-//! Inside a handler, [`JobContext::rate_limit`](crate::JobContext::rate_limit) and [`JobContext::breaker`](crate::JobContext::breaker) turn a wait into
-//! [`JobError::snooze`]: the job comes back later and **no attempt is spent**.
-//!
-//! ```
-//! use litejobs::limits::{Breaker, RateLimit};
-//! use litejobs::{JobContext, JobError};
-//! use std::time::Duration;
-//!
-//! fn call_provider(ctx: &JobContext) -> Result<(), JobError> {
-//!     let breaker = Breaker::new().failure_threshold(5).cool_down(Duration::from_secs(60));
-//!     ctx.rate_limit("provider:acme", &RateLimit::per_second(10))?; // snoozes when over
-//!     let call = ctx.breaker("provider:acme", &breaker)?; // snoozes while open
-//!     match do_the_call() {
-//!         Ok(()) => { call.success(); Ok(()) }
-//!         Err(e) => { call.failure(&e); Err(JobError::retry(e)) }
-//!     }
-//! }
-//! # fn do_the_call() -> Result<(), String> { Ok(()) }
-//! ```
-//!
-//! Keys are free text; built-in job types use prefixes such as `webhook-endpoint:`.
+//! [`Breaker`]: a circuit breaker by key, shared by every process on the database; its
+//! state as read ([`BreakerStatus`]) and a call it let through ([`BreakerCall`]).
 
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::clock::duration_to_ms;
-use crate::error::{Error, ErrorKind, Result};
-use crate::handler::JobError;
-use crate::storage::limits::BreakerRow;
-pub use crate::storage::limits::BreakerState;
+use crate::error::Result;
+use crate::storage::limits::{BreakerRow, BreakerState};
 use crate::Queue;
+
+use super::{wait_ms, Verdict};
 
 /// Failures in a row that open a [`Breaker`] unless configured otherwise.
 pub const DEFAULT_BREAKER_FAILURES: u32 = 5;
@@ -48,146 +19,6 @@ pub const DEFAULT_BREAKER_COOL_DOWN: Duration = Duration::from_secs(60);
 /// How long a half-open [`Breaker`]'s probe call may take before another call may probe,
 /// unless configured otherwise (covers a probe whose worker crashed).
 pub const DEFAULT_BREAKER_PROBE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a handler snoozes when the database was too busy to check a limit.
-const BUSY_SNOOZE: Duration = Duration::from_secs(1);
-
-/// What a rate limit or a breaker says about a call now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[must_use = "a Verdict says whether the call may go"]
-pub enum Verdict {
-    /// Go ahead.
-    Go,
-    /// Not now: ask again after this long.
-    Wait(Duration),
-}
-
-impl Verdict {
-    /// True for [`Verdict::Go`].
-    pub fn is_go(self) -> bool {
-        self == Verdict::Go
-    }
-
-    /// The wait of a [`Verdict::Wait`].
-    pub fn wait(self) -> Option<Duration> {
-        match self {
-            Verdict::Go => None,
-            Verdict::Wait(d) => Some(d),
-        }
-    }
-}
-
-fn wait_ms(ms: i64) -> Verdict {
-    Verdict::Wait(Duration::from_millis(ms.max(1) as u64))
-}
-
-/// At most `limit` calls per `period` under a key, shared by every process on the file.
-///
-/// Calls are spaced evenly (one every `period / limit`), so no window of length `period`
-/// sees more than `limit` calls; [`burst`](RateLimit::burst) lets a few go at once after a
-/// quiet spell. The limit is given at each check, so changing it takes effect at once.
-///
-/// ```
-/// use litejobs::limits::{RateLimit, Verdict};
-/// use litejobs::{ManualClock, Queue};
-/// use std::time::Duration;
-/// # fn main() -> litejobs::Result<()> {
-/// let clock = ManualClock::new(1_000_000);
-/// let queue = Queue::builder().clock(clock.clone()).open_in_memory()?;
-/// let limit = RateLimit::new(2, Duration::from_secs(1)); // one every 500 ms
-/// assert_eq!(limit.acquire(&queue, "api")?, Verdict::Go);
-/// assert_eq!(limit.acquire(&queue, "api")?, Verdict::Wait(Duration::from_millis(500)));
-/// clock.advance(Duration::from_millis(500));
-/// assert_eq!(limit.acquire(&queue, "api")?, Verdict::Go);
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimit {
-    limit: u32,
-    period: Duration,
-    burst: u32,
-}
-
-impl RateLimit {
-    /// `limit` calls per `period`. A limit of 0 or an empty period is refused when used,
-    /// with [`ErrorKind::InvalidConfig`].
-    pub fn new(limit: u32, period: Duration) -> RateLimit {
-        RateLimit {
-            limit,
-            period,
-            burst: 1,
-        }
-    }
-
-    /// `limit` calls per second.
-    pub fn per_second(limit: u32) -> RateLimit {
-        RateLimit::new(limit, Duration::from_secs(1))
-    }
-
-    /// `limit` calls per minute.
-    pub fn per_minute(limit: u32) -> RateLimit {
-        RateLimit::new(limit, Duration::from_secs(60))
-    }
-
-    /// Lets up to `calls` go at once after a quiet spell (at least 1, at most `limit`).
-    /// Defaults to 1: calls evenly spaced.
-    pub fn burst(mut self, calls: u32) -> RateLimit {
-        self.burst = calls;
-        self
-    }
-
-    /// Calls per period.
-    pub fn limit(&self) -> u32 {
-        self.limit
-    }
-
-    /// The period.
-    pub fn period(&self) -> Duration {
-        self.period
-    }
-
-    /// The time between two evenly spaced calls, in ms (rounded up, so the limit holds).
-    fn interval_ms(&self) -> Result<i64> {
-        let period = duration_to_ms(self.period);
-        if self.limit == 0 || period <= 0 {
-            return Err(Error::invalid_config(format!(
-                "rate limit must allow at least 1 call per period of at least 1 ms, got {} per {:?}",
-                self.limit, self.period
-            )));
-        }
-        let limit = i64::from(self.limit);
-        Ok(((period + limit - 1) / limit).max(1))
-    }
-
-    /// Takes one call's slot under `key` if one is free now ([`Verdict::Go`]); otherwise
-    /// says how long until the next slot ([`Verdict::Wait`]) and takes nothing.
-    ///
-    /// # Errors
-    /// [`ErrorKind::InvalidConfig`] for a limit of 0 or an empty period; database errors
-    /// ([`ErrorKind::Busy`] when another process held the lock past the busy timeout).
-    pub fn acquire(&self, queue: &Queue, key: &str) -> Result<Verdict> {
-        let interval = self.interval_ms()?;
-        let burst = i64::from(self.burst.clamp(1, self.limit.max(1)));
-        let tolerance = interval.saturating_mul(burst - 1);
-        let now = queue.now_ms();
-        queue.db().write(|tx| {
-            tx.lock_key(&format!("rate-limit:{key}"))?;
-            // GCRA: `next_at` is when the next call would be due if calls were evenly
-            // spaced; a call may go while it is no further ahead than the burst allows.
-            let next_at = tx.rate_next_at(key)?.unwrap_or(now).max(now);
-            if next_at - now > tolerance {
-                return Ok(wait_ms(next_at - tolerance - now));
-            }
-            tx.set_rate_next_at(key, next_at.saturating_add(interval), now)?;
-            Ok(Verdict::Go)
-        })
-    }
-
-    /// Forgets the state of `key`: its next call goes at once. True when it had state.
-    pub fn reset(queue: &Queue, key: &str) -> Result<bool> {
-        queue.db().write(|tx| tx.delete_rate(key))
-    }
-}
 
 /// A breaker key's stored state, as read by [`Breaker::status`] and [`Breaker::list`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -447,9 +278,9 @@ impl Breaker {
 #[derive(Debug)]
 #[must_use = "report the call's result with success() or failure()"]
 pub struct BreakerCall<'a> {
-    queue: &'a Queue,
-    key: String,
-    breaker: Breaker,
+    pub(super) queue: &'a Queue,
+    pub(super) key: String,
+    pub(super) breaker: Breaker,
 }
 
 impl BreakerCall<'_> {
@@ -480,48 +311,6 @@ impl BreakerCall<'_> {
     }
 }
 
-/// A limit check that failed in the database: a busy database snoozes the job (no attempt
-/// spent); anything else is a retryable failure.
-fn limit_failure(what: &str, key: &str, err: Error) -> JobError {
-    if err.kind() == ErrorKind::Busy {
-        log::warn!("litejobs: could not check the {what} {key:?} (database busy); snoozing");
-        JobError::snooze(BUSY_SNOOZE)
-    } else {
-        JobError::retry(format!("could not check the {what} {key:?}: {err}"))
-    }
-}
-
-/// [`JobContext::rate_limit`](crate::JobContext::rate_limit): a wait becomes a snooze.
-pub(crate) fn rate_limit_in_handler(
-    queue: &Queue,
-    key: &str,
-    limit: &RateLimit,
-) -> std::result::Result<(), JobError> {
-    match limit.acquire(queue, key) {
-        Ok(Verdict::Go) => Ok(()),
-        Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
-        Err(e) if e.kind() == ErrorKind::InvalidConfig => Err(JobError::permanent(e.to_string())),
-        Err(e) => Err(limit_failure("rate limit", key, e)),
-    }
-}
-
-/// [`JobContext::breaker`](crate::JobContext::breaker): a wait becomes a snooze; a go becomes a [`BreakerCall`].
-pub(crate) fn breaker_in_handler<'a>(
-    queue: &'a Queue,
-    key: &str,
-    breaker: &Breaker,
-) -> std::result::Result<BreakerCall<'a>, JobError> {
-    match breaker.allow(queue, key) {
-        Ok(Verdict::Go) => Ok(BreakerCall {
-            queue,
-            key: key.to_string(),
-            breaker: *breaker,
-        }),
-        Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
-        Err(e) => Err(limit_failure("circuit breaker", key, e)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,41 +323,6 @@ mod tests {
             .open_in_memory()
             .expect("in-memory queue");
         (queue, clock)
-    }
-
-    #[test]
-    fn rate_limit_spaces_calls_and_bursts_when_asked() {
-        let (queue, clock) = queue_at(10_000);
-        let limit = RateLimit::new(3, Duration::from_millis(900));
-        assert!(limit.acquire(&queue, "k").expect("acquire").is_go());
-        assert_eq!(
-            limit.acquire(&queue, "k").expect("acquire"),
-            Verdict::Wait(Duration::from_millis(300))
-        );
-        // Another key is independent.
-        assert!(limit.acquire(&queue, "other").expect("acquire").is_go());
-        clock.advance(Duration::from_millis(300));
-        assert!(limit.acquire(&queue, "k").expect("acquire").is_go());
-
-        let bursty = RateLimit::new(3, Duration::from_millis(900)).burst(3);
-        clock.advance(Duration::from_secs(10));
-        for _ in 0..3 {
-            assert!(bursty.acquire(&queue, "b").expect("acquire").is_go());
-        }
-        assert_eq!(
-            bursty.acquire(&queue, "b").expect("acquire"),
-            Verdict::Wait(Duration::from_millis(300))
-        );
-    }
-
-    #[test]
-    fn a_zero_rate_limit_is_refused_with_a_clear_error() {
-        let (queue, _) = queue_at(0);
-        let err = RateLimit::per_second(0)
-            .acquire(&queue, "k")
-            .expect_err("a limit of 0 must be refused");
-        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
-        assert!(err.to_string().contains("at least 1 call"), "{err}");
     }
 
     #[test]
@@ -661,18 +415,6 @@ mod tests {
     }
 
     #[test]
-    fn verdicts_say_go_or_how_long_to_wait() {
-        let (queue, _clock) = queue_at(1_000_000);
-        let limit = RateLimit::new(1, Duration::from_secs(2));
-        let go = limit.acquire(&queue, "k").expect("acquire");
-        assert!(go.is_go());
-        assert_eq!(go.wait(), None);
-        let wait = limit.acquire(&queue, "k").expect("acquire");
-        assert!(!wait.is_go());
-        assert_eq!(wait.wait(), Some(Duration::from_secs(2)));
-    }
-
-    #[test]
     fn settings_read_back_and_states_print_their_stored_word() {
         let breaker = Breaker::new()
             .failure_threshold(3)
@@ -681,7 +423,7 @@ mod tests {
         assert_eq!(breaker.cool_down_period(), Duration::from_secs(7));
         assert_eq!(Breaker::new().threshold(), DEFAULT_BREAKER_FAILURES);
         assert_eq!(Breaker::new().cool_down_period(), DEFAULT_BREAKER_COOL_DOWN);
-        let limit = RateLimit::per_minute(30);
+        let limit = crate::limits::RateLimit::per_minute(30);
         assert_eq!(
             (limit.limit(), limit.period()),
             (30, Duration::from_secs(60))
