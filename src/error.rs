@@ -131,15 +131,6 @@ impl Error {
         self.kind
     }
 
-    /// True for a SQLite constraint failure (a CHECK rule, a unique index).
-    pub(crate) fn is_constraint_violation(&self) -> bool {
-        self.source
-            .as_ref()
-            .and_then(|s| s.downcast_ref::<rusqlite::Error>())
-            .and_then(rusqlite::Error::sqlite_error_code)
-            == Some(rusqlite::ErrorCode::ConstraintViolation)
-    }
-
     /// True when the database was locked for longer than the busy timeout; retrying later
     /// may succeed.
     pub fn is_busy(&self) -> bool {
@@ -172,48 +163,6 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<rusqlite::Error> for Error {
-    fn from(err: rusqlite::Error) -> Error {
-        use rusqlite::ErrorCode;
-        let (kind, message) = match err.sqlite_error_code() {
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => (
-                ErrorKind::Busy,
-                "database is locked by another connection (busy timeout reached)".to_string(),
-            ),
-            Some(ErrorCode::DiskFull) => (
-                ErrorKind::DiskFull,
-                "database or disk is full; nothing was written".to_string(),
-            ),
-            Some(ErrorCode::NotADatabase) => (
-                ErrorKind::NotADatabase,
-                "file is not a SQLite database".to_string(),
-            ),
-            Some(ErrorCode::ReadOnly) => (
-                ErrorKind::ReadOnly,
-                "the database is read-only (file permissions, a read-only mount or a backup); \
-                 nothing was written"
-                    .to_string(),
-            ),
-            Some(ErrorCode::DatabaseCorrupt) => (
-                ErrorKind::NotADatabase,
-                "database file is corrupt".to_string(),
-            ),
-            _ => (ErrorKind::Database, format!("sqlite: {err}")),
-        };
-        Error::new(kind, message).with_source(err)
-    }
-}
-
-impl From<r2d2::Error> for Error {
-    fn from(err: r2d2::Error) -> Error {
-        Error::new(
-            ErrorKind::Database,
-            format!("could not get a database connection: {err}"),
-        )
-        .with_source(err)
-    }
-}
-
 impl From<std::io::Error> for Error {
     fn from(err: std::io::Error) -> Error {
         Error::new(ErrorKind::Io, err.to_string()).with_source(err)
@@ -230,17 +179,5 @@ mod tests {
     fn error_is_small_send_and_sync() {
         assert_send_sync::<Error>();
         assert!(std::mem::size_of::<Error>() <= 64);
-    }
-
-    #[test]
-    fn busy_sqlite_error_maps_to_busy_kind() {
-        let err = rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
-            None,
-        );
-        let err = Error::from(err);
-        assert_eq!(err.kind(), ErrorKind::Busy);
-        assert!(err.is_busy());
-        assert!(std::error::Error::source(&err).is_some());
     }
 }

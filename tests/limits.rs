@@ -244,3 +244,30 @@ fn a_limit_check_that_fails_in_the_database_fails_the_attempt_and_retries() {
         );
     }
 }
+
+/// Healthy calls never queue for the write lock: a success on a closed breaker with no
+/// failures reads and writes nothing more, even while another connection holds the lock.
+#[test]
+fn a_success_on_a_healthy_breaker_needs_no_write_lock() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("jobs.db");
+    let queue = litejobs::Queue::builder()
+        .busy_timeout(Duration::from_millis(20))
+        .open(&path)
+        .expect("queue");
+    let breaker = Breaker::new();
+    breaker
+        .record_failure(&queue, "k", "boom")
+        .expect("failure");
+    breaker
+        .record_success(&queue, "k")
+        .expect("success resets it");
+    let other = rusqlite::Connection::open(&path).expect("another connection");
+    other.execute_batch("BEGIN IMMEDIATE").expect("lock");
+    assert_eq!(
+        breaker.record_success(&queue, "k").ok(),
+        Some(false),
+        "no write was needed"
+    );
+    other.execute_batch("COMMIT").expect("unlock");
+}

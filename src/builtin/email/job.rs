@@ -150,7 +150,8 @@ impl EmailJob {
         queue.enqueue(self.into_job())
     }
 
-    /// Enqueues the job inside the caller's transaction (e.g. with the new user's row).
+    /// Enqueues the job inside the caller's own rusqlite transaction (e.g. with the new
+    /// user's row): a SQLite-specific entry point, like [`Queue::enqueue_in`].
     ///
     /// # Errors
     /// As [`Queue::enqueue_in`].

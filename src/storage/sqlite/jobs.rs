@@ -209,7 +209,7 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Resu
             rows,
             refused: Vec::new(),
         }),
-        Err(e) if e.is_constraint_violation() => {
+        Err(e) if super::errors::is_constraint_violation(&e) => {
             // The failed statement was rolled back by itself; the transaction goes on.
             let refused = refuse_rule_breakers(conn, req.queue, now)?;
             let rows = claim_rows(conn, req, now)?;

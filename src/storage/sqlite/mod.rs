@@ -8,6 +8,7 @@
 
 mod admin;
 mod dead_letter;
+mod errors;
 mod history;
 mod jobs;
 pub(crate) mod lenient;
