@@ -12,7 +12,15 @@
 //! - [`Clock`] is where every component reads the time; [`ManualClock`] moves it in tests.
 //! - [`Error`] with [`ErrorKind`] is the one error type.
 //! - [`limits`]: rate limits and circuit breakers by key, shared through the database;
-//!   [`builtin::webhook`] delivers signed webhooks with them.
+#![cfg_attr(
+    feature = "webhook",
+    doc = "  [`builtin::webhook`] delivers signed webhooks with them."
+)]
+#![cfg_attr(
+    not(feature = "webhook"),
+    doc = "  `builtin::webhook` (Cargo feature `webhook`) delivers signed webhooks with them."
+)]
+//! - [`builtin`]: job types ready to register (webhook delivery, email, reports in chunks).
 //! - For people on call (and the `litejobs` command): [`Queue::health`] and
 //!   [`Queue::error_groups`] answer what waits and what fails; [`Queue::cancel`],
 //!   [`Queue::retry_now`], [`Queue::pause_queue`], [`Queue::requeue_dead_matching`] and
@@ -29,6 +37,17 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## Cargo features
+//! All on by default; with `default-features = false` you get the core: the queue, workers,
+//! periodic jobs, reports in chunks, rate limits, metrics and [`testing`], on SQLite
+//! (bundled), with no HTTP, TLS or SMTP crates in the build.
+//! - `webhook`: `builtin::webhook`, signed webhook delivery over HTTPS (ureq, rustls).
+//! - `email`: `builtin::email`, SMTP (lettre) and development mailers.
+//! - `web`: `litejobs::web`, the dashboard and its small blocking HTTP server.
+//! - `cli`: the `litejobs` binary (implies `webhook` and `email`, which `litejobs work` runs).
+//!
+//! The README's "Cargo features" has what each one pulls in.
 //!
 //! ## The schema is a contract
 //! `schema.sql` at the top of the repository documents every table and column, so programs

@@ -1,5 +1,8 @@
 //! One integration-test binary (ripgrep's layout): each module is a part of litejobs, tested
 //! against real database files, loopback servers and child processes.
+//!
+//! A module that needs a Cargo feature is compiled only with it (`#[cfg(feature = ...)]`
+//! below), so `cargo test --no-default-features` tests the core alone.
 
 // the web dashboard in headless Chromium (R25): sign in, overview, dead job, requeue through the form, screenshots
 #[cfg(feature = "web")]
@@ -14,6 +17,7 @@ mod dead_letter;
 // worker runtime: testing::drain (R26), ctx.once and remembered keys (R12)
 mod drain;
 // email (R18) against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer
+#[cfg(feature = "email")]
 mod email;
 // retention: a worker's scheduled prune deletes old finished jobs only (R17)
 mod retention;
@@ -59,4 +63,5 @@ mod timeouts;
 #[cfg(feature = "web")]
 mod web;
 // webhook delivery (R20) against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
+#[cfg(feature = "webhook")]
 mod webhook;

@@ -206,6 +206,8 @@ pub fn have_tool(name: &str) -> bool {
 
 /// Child processes for the process-level tests (crash, multiprocess).
 pub mod child;
+#[cfg(feature = "webhook")]
 pub mod http;
 pub mod scripted;
+#[cfg(feature = "email")]
 pub mod smtp;

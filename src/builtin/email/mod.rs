@@ -1,6 +1,7 @@
 //! Email (R18): the [`Mailer`] trait, an SMTP mailer ([`SmtpMailer`], lettre's blocking
 //! transport), development mailers that write files or log lines ([`FileMailer`],
-//! [`LogMailer`]), and the `send_email` job type ([`EmailJob`], [`EmailHandler`]).
+//! [`LogMailer`]), and the `send_email` job type ([`EmailJob`], [`EmailHandler`]). Cargo
+//! feature `email` (on by default).
 //!
 //! **Sent once.** An [`EmailJob`] with a user, a template and an event gets the idempotency
 //! key `email:<user>:<template>:<event>`: enqueueing the same email again returns the first

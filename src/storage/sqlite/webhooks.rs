@@ -1,4 +1,6 @@
-//! [`WebhookStore`] on SQLite: the `webhook_endpoints` table.
+//! [`WebhookStore`] on SQLite: the `webhook_endpoints` table. Unused without the Cargo
+//! feature `webhook` (see `storage/webhooks.rs` for why it is compiled anyway).
+#![cfg_attr(not(feature = "webhook"), allow(dead_code))]
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 

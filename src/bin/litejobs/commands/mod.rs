@@ -41,7 +41,9 @@ pub enum Exit {
 #[derive(Debug)]
 pub struct CliError {
     message: String,
-    /// The library error's kind, when it came from one.
+    /// The library error's kind, when it came from one. Only `litejobs web` reads it (to fall
+    /// back to read-only), so a binary without the `web` feature never does.
+    #[cfg_attr(not(feature = "web"), allow(dead_code))]
     kind: Option<litejobs::ErrorKind>,
     /// Set for output errors, so `litejobs list | head` can end quietly on a closed pipe.
     io_kind: Option<io::ErrorKind>,
@@ -58,6 +60,7 @@ impl CliError {
     }
 
     /// True when the database could not be written because it is read-only.
+    #[cfg(feature = "web")]
     pub fn is_read_only(&self) -> bool {
         self.kind == Some(litejobs::ErrorKind::ReadOnly)
     }
