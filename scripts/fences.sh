@@ -62,7 +62,7 @@ EOF
     log="$PWD/target/fences/$(echo "$name" | tr -c 'a-z0-9' '_').log"
     (cd "$scratch" && timeout 900 cargo test --quiet --lib --test integration -- "${filters[@]}" \
         >"$log" 2>&1) || true
-    failed=$(grep -E '^    [a-z_:]+$' "$log" | sed 's/^ *//' | sort -u | head -4 | paste -sd ' ' -)
+    failed=$(grep -E '^    [a-z_:]+$' "$log" | sed 's/^ *//' | sort -u | head -4 | paste -sd ' ' - || true)
     if [ -n "$failed" ]; then
         printf '%-44s caught by %s\n' "$name" "$failed"
     elif grep -q 'error\[' "$log"; then

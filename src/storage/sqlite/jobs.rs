@@ -832,6 +832,41 @@ mod tests {
         }
     }
 
+    /// Another program may move a running job out of `running` by plain SQL without
+    /// clearing its lease columns (an admin's `UPDATE jobs SET status = 'cancelled'`): the
+    /// worker still holding that lease must not write over the outsider's decision.
+    #[test]
+    fn a_job_moved_out_of_running_by_plain_sql_is_not_written_by_its_old_lease() {
+        for (name, write_fenced) in WRITES {
+            for outside in ["cancelled", "succeeded", "queued", "dead"] {
+                let conn = db();
+                write(&conn, |tx| {
+                    let id = insert(tx, &NewJob::new("t", serde_json::json!({})), "{}", T0)?.id;
+                    let claimed = claim_one(tx, "A", T0);
+                    tx.execute(
+                        "UPDATE jobs SET status = ?1, finished_at = CASE WHEN ?1 = 'queued'                          THEN NULL ELSE ?2 END WHERE id = ?3",
+                        params![outside, T0 + 10, id],
+                    )?;
+                    let before = snapshot(tx, id);
+                    let history = attempt_rows(tx, id);
+                    let lease = Lease {
+                        job_id: id,
+                        attempt: claimed.attempt,
+                        worker_id: "A",
+                    };
+                    assert!(
+                        !write_fenced(tx, lease, T0 + 20)?,
+                        "[{name}] wrote a job an outsider made {outside}"
+                    );
+                    assert_eq!(snapshot(tx, id), before, "[{name}] changed the {outside} job");
+                    assert_eq!(attempt_rows(tx, id), history);
+                    Ok(())
+                })
+                .expect("the scenario runs");
+            }
+        }
+    }
+
     #[test]
     fn the_reaper_takes_only_expired_leases_and_spends_the_attempt() {
         let conn = db();
