@@ -739,7 +739,7 @@ fn a_rotated_secret_signs_with_both_secrets_until_the_overlap_ends() {
         .get(hook.endpoint)
         .expect("get")
         .expect("exists");
-    assert_eq!(endpoint.secret, NEW_SECRET);
+    assert_eq!(endpoint.secret(), NEW_SECRET);
     assert!(
         !format!("{endpoint:?}").contains("whsec_"),
         "Debug hides secrets"
@@ -906,7 +906,7 @@ fn endpoint_registration_refuses_bad_urls_secrets_and_rate_limits() {
         )
         .expect("add");
     let stored = endpoints.get(id).expect("get").expect("exists");
-    assert_eq!(stored.secret, secret);
+    assert_eq!(stored.secret(), secret);
     assert_eq!(stored.rate_limit, Some(5));
     assert_eq!(stored.rate_period_ms, 1000);
     assert_eq!(stored.rate(), Some(RateLimit::per_second(5)));

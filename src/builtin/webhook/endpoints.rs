@@ -23,12 +23,11 @@ pub struct Endpoint {
     pub id: i64,
     /// The target URL.
     pub url: String,
-    /// The signing secret (`whsec_...`): give it to the receiver.
+    // Private, so a secret reaches logs or JSON only through a call that names it.
     #[serde(skip)]
-    pub secret: String,
-    /// The old secret while a rotation overlaps; deliveries are signed with both.
+    secret: String,
     #[serde(skip)]
-    pub previous_secret: Option<String>,
+    previous_secret: Option<String>,
     /// When the old secret stops being used (ms).
     pub previous_secret_expires_at: Option<i64>,
     /// False: deliveries go dead at once.
@@ -82,6 +81,17 @@ impl fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
+    /// The signing secret (`whsec_...`): give it to the receiver.
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
+    /// The old secret while a rotation overlaps (deliveries are signed with both until
+    /// [`previous_secret_expires_at`](Endpoint::previous_secret_expires_at)).
+    pub fn previous_secret(&self) -> Option<&str> {
+        self.previous_secret.as_deref()
+    }
+
     /// The endpoint's rate limit, if it has one.
     pub fn rate(&self) -> Option<RateLimit> {
         let limit = u32::try_from(self.rate_limit?).unwrap_or(u32::MAX).max(1);
