@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SQL fences cargo-mutants cannot mutate (they are SQL text): removes each clause, one
+# The SQL fences cargo-mutants cannot mutate (they are SQL text): makes each clause always true, one
 # at a time, from a scratch copy of src/storage/sqlite/jobs.rs, runs the tests that should notice,
 # and prints which tests failed. Every line must name at least one failing test; a line
 # saying "NOT CAUGHT" is a fence no test holds. Not run by CI (a few minutes).
@@ -19,30 +19,32 @@ rm -rf target/fences/src && mkdir -p target/fences
 git ls-files -z | tar --null -T - -cf - | (mkdir -p "$scratch" && tar -xf - -C "$scratch")
 export CARGO_TARGET_DIR="$PWD/target/fences/target"
 
-# name | the text removed (exactly as in src/storage/sqlite/jobs.rs) | which occurrence (1-based)
+# name | the clause (exactly as in src/storage/sqlite/jobs.rs) | which occurrence (1-based) |
+# the same clause made always true. Every parameter stays in the SQL, so a mutant fails
+# only by what it lets through, never by a parameter-count error.
 cases=(
-    "heartbeat: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|1|AND locked_by = ?5 AND attempts = ?6"
-    "heartbeat: locked_by|AND locked_by = ?5 AND attempts = ?6|1|AND attempts = ?6"
-    "heartbeat: attempts|AND locked_by = ?5 AND attempts = ?6|1|AND locked_by = ?5"
-    "complete: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|2|AND locked_by = ?5 AND attempts = ?6"
-    "complete: locked_by|AND locked_by = ?5 AND attempts = ?6|2|AND attempts = ?6"
-    "complete: attempts|AND locked_by = ?5 AND attempts = ?6|2|AND locked_by = ?5"
-    "fail/retry/dead: status|AND status = 'running' AND locked_by = ?6 AND attempts = ?7|1|AND locked_by = ?6 AND attempts = ?7"
-    "fail/retry/dead: locked_by|AND locked_by = ?6 AND attempts = ?7|1|AND attempts = ?7"
-    "fail/retry/dead: attempts|AND locked_by = ?6 AND attempts = ?7|1|AND locked_by = ?6"
-    "snooze/release: status|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|1|AND locked_by = ?4 AND attempts = ?5"
-    "snooze/release: locked_by|AND locked_by = ?4 AND attempts = ?5|1|AND attempts = ?5"
-    "snooze/release: attempts|AND locked_by = ?4 AND attempts = ?5|1|AND locked_by = ?4"
-    "cancel: status|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|2|AND locked_by = ?4 AND attempts = ?5"
-    "cancel: locked_by|AND locked_by = ?4 AND attempts = ?5|2|AND attempts = ?5"
-    "cancel: attempts|AND locked_by = ?4 AND attempts = ?5|2|AND locked_by = ?4"
-    "reap (attempt rows): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\",|1|\","
-    "reap (dead): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\n|1|\n"
-    "reap (due again): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\",|2|\","
-    "claim: one running job per group key|NOT EXISTS (SELECT 1 FROM jobs r|1|1 OR NOT EXISTS (SELECT 1 FROM jobs r"
-    "claim: first due job of a group key|AND j.id = (SELECT g.id|1|OR j.id = (SELECT g.id"
-    "claim: due only|AND j.run_at <= ?2|1|"
-    "claim: paused queue|AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)|1|"
+    "heartbeat: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|1|AND (status = 'running' OR 1) AND locked_by = ?5 AND attempts = ?6"
+    "heartbeat: locked_by|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|1|AND status = 'running' AND (locked_by = ?5 OR 1) AND attempts = ?6"
+    "heartbeat: attempts|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|1|AND status = 'running' AND locked_by = ?5 AND (attempts = ?6 OR 1)"
+    "complete: status|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|2|AND (status = 'running' OR 1) AND locked_by = ?5 AND attempts = ?6"
+    "complete: locked_by|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|2|AND status = 'running' AND (locked_by = ?5 OR 1) AND attempts = ?6"
+    "complete: attempts|AND status = 'running' AND locked_by = ?5 AND attempts = ?6|2|AND status = 'running' AND locked_by = ?5 AND (attempts = ?6 OR 1)"
+    "fail/retry/dead: status|AND status = 'running' AND locked_by = ?6 AND attempts = ?7|1|AND (status = 'running' OR 1) AND locked_by = ?6 AND attempts = ?7"
+    "fail/retry/dead: locked_by|AND status = 'running' AND locked_by = ?6 AND attempts = ?7|1|AND status = 'running' AND (locked_by = ?6 OR 1) AND attempts = ?7"
+    "fail/retry/dead: attempts|AND status = 'running' AND locked_by = ?6 AND attempts = ?7|1|AND status = 'running' AND locked_by = ?6 AND (attempts = ?7 OR 1)"
+    "snooze/release: status|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|1|AND (status = 'running' OR 1) AND locked_by = ?4 AND attempts = ?5"
+    "snooze/release: locked_by|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|1|AND status = 'running' AND (locked_by = ?4 OR 1) AND attempts = ?5"
+    "snooze/release: attempts|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|1|AND status = 'running' AND locked_by = ?4 AND (attempts = ?5 OR 1)"
+    "cancel: status|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|2|AND (status = 'running' OR 1) AND locked_by = ?4 AND attempts = ?5"
+    "cancel: locked_by|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|2|AND status = 'running' AND (locked_by = ?4 OR 1) AND attempts = ?5"
+    "cancel: attempts|AND status = 'running' AND locked_by = ?4 AND attempts = ?5|2|AND status = 'running' AND locked_by = ?4 AND (attempts = ?5 OR 1)"
+    "reap (attempt rows): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\",|1|AND (locked_until < ?1 OR locked_until IS NULL OR 1)\","
+    "reap (dead): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\n|1|AND (locked_until < ?1 OR locked_until IS NULL OR 1)\n"
+    "reap (due again): live lease|AND (locked_until < ?1 OR locked_until IS NULL)\",|2|AND (locked_until < ?1 OR locked_until IS NULL OR 1)\","
+    "claim: one running job per group key|NOT EXISTS (SELECT 1 FROM jobs r|1|1 + 0 * EXISTS (SELECT 1 FROM jobs r"
+    "claim: first due job of a group key|AND j.id = (SELECT g.id|1|AND j.id = j.id + 0 * (SELECT g.id"
+    "claim: due only|AND j.run_at <= ?2|1|AND (j.run_at <= ?2 OR 1)"
+    "claim: paused queue|AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)|1|AND (NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1) OR 1)"
 )
 
 for case in "${cases[@]}"; do
