@@ -71,7 +71,7 @@ for file in "${files[@]}"; do
     # nextest stops at the first failing test, so a mutant that makes tests wait out their
     # bounds (an event that never comes) is caught by the first bound, not by the timeout.
     cargo mutants --file "$file" --jobs "${MUTANTS_JOBS:-1}" --output "$out" \
-        --test-tool nextest --timeout-multiplier 3 --minimum-test-timeout 90 \
+        --test-tool nextest --profile mutants --timeout-multiplier 3 --minimum-test-timeout 90 \
         "${EXCLUDE_RE[@]}" -- --lib --test integration $filters || true
     dir="$out/mutants.out"
     count() { if [ -s "$dir/$1" ]; then grep -c . "$dir/$1"; else echo 0; fi; }
