@@ -257,13 +257,44 @@ fn a_blocked_reports_queue_does_not_delay_the_default_queue() {
     assert_eq!(reports.call_ids(), report_ids);
 }
 
+/// A row another program commits (plain SQL on its own connection, as another process
+/// would) starts without waiting for the poll: the worker watches for commits.
 #[test]
-fn an_in_process_enqueue_wakes_an_idle_worker_without_waiting_for_the_poll() {
+fn a_commit_by_another_connection_wakes_an_idle_worker_without_waiting_for_the_poll() {
     let env = setup();
     let events = env.queue.subscribe();
     let worker = Worker::builder(&env.queue)
         .handler("t", ScriptedHandler::new())
         .poll_interval(Duration::from_secs(3600))
+        .reap_interval(Duration::from_secs(3600))
+        .start()
+        .expect("worker starts");
+    let conn = env.raw();
+    for n in 0..3 {
+        conn.execute(
+            "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', ?1, ?2)",
+            (json!({ "n": n }).to_string(), START_MS),
+        )
+        .expect("plain SQL insert");
+        let id = conn.last_insert_rowid();
+        assert_eq!(
+            wait_finished_within(&events, id, Duration::from_secs(10)).status,
+            JobStatus::Succeeded,
+            "job {n} from another connection"
+        );
+    }
+    stop(worker);
+}
+
+#[test]
+fn an_in_process_enqueue_wakes_an_idle_worker_without_waiting_for_the_poll() {
+    let env = setup();
+    let events = env.queue.subscribe();
+    // Neither the poll nor the change check comes within the test: only the wake-up can.
+    let worker = Worker::builder(&env.queue)
+        .handler("t", ScriptedHandler::new())
+        .poll_interval(Duration::from_secs(3600))
+        .change_check_interval(Duration::from_secs(3600))
         .reap_interval(Duration::from_secs(3600))
         .start()
         .expect("worker starts");
@@ -308,9 +339,11 @@ fn rows_inserted_by_another_connection_are_found_by_polling() {
     let env = setup();
     let handler = ScriptedHandler::new();
     let events = env.queue.subscribe();
+    // The change check is kept out of it: the poll alone must find them.
     let worker = Worker::builder(&env.queue)
         .handler("t", handler.clone())
         .poll_interval(Duration::from_millis(50))
+        .change_check_interval(Duration::from_secs(3600))
         .start()
         .expect("worker starts");
     let conn = env.raw();

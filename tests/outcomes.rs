@@ -697,6 +697,16 @@ fn worker_builder_refuses_configurations_that_cannot_run() {
         zero_poll.to_string().contains("poll_interval"),
         "{zero_poll}"
     );
+    let zero_check = Worker::builder(&env.queue)
+        .handler("t", ScriptedHandler::new())
+        .change_check_interval(Duration::ZERO)
+        .start()
+        .expect_err("a zero change check interval");
+    assert_eq!(zero_check.kind(), litejobs::ErrorKind::InvalidConfig);
+    assert!(
+        zero_check.to_string().contains("change_check_interval"),
+        "{zero_check}"
+    );
 
     // Concurrency 0 for the default queue is fine when another queue has threads.
     let handler = ScriptedHandler::new();

@@ -78,6 +78,19 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
 
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
     fn is_read_only(&self) -> bool;
+
+    /// A cheap way to learn that another connection committed; see [`ChangeSignal`].
+    fn change_signal(&self) -> Result<Box<dyn ChangeSignal>>;
+}
+
+/// Tells, far more cheaply than a query for due jobs, whether any other connection (another
+/// process, a program inserting rows by plain SQL, or this process's own pool) committed
+/// since the last look. An idle worker asks every few milliseconds, so a job enqueued
+/// elsewhere starts within that time rather than at the next poll.
+pub(crate) trait ChangeSignal: Send {
+    /// True when another connection committed since the previous call (or since the
+    /// signal was made). A false `true` costs one due-check; a missed change waits for the poll.
+    fn changed(&mut self) -> Result<bool>;
 }
 
 /// A handle on one database, shared by a queue's clones.
@@ -141,6 +154,11 @@ impl Db {
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
     pub(crate) fn is_read_only(&self) -> bool {
         self.backend.is_read_only()
+    }
+
+    /// A new [`ChangeSignal`] on this database.
+    pub(crate) fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {
+        self.backend.change_signal()
     }
 }
 

@@ -18,6 +18,7 @@ use crate::events::Event;
 use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::ClaimedRow;
+use crate::storage::ChangeSignal;
 use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
 use crate::worker::registry::Claimer;
@@ -42,6 +43,9 @@ pub(crate) enum Control {
 pub(crate) struct DispatchConfig {
     pub(crate) prefetch: usize,
     pub(crate) poll_interval: Duration,
+    /// How often an idle dispatcher asks the [`ChangeSignal`] whether another connection
+    /// committed.
+    pub(crate) change_check_interval: Duration,
     pub(crate) reap_interval: Duration,
     /// Scheduled retention, one chunk per loop between claim rounds.
     pub(crate) pruner: Option<Pruner>,
@@ -136,6 +140,9 @@ pub(crate) struct Dispatcher {
     /// The outcomes and heartbeats waiting to be written.
     completer: Completer,
     reaper: Reaper,
+    /// Commits by other connections; `None` when it could not be made (polling still works).
+    change: Option<Box<dyn ChangeSignal>>,
+    next_change_check: Instant,
 }
 
 impl Dispatcher {
@@ -156,6 +163,17 @@ impl Dispatcher {
             shared.queue.max_payload_bytes(),
         );
         let reaper = Reaper::new(config.reap_interval);
+        let change = match shared.queue.db().change_signal() {
+            Ok(signal) => Some(signal),
+            Err(e) => {
+                log::warn!(
+                    "litejobs: jobs from other processes will wait for the poll interval: \
+                     cannot watch the database for their commits ({e})"
+                );
+                None
+            }
+        };
+        let next_change_check = Instant::now() + config.change_check_interval;
         Dispatcher {
             shared,
             queues,
@@ -167,6 +185,8 @@ impl Dispatcher {
             claimer,
             completer: Completer::default(),
             reaper,
+            change,
+            next_change_check,
         }
     }
 
@@ -187,6 +207,11 @@ impl Dispatcher {
             if now >= next_poll {
                 self.poll_due();
                 next_poll = now + self.config.poll_interval;
+            } else if now >= self.next_change_check {
+                self.next_change_check = now + self.config.change_check_interval;
+                if self.watching() && self.changed_elsewhere() {
+                    self.poll_due();
+                }
             }
             if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);
@@ -267,8 +292,32 @@ impl Dispatcher {
         }
     }
 
+    /// True when some queue would claim more but does not know of due work: only then is a
+    /// commit elsewhere worth a look.
+    fn watching(&self) -> bool {
+        let prefetch = self.config.prefetch;
+        self.change.is_some()
+            && self
+                .queues
+                .iter()
+                .any(|q| !q.maybe_more && q.wanted(prefetch) > 0)
+    }
+
+    fn changed_elsewhere(&mut self) -> bool {
+        let Some(signal) = self.change.as_mut() else {
+            return false;
+        };
+        signal.changed().unwrap_or_else(|e| {
+            log::debug!("litejobs: change check failed ({e}); looking for due jobs anyway");
+            true
+        })
+    }
+
     fn next_wake(&self, next_poll: Instant) -> Instant {
         let mut at = next_poll.min(self.reaper.next());
+        if self.watching() {
+            at = at.min(self.next_change_check);
+        }
         if let Some(pruner) = &self.config.pruner {
             at = at.min(pruner.next());
         }

@@ -35,8 +35,13 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 /// Jobs claimed beyond the free handler slots, per queue, unless configured otherwise: they
 /// wait in memory so a finishing thread finds its next job without a round trip.
 pub const DEFAULT_PREFETCH: usize = 64;
-/// How often an idle worker looks for rows written by other processes.
+/// How often an idle worker queries for due rows no commit announced (jobs whose `run_at`
+/// came, and a fallback for the change check).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// How often an idle worker asks SQLite whether another connection committed (`PRAGMA
+/// data_version`, a read of shared memory); a commit is followed by a look for due jobs, so
+/// a job another process inserts starts within about this long.
+pub const DEFAULT_CHANGE_CHECK_INTERVAL: Duration = Duration::from_millis(4);
 /// An attempt's time limit when neither the job nor its type sets one.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
 /// Added to the timeout to make the lease, so a slow write-back is not mistaken for a crash.
@@ -159,6 +164,7 @@ pub struct WorkerBuilder {
     pub(crate) queues: Vec<(String, usize)>,
     prefetch: usize,
     poll_interval: Duration,
+    change_check_interval: Duration,
     reap_interval: Duration,
     lease_grace: Duration,
     worker_id: Option<String>,
@@ -184,6 +190,7 @@ impl WorkerBuilder {
             queues: vec![(DEFAULT_QUEUE.to_string(), DEFAULT_CONCURRENCY)],
             prefetch: DEFAULT_PREFETCH,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            change_check_interval: DEFAULT_CHANGE_CHECK_INTERVAL,
             reap_interval: DEFAULT_REAP_INTERVAL,
             lease_grace: DEFAULT_LEASE_GRACE,
             worker_id: None,
@@ -250,10 +257,24 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often an idle worker looks for rows from other processes (in-process enqueues
-    /// wake it at once). Defaults to [`DEFAULT_POLL_INTERVAL`] (200 ms).
+    /// How often an idle worker queries for due jobs that no commit announced: jobs whose
+    /// `run_at` has come, and anything the change check missed (in-process enqueues wake it
+    /// at once; other processes' commits within [`change_check_interval`]). Defaults to
+    /// [`DEFAULT_POLL_INTERVAL`] (200 ms).
+    ///
+    /// [`change_check_interval`]: WorkerBuilder::change_check_interval
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
+        self
+    }
+
+    /// How often an idle worker asks whether another connection (another process, a
+    /// plain SQL insert) committed; after a commit it looks for due jobs at once. On SQLite
+    /// this reads `PRAGMA data_version` on a connection of the worker's own, which costs a
+    /// read of shared memory, not of the file. Defaults to
+    /// [`DEFAULT_CHANGE_CHECK_INTERVAL`] (4 ms); checks stop while every slot is busy.
+    pub fn change_check_interval(mut self, interval: Duration) -> Self {
+        self.change_check_interval = interval;
         self
     }
 
@@ -321,6 +342,11 @@ impl WorkerBuilder {
         if self.poll_interval.is_zero() {
             return Err(Error::invalid_config("poll_interval must be above 0"));
         }
+        if self.change_check_interval.is_zero() {
+            return Err(Error::invalid_config(
+                "change_check_interval must be above 0",
+            ));
+        }
         if self.registry.default_timeout.is_zero() {
             return Err(Error::invalid_config("default_timeout must be above 0"));
         }
@@ -379,6 +405,7 @@ impl WorkerBuilder {
             DispatchConfig {
                 prefetch: self.prefetch,
                 poll_interval: self.poll_interval,
+                change_check_interval: self.change_check_interval,
                 reap_interval: self.reap_interval,
                 pruner: self.pruner.take(),
             },

@@ -29,7 +29,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::{Backend, Tx};
+use crate::storage::{Backend, ChangeSignal, Tx};
 
 /// How hard SQLite flushes to disk at commit (`PRAGMA synchronous`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,6 +74,9 @@ pub(crate) struct SqliteDb {
     in_memory: bool,
     /// Opened with [`SqliteDb::open_read_only`]: every write is refused at once.
     read_only: bool,
+    /// Opens one more connection to the same database, outside the pool (for the
+    /// [`ChangeSignal`], which keeps its connection for the worker's life).
+    open_more: Box<dyn Fn() -> rusqlite::Result<Connection> + Send + Sync>,
 }
 
 impl std::fmt::Debug for SqliteDb {
@@ -144,7 +147,9 @@ impl SqliteDb {
             .map_err(|e| e.prefixed(&path.display().to_string()))?;
         drop(probe);
         let manager = SqliteConnectionManager::file(path).with_flags(OPEN_FLAGS);
-        SqliteDb::with_pool(manager, config, None, false)
+        let path = path.to_path_buf();
+        let opener = move || Connection::open_with_flags(&path, OPEN_FLAGS);
+        SqliteDb::with_pool(manager, config, None, false, Box::new(opener))
     }
 
     /// Opens an existing litejobs database for reading only: nothing is created, migrated or
@@ -189,7 +194,9 @@ impl SqliteDb {
             Err(e) => return Err(context(e)),
         };
         let manager = SqliteConnectionManager::file(&name).with_flags(READ_ONLY_FLAGS);
-        let mut db = SqliteDb::with_pool(manager, config, None, false)?;
+        let uri = name.clone();
+        let opener = move || Connection::open_with_flags(&uri, READ_ONLY_FLAGS);
+        let mut db = SqliteDb::with_pool(manager, config, None, false, Box::new(opener))?;
         db.read_only = true;
         Ok(db)
     }
@@ -207,7 +214,15 @@ impl SqliteDb {
         anchor.busy_timeout(config.busy_timeout)?;
         migrate::check_and_migrate(&anchor, false, config.busy_timeout, true)?;
         let manager = SqliteConnectionManager::file(&name).with_flags(OPEN_FLAGS);
-        SqliteDb::with_pool(manager, config, Some(Mutex::new(anchor)), true)
+        let uri = name.clone();
+        let opener = move || Connection::open_with_flags(&uri, OPEN_FLAGS);
+        SqliteDb::with_pool(
+            manager,
+            config,
+            Some(Mutex::new(anchor)),
+            true,
+            Box::new(opener),
+        )
     }
 
     fn with_pool(
@@ -215,6 +230,7 @@ impl SqliteDb {
         config: &DbConfig,
         anchor: Option<Mutex<Connection>>,
         in_memory: bool,
+        open_more: Box<dyn Fn() -> rusqlite::Result<Connection> + Send + Sync>,
     ) -> Result<SqliteDb> {
         let synchronous = config.synchronous;
         let busy_timeout = config.busy_timeout;
@@ -239,6 +255,7 @@ impl SqliteDb {
             _anchor: anchor,
             in_memory,
             read_only: false,
+            open_more,
         })
     }
 
@@ -283,6 +300,34 @@ impl Backend for SqliteDb {
 
     fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {
+        let conn = (self.open_more)()?;
+        conn.busy_timeout(Duration::from_secs(1))?;
+        let mut signal = DataVersion { conn, last: 0 };
+        signal.changed()?;
+        Ok(Box::new(signal))
+    }
+}
+
+/// [`ChangeSignal`] on SQLite: `PRAGMA data_version` on a connection of its own changes
+/// whenever any other connection commits. It reads the write-ahead log's shared-memory
+/// header, not the file, so asking every few milliseconds costs next to nothing.
+struct DataVersion {
+    conn: Connection,
+    last: i64,
+}
+
+impl ChangeSignal for DataVersion {
+    fn changed(&mut self) -> Result<bool> {
+        let now: i64 = self
+            .conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |row| row.get(0))?;
+        let changed = now != self.last;
+        self.last = now;
+        Ok(changed)
     }
 }
 
