@@ -1,4 +1,4 @@
--- litejobs schema, version 4: the contract for programs in any language (R27, R28).
+-- litejobs schema, version 5: the contract for programs in any language (R27, R28).
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (then `litejobs --db app.db
 -- init`, or open it once from litejobs, switches the file to WAL mode); litejobs then opens
@@ -150,8 +150,10 @@ CREATE INDEX jobs_group_key_idx ON jobs (group_key, status)
 CREATE INDEX jobs_running_lease_idx ON jobs (locked_until)
     WHERE status = 'running';
 
--- Listing, stats and retention by status and age.
-CREATE INDEX jobs_status_updated_idx ON jobs (status, updated_at);
+-- Finished jobs by status and finish time: health and activity windows, retention, listings
+-- of dead and cancelled jobs. Only rows with a finish time, so live jobs never touch it.
+CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
+    WHERE finished_at IS NOT NULL;
 
 -- One row per failed, timed-out or released attempt, and per success that followed failures.
 CREATE TABLE job_attempts (
@@ -337,4 +339,4 @@ CREATE TABLE periodic_schedules (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

@@ -147,7 +147,7 @@ fn schema_sql_and_migrations_build_the_same_schema() {
             "jobs_idempotency_key_idx",
             "jobs_group_key_idx",
             "jobs_running_lease_idx",
-            "jobs_status_updated_idx",
+            "jobs_finished_idx",
             "job_attempts_job_idx",
         ] {
             assert!(snap.has("index", index), "index {index} missing: {snap:#?}");

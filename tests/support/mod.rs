@@ -110,20 +110,20 @@ pub fn count_rows(path: &Path, table: &str) -> i64 {
         .unwrap_or_else(|e| panic!("counting rows of {table}: {e}"))
 }
 
-/// Runs an example binary (built by `cargo test` beside this test binary) with `args`; returns its stdout, failing with its output if it failed.
+/// Runs an example binary with `args`; returns its stdout, failing with its output if it
+/// failed. `cargo test` builds the examples beside this test binary; run alone (e.g.
+/// `cargo test --test integration NAME`) the example is built here first, in a target dir of
+/// its own (the running `cargo test` holds the lock on its own).
 pub fn run_example(name: &str, args: &[&std::ffi::OsStr]) -> String {
     let exe = std::env::current_exe().expect("test binary path");
-    let path = exe
+    let profile_dir = exe
         .parent()
         .and_then(|deps| deps.parent())
-        .expect("target/<profile>")
-        .join("examples")
-        .join(name);
-    assert!(
-        path.exists(),
-        "{} is not built; run the tests with `cargo test`",
-        path.display()
-    );
+        .expect("target/<profile>");
+    let mut path = profile_dir.join("examples").join(name);
+    if !path.exists() {
+        path = build_example(name, profile_dir);
+    }
     let out = std::process::Command::new(&path)
         .args(args)
         .output()
@@ -136,6 +136,29 @@ pub fn run_example(name: &str, args: &[&std::ffi::OsStr]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Builds example `name` with cargo into `<target>/test-examples` and returns its path.
+fn build_example(name: &str, profile_dir: &Path) -> PathBuf {
+    let target = profile_dir
+        .parent()
+        .expect("target dir")
+        .join("test-examples");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let out = std::process::Command::new(option_env!("CARGO").unwrap_or("cargo"))
+        .args(["build", "--quiet", "--example", name, "--manifest-path"])
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("running cargo to build the example");
+    assert!(
+        out.status.success(),
+        "building example {name} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = target.join("debug").join("examples").join(name);
+    assert!(path.exists(), "cargo built no {}", path.display());
+    path
 }
 
 /// Which of the file's `-wal`, `-shm` and `-journal` companions exist.

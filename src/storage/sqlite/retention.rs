@@ -6,11 +6,12 @@ use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::retention::RetentionStore;
 
-/// Ids of at most `limit` succeeded or cancelled jobs last changed before `cutoff`.
+/// Ids of at most `limit` succeeded or cancelled jobs finished before `cutoff`.
 pub(super) fn prunable_jobs(conn: &Connection, cutoff: i64, limit: usize) -> Result<Vec<i64>> {
-    // (status, updated_at) is indexed; for a finished job updated_at is its finish time.
+    // (status, finished_at) is indexed for finished rows (every finishing write sets
+    // finished_at; a row another program wrote as finished without one is kept).
     let mut stmt = conn.prepare_cached(
-        "SELECT id FROM jobs WHERE status IN ('succeeded', 'cancelled') AND updated_at < ?1
+        "SELECT id FROM jobs WHERE status IN ('succeeded', 'cancelled') AND finished_at < ?1
          LIMIT CAST(?2 AS INTEGER)",
     )?;
     let rows = stmt.query_map(
