@@ -135,7 +135,8 @@ CREATE TABLE jobs (
 
 -- The claim reads due rows of one queue in (priority DESC, run_at, id) order; the index holds
 -- only waiting rows, so finished jobs never slow it down.
-CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id)
+-- Its last two columns let the live jobs be counted by type and status from the index alone.
+CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id, job_type, status)
     WHERE status IN ('queued', 'failed');
 
 -- Enforces idempotency keys among live and succeeded jobs (dead and cancelled release theirs).
@@ -154,6 +155,49 @@ CREATE INDEX jobs_running_lease_idx ON jobs (locked_until)
 -- of dead and cancelled jobs. Only rows with a finish time, so live jobs never touch it.
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
+
+-- Counts of finished jobs by queue, type and status (stats read them instead of counting
+-- every finished row). litejobs keeps them as jobs finish; the triggers keep them for any
+-- other program that inserts, changes or deletes finished rows. Never write to it by hand.
+CREATE TABLE job_counts (
+    queue TEXT NOT NULL,
+    job_type TEXT NOT NULL,
+    -- succeeded, dead or cancelled.
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (queue, job_type, status)
+) WITHOUT ROWID;
+
+-- litejobs' own connections run with triggers off (SQLITE_DBCONFIG_ENABLE_TRIGGER) and keep
+-- the counts themselves, in batches; these triggers keep them for every other program that
+-- inserts, changes or deletes finished rows by plain SQL.
+CREATE TRIGGER jobs_counted_insert AFTER INSERT ON jobs
+    WHEN NEW.status = 'succeeded' OR NEW.status = 'dead' OR NEW.status = 'cancelled'
+BEGIN
+    INSERT INTO job_counts (queue, job_type, status, n)
+    VALUES (NEW.queue, NEW.job_type, NEW.status, 1)
+    ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_counted_update AFTER UPDATE OF status, queue, job_type ON jobs
+    WHEN OLD.status = 'succeeded' OR OLD.status = 'dead' OR OLD.status = 'cancelled'
+      OR NEW.status = 'succeeded' OR NEW.status = 'dead' OR NEW.status = 'cancelled'
+BEGIN
+    UPDATE job_counts SET n = n - 1
+    WHERE (OLD.status = 'succeeded' OR OLD.status = 'dead' OR OLD.status = 'cancelled')
+      AND queue = OLD.queue AND job_type = OLD.job_type AND status = OLD.status;
+    INSERT INTO job_counts (queue, job_type, status, n)
+    SELECT NEW.queue, NEW.job_type, NEW.status, 1
+    WHERE NEW.status = 'succeeded' OR NEW.status = 'dead' OR NEW.status = 'cancelled'
+    ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_counted_delete AFTER DELETE ON jobs
+    WHEN OLD.status = 'succeeded' OR OLD.status = 'dead' OR OLD.status = 'cancelled'
+BEGIN
+    UPDATE job_counts SET n = n - 1
+    WHERE queue = OLD.queue AND job_type = OLD.job_type AND status = OLD.status;
+END;
 
 -- One row per failed, timed-out or released attempt, and per success that followed failures.
 CREATE TABLE job_attempts (

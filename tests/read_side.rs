@@ -375,3 +375,115 @@ fn dead_last_hour_counts_recent_dead_jobs_only() {
     env.clock.advance(Duration::from_secs(3600));
     assert_eq!(env.queue.stats().expect("stats").dead_last_hour, 0);
 }
+
+/// Every (queue, type, status) count as a full scan of the table gives it.
+fn counted_by_scan(env: &TestEnv) -> Vec<(String, String, String, i64)> {
+    let conn = env.raw();
+    let mut stmt = conn
+        .prepare(
+            "SELECT queue, job_type, status, COUNT(*) FROM jobs
+             GROUP BY queue, job_type, status ORDER BY 1, 2, 3",
+        )
+        .expect("scan query");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("scan rows")
+}
+
+fn counted_by_stats(env: &TestEnv) -> Vec<(String, String, String, i64)> {
+    let mut counts: Vec<_> = env
+        .queue
+        .stats()
+        .expect("stats")
+        .counts
+        .into_iter()
+        .map(|c| (c.queue, c.job_type, c.status.as_str().to_string(), c.count))
+        .collect();
+    counts.sort();
+    counts
+}
+
+/// Stats read finished jobs from counts kept as they finish, not from a scan: through every
+/// way a job finishes, is deleted or comes back (worker outcomes, cancel, retry of a dead
+/// job, discard, prune, reaping) and through another program's plain SQL, the counts equal
+/// a full scan of the table.
+#[test]
+fn kept_counts_equal_a_full_count_through_every_path() {
+    use litejobs::maintenance::PruneOptions;
+    use litejobs::{testing, JobContext, JobError, Worker};
+    let env = setup();
+    let check = |step: &str| {
+        assert_eq!(
+            counted_by_stats(&env),
+            counted_by_scan(&env),
+            "after {step}"
+        );
+    };
+    let q = &env.queue;
+    for n in 0..6 {
+        q.enqueue(NewJob::new("ok", json!({ "n": n })).queue("mail"))
+            .expect("enqueue");
+    }
+    for kind in ["dead", "cancel", "retry"] {
+        q.enqueue(NewJob::new(kind, json!({})).max_attempts(1))
+            .expect("enqueue");
+    }
+    let worker = Worker::builder(q)
+        .handler("ok", |_: &JobContext| Ok(()))
+        .handler("dead", |_: &JobContext| Err(JobError::permanent("no")))
+        .handler("cancel", |_: &JobContext| Err(JobError::cancel("stop")))
+        .handler("retry", |_: &JobContext| Err(JobError::retry("later")))
+        .queue("mail", 2);
+    testing::drain(&worker).expect("drain");
+    check("worker outcomes");
+
+    let waiting = q.enqueue(NewJob::new("ok", json!({}))).expect("enqueue");
+    q.cancel(waiting).expect("cancel");
+    check("cancel");
+
+    let dead: Vec<i64> = q
+        .list(&JobFilter::new().status(JobStatus::Dead))
+        .expect("list")
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(dead.len(), 2, "a permanent failure and a spent retry");
+    q.retry_now(dead[0]).expect("retry a dead job");
+    check("retry_now of a dead job");
+    q.discard_dead(dead[1]).expect("discard");
+    check("discard");
+
+    // A running job whose worker died, with its attempts spent: the reaper makes it dead.
+    let lost = q
+        .enqueue(NewJob::new("ok", json!({})).max_attempts(1))
+        .expect("enqueue");
+    env.raw()
+        .execute(
+            "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'gone',
+                    locked_until = 1 WHERE id = ?1",
+            [lost],
+        )
+        .expect("a lost lease");
+    q.reap_expired_leases().expect("reap");
+    check("reaping");
+
+    // Another program inserts, changes and deletes finished rows by plain SQL.
+    let conn = env.raw();
+    conn.execute_batch(
+        "INSERT INTO jobs (job_type, payload, status, finished_at) VALUES ('import', '{}', 'succeeded', 1);
+         INSERT INTO jobs (job_type, payload, status, finished_at) VALUES ('import', '{}', 'dead', 1);
+         UPDATE jobs SET status = 'cancelled' WHERE job_type = 'import' AND status = 'dead';
+         UPDATE jobs SET queue = 'other' WHERE job_type = 'ok' AND status = 'succeeded' AND id = (SELECT MIN(id) FROM jobs);
+         DELETE FROM jobs WHERE job_type = 'import' AND status = 'cancelled';",
+    )
+    .expect("plain SQL");
+    check("plain SQL from another program");
+
+    env.clock.advance(Duration::from_secs(30 * 86_400));
+    let report = q
+        .prune(&PruneOptions::new(Duration::from_secs(86_400)))
+        .expect("prune");
+    assert!(report.jobs_deleted > 0, "{report:?}");
+    check("prune");
+}

@@ -57,7 +57,7 @@ fn snapshot_conn(conn: &Connection) -> SchemaSnapshot {
     let mut stmt = conn
         .prepare(
             "SELECT type, name, tbl_name, sql FROM sqlite_master
-             WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'",
+             WHERE type IN ('table', 'index', 'trigger') AND name NOT LIKE 'sqlite_%'",
         )
         .expect("preparing the sqlite_master query");
     let objects: BTreeMap<String, (String, String, String)> = stmt
@@ -135,7 +135,13 @@ fn schema_sql_and_migrations_build_the_same_schema() {
 
     // The normalizer and the queries must see the real schema, or equality proves nothing.
     for snap in [&a, &b] {
-        for table in ["jobs", "job_attempts", "idempotency_keys", "queues"] {
+        for table in [
+            "jobs",
+            "job_attempts",
+            "idempotency_keys",
+            "queues",
+            "job_counts",
+        ] {
             assert!(snap.has("table", table), "table {table} missing: {snap:#?}");
             assert!(
                 snap.columns.get(table).is_some_and(|c| !c.is_empty()),
@@ -151,6 +157,16 @@ fn schema_sql_and_migrations_build_the_same_schema() {
             "job_attempts_job_idx",
         ] {
             assert!(snap.has("index", index), "index {index} missing: {snap:#?}");
+        }
+        for trigger in [
+            "jobs_counted_insert",
+            "jobs_counted_update",
+            "jobs_counted_delete",
+        ] {
+            assert!(
+                snap.has("trigger", trigger),
+                "trigger {trigger} missing: {snap:#?}"
+            );
         }
         let (_, _, jobs_sql) = &snap.objects["jobs"];
         assert!(

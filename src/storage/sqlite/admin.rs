@@ -36,11 +36,15 @@ pub(super) fn cancel(conn: &Connection, id: i64, now: i64) -> Result<()> {
             )))
         }
     }
-    conn.prepare_cached(
-        "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1
-         WHERE id = ?2 AND status IN ('queued', 'failed')",
-    )?
-    .execute(params![now, id])?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1
+             WHERE id = ?2 AND status IN ('queued', 'failed')",
+        )?
+        .execute(params![now, id])?;
+    if n == 1 {
+        super::jobs::count_row(conn, id, 1)?;
+    }
     Ok(())
 }
 
@@ -66,6 +70,10 @@ pub(super) fn retry_now(conn: &Connection, id: i64, now: i64) -> Result<()> {
             )))
         }
     };
+    // A dead job leaves the finished counts when it becomes due again.
+    if status == "dead" {
+        super::jobs::count_row(conn, id, -1)?;
+    }
     match conn.prepare_cached(sql)?.execute(params![now, id]) {
         Ok(_) => Ok(()),
         Err(e) if e.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {

@@ -77,6 +77,7 @@ pub(super) fn discard_dead(conn: &Connection, id: i64) -> Result<()> {
     // turned foreign keys on.
     conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
         .execute([id])?;
+    super::jobs::count_row(conn, id, -1)?;
     conn.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND status = 'dead'")?
         .execute([id])?;
     Ok(())

@@ -175,6 +175,16 @@ END";
 /// the job, the column and what it held. Only runs after a claim failed on such a row: it
 /// reads every waiting row of the queue.
 fn refuse_rule_breakers(conn: &Connection, queue: &str, now: i64) -> Result<Vec<Refused>> {
+    conn.execute(
+        &format!(
+            "INSERT INTO job_counts (queue, job_type, status, n)
+             SELECT queue, job_type, 'dead', COUNT(*) FROM jobs
+             WHERE queue = ?1 AND status IN ('queued', 'failed') AND ({RULE_BROKEN_SQL}) IS NOT NULL
+             GROUP BY queue, job_type
+             ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n"
+        ),
+        [queue],
+    )?;
     let sql = format!(
         "UPDATE jobs SET status = 'dead', finished_at = ?1, updated_at = ?1, locked_by = NULL,
                 locked_until = NULL,
@@ -342,28 +352,64 @@ pub(super) fn extend_lease(
     Ok(n == 1)
 }
 
-/// Marks a job succeeded with its result. False when the lease is gone.
+/// Marks a job succeeded with its result. Returns its queue and type, for `job_counts`
+/// (the caller counts it before the commit); `None` when the lease is gone.
 pub(super) fn succeed(
     conn: &Connection,
     lease: Lease<'_>,
     result: Option<&str>,
     progress: Option<&str>,
     now: i64,
-) -> Result<bool> {
+) -> Result<Option<(String, String)>> {
     let mut stmt = conn.prepare_cached(
         "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1, locked_by = NULL,
                          locked_until = NULL, result = ?2, progress = COALESCE(?3, progress)
-         WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6",
+         WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6
+         RETURNING queue, job_type",
     )?;
-    let n = stmt.execute(params![
-        now,
-        result,
-        progress,
-        lease.job_id,
-        lease.worker_id,
-        lease.attempt
-    ])?;
-    Ok(n == 1)
+    // A claimed job's queue and type are text (the claim matched them as text).
+    Ok(stmt
+        .query_row(
+            params![
+                now,
+                result,
+                progress,
+                lease.job_id,
+                lease.worker_id,
+                lease.attempt
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// Adds `n` (negative to take off) to the finished-job count of `(queue, job_type, status)`.
+pub(super) fn add_count(
+    conn: &Connection,
+    queue: &str,
+    job_type: &str,
+    status: &str,
+    n: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO job_counts (queue, job_type, status, n) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n",
+    )?
+    .execute(params![queue, job_type, status, n])?;
+    Ok(())
+}
+
+/// Counts job `id` in `job_counts` under its current (finished) status, by the row's own
+/// values (whatever another program stored there). For the rarer finishing writes.
+pub(super) fn count_row(conn: &Connection, id: i64, n: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO job_counts (queue, job_type, status, n)
+         SELECT queue, job_type, status, ?2 FROM jobs
+         WHERE id = ?1 AND (status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
+         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n",
+    )?
+    .execute(params![id, n])?;
+    Ok(())
 }
 
 /// Remembers a succeeded job's idempotency key for the window (R12).
@@ -424,6 +470,9 @@ pub(super) fn fail(
             lease.worker_id,
             lease.attempt
         ])?;
+    if n == 1 && retry_at.is_none() {
+        count_row(conn, lease.job_id, 1)?;
+    }
     Ok(n == 1)
 }
 
@@ -464,6 +513,9 @@ pub(super) fn cancel_running(
         lease.worker_id,
         lease.attempt
     ])?;
+    if n == 1 {
+        count_row(conn, lease.job_id, 1)?;
+    }
     Ok(n == 1)
 }
 
@@ -479,6 +531,15 @@ pub(super) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
                 ' died or hung while running attempt ' || attempts,
                 ?1 - COALESCE(started_at, ?1)
          FROM jobs WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)",
+    )?
+    .execute([now])?;
+    conn.prepare_cached(
+        "INSERT INTO job_counts (queue, job_type, status, n)
+         SELECT queue, job_type, 'dead', COUNT(*) FROM jobs
+         WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)
+           AND attempts >= max_attempts
+         GROUP BY queue, job_type
+         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n",
     )?
     .execute([now])?;
     let dead = conn
@@ -543,7 +604,11 @@ impl JobStore for SqliteTx<'_> {
         progress: Option<&str>,
         now: i64,
     ) -> Result<bool> {
-        succeed(self.conn, lease, result, progress, now)
+        let Some(key) = succeed(self.conn, lease, result, progress, now)? else {
+            return Ok(false);
+        };
+        *self.succeeded.borrow_mut().entry(key).or_insert(0) += 1;
+        Ok(true)
     }
 
     fn fail(
@@ -597,6 +662,7 @@ mod tests {
             true,
         )
         .expect("migrations");
+        super::super::keep_counts_in_code(&conn).expect("triggers off");
         conn
     }
 
@@ -731,7 +797,9 @@ mod tests {
         ("heartbeat", |c, l, now| {
             extend_lease(c, l, now + 60_000, Some("{}"), now)
         }),
-        ("complete", |c, l, now| succeed(c, l, Some("{}"), None, now)),
+        ("complete", |c, l, now| {
+            succeed(c, l, Some("{}"), None, now).map(|done| done.is_some())
+        }),
         ("retry", |c, l, now| {
             fail(c, l, AfterFailure::RetryAt(now + 5_000), "boom", None, now)
         }),
@@ -942,7 +1010,7 @@ mod tests {
                 attempt: 1,
                 worker_id: "A",
             };
-            assert!(succeed(tx, lease, None, None, T0)?);
+            assert!(succeed(tx, lease, None, None, T0)?.is_some());
             assert_eq!(ids(claim(tx, &req, T0)?), vec![k1], "then k1 runs");
             Ok(())
         })

@@ -20,6 +20,8 @@ mod reports;
 mod retention;
 mod webhooks;
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -293,7 +295,9 @@ impl Backend for SqliteDb {
         let mut conn = self.conn()?;
         let _gate = self.gate();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        f(&SqliteTx::new(&tx))?;
+        let handle = SqliteTx::new(&tx);
+        f(&handle)?;
+        handle.write_succeeded_counts()?;
         tx.commit()?;
         Ok(())
     }
@@ -335,6 +339,9 @@ impl ChangeSignal for DataVersion {
 /// (or, for reads, outside any: each statement sees one snapshot).
 pub(crate) struct SqliteTx<'c> {
     pub(crate) conn: &'c Connection,
+    /// Jobs marked succeeded in this transaction, by (queue, job type): counted in
+    /// `job_counts` just before the commit.
+    succeeded: RefCell<BTreeMap<(String, String), i64>>,
 }
 
 impl Tx for SqliteTx<'_> {
@@ -347,8 +354,32 @@ impl Tx for SqliteTx<'_> {
 impl<'c> SqliteTx<'c> {
     /// The interface on `conn`, e.g. the caller's own transaction (`enqueue_in`).
     pub(crate) fn new(conn: &'c Connection) -> SqliteTx<'c> {
-        SqliteTx { conn }
+        SqliteTx {
+            conn,
+            succeeded: RefCell::new(BTreeMap::new()),
+        }
     }
+
+    /// Adds the jobs this transaction marked succeeded to `job_counts`, one row per queue
+    /// and type (a batch of 64 completions costs one or two upserts, not 64).
+    fn write_succeeded_counts(&self) -> Result<()> {
+        let counts = std::mem::take(&mut *self.succeeded.borrow_mut());
+        for ((queue, job_type), n) in counts {
+            jobs::add_count(self.conn, &queue, &job_type, "succeeded", n)?;
+        }
+        Ok(())
+    }
+}
+
+/// litejobs keeps `job_counts` itself, in batches, so its connections skip the schema's
+/// triggers (which keep the counts for other programs): a trigger runs per row, and measured
+/// it cost a fifth of the claim-and-complete speed even when its WHEN clause was false.
+pub(crate) fn keep_counts_in_code(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+        false,
+    )?;
+    Ok(())
 }
 
 /// The pragmas every connection needs.
@@ -359,6 +390,7 @@ fn configure(
     wal: bool,
 ) -> rusqlite::Result<()> {
     conn.busy_timeout(busy_timeout)?;
+    keep_counts_in_code(conn)?;
     if wal {
         // Persistent in the file; set again here so that every connection agrees.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;

@@ -189,10 +189,23 @@ pub(super) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<JobRecor
 
 /// How many jobs of each queue and type are in each status.
 pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
-    let mut stmt = conn.prepare_cached(
+    // Live jobs are counted from the due index (which carries their type and status) and
+    // the lease index; finished ones are read from the counts kept as they finish. A file
+    // of schema 3 or 4 (opened read-only) has no kept counts: count every row there.
+    let sql = if counts_kept(conn)? {
         "SELECT queue, job_type, status, COUNT(*) FROM jobs
-         GROUP BY queue, job_type, status ORDER BY queue, job_type, status",
-    )?;
+         WHERE status IN ('queued', 'failed') GROUP BY queue, job_type, status
+         UNION ALL
+         SELECT queue, job_type, status, COUNT(*) FROM jobs
+         WHERE status = 'running' GROUP BY queue, job_type, status
+         UNION ALL
+         SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0
+         ORDER BY 1, 2, 3"
+    } else {
+        "SELECT queue, job_type, status, COUNT(*) FROM jobs
+         GROUP BY queue, job_type, status ORDER BY queue, job_type, status"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let counts = stmt
         .query_map([], |row| {
             Ok((
@@ -215,6 +228,15 @@ pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
         })
         .collect();
     Ok(counts)
+}
+
+/// True when the file keeps finished-job counts (`job_counts`, schema 5 and later).
+fn counts_kept(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts')",
+        )?
+        .query_row([], |row| row.get(0))?)
 }
 
 /// Jobs that became dead at `since` or later.
@@ -312,14 +334,20 @@ pub(super) fn oldest_due_by_queue(conn: &Connection, now: i64) -> Result<Vec<(St
 /// Attempt outcomes by job type: history rows, plus one success per succeeded job (a
 /// first-try success has no history row; a later success has one, counted once here).
 pub(super) fn attempt_outcomes(conn: &Connection) -> Result<Vec<(String, String, i64)>> {
-    let mut stmt = conn.prepare_cached(
+    let succeeded = if counts_kept(conn)? {
+        "SELECT job_type, 'succeeded', SUM(n) FROM job_counts WHERE status = 'succeeded'
+         GROUP BY job_type HAVING SUM(n) <> 0"
+    } else {
+        "SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
+         GROUP BY job_type"
+    };
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
          WHERE a.outcome != 'succeeded' GROUP BY j.job_type, a.outcome
          UNION ALL
-         SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
-         GROUP BY job_type
-         ORDER BY 1, 2",
-    )?;
+         {succeeded}
+         ORDER BY 1, 2"
+    ))?;
     let rows = stmt.query_map([], |row| {
         Ok((lenient::label(row, 0)?, row.get(1)?, row.get(2)?))
     })?;

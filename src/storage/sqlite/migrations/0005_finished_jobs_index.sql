@@ -14,3 +14,59 @@ DROP INDEX jobs_status_updated_idx;
 
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
+
+-- Counts of finished jobs, kept as they finish, so stats, metrics and the dashboard read a
+-- few rows instead of counting every finished job (a million rows took half a second).
+-- litejobs adds to them in the transaction that finishes the jobs, one row per queue, type
+-- and status per batch, and takes off what it deletes; the triggers below do the same for
+-- other programs. Live jobs are counted from the due index, which also carries their type
+-- and status for that.
+CREATE TABLE job_counts (
+    queue TEXT NOT NULL,
+    job_type TEXT NOT NULL,
+    -- succeeded, dead or cancelled.
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (queue, job_type, status)
+) WITHOUT ROWID;
+
+INSERT INTO job_counts (queue, job_type, status, n)
+    SELECT queue, job_type, status, COUNT(*) FROM jobs
+    WHERE status = 'succeeded' OR status = 'dead' OR status = 'cancelled'
+    GROUP BY queue, job_type, status;
+
+-- litejobs' own connections run with triggers off (SQLITE_DBCONFIG_ENABLE_TRIGGER) and keep
+-- the counts themselves, in batches; these triggers keep them for every other program that
+-- inserts, changes or deletes finished rows by plain SQL.
+CREATE TRIGGER jobs_counted_insert AFTER INSERT ON jobs
+    WHEN NEW.status = 'succeeded' OR NEW.status = 'dead' OR NEW.status = 'cancelled'
+BEGIN
+    INSERT INTO job_counts (queue, job_type, status, n)
+    VALUES (NEW.queue, NEW.job_type, NEW.status, 1)
+    ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_counted_update AFTER UPDATE OF status, queue, job_type ON jobs
+    WHEN OLD.status = 'succeeded' OR OLD.status = 'dead' OR OLD.status = 'cancelled'
+      OR NEW.status = 'succeeded' OR NEW.status = 'dead' OR NEW.status = 'cancelled'
+BEGIN
+    UPDATE job_counts SET n = n - 1
+    WHERE (OLD.status = 'succeeded' OR OLD.status = 'dead' OR OLD.status = 'cancelled')
+      AND queue = OLD.queue AND job_type = OLD.job_type AND status = OLD.status;
+    INSERT INTO job_counts (queue, job_type, status, n)
+    SELECT NEW.queue, NEW.job_type, NEW.status, 1
+    WHERE NEW.status = 'succeeded' OR NEW.status = 'dead' OR NEW.status = 'cancelled'
+    ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_counted_delete AFTER DELETE ON jobs
+    WHEN OLD.status = 'succeeded' OR OLD.status = 'dead' OR OLD.status = 'cancelled'
+BEGIN
+    UPDATE job_counts SET n = n - 1
+    WHERE queue = OLD.queue AND job_type = OLD.job_type AND status = OLD.status;
+END;
+
+DROP INDEX jobs_due_idx;
+
+CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id, job_type, status)
+    WHERE status IN ('queued', 'failed');
