@@ -156,6 +156,12 @@ CREATE INDEX jobs_running_lease_idx ON jobs (locked_until)
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
 
+-- Error groups (the most common last errors of failed and dead jobs) read this index alone.
+-- It holds only jobs that failed; `last_error IS NOT NULL` first, so the check stops there
+-- for the succeeding majority.
+CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
+    WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;
+
 -- Counts of finished jobs by queue, type and status (stats read them instead of counting
 -- every finished row). litejobs keeps them as jobs finish; the triggers keep them for any
 -- other program that inserts, changes or deletes finished rows. Never write to it by hand.
@@ -217,6 +223,13 @@ CREATE TABLE job_attempts (
 );
 
 CREATE INDEX job_attempts_job_idx ON job_attempts (job_id, attempt);
+
+-- When an error was first seen (error groups): attempts with an error only.
+CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
+    WHERE error IS NOT NULL;
+
+-- Attempts in a time window by outcome (health, activity).
+CREATE INDEX job_attempts_finished_idx ON job_attempts (finished_at, outcome);
 
 -- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned (R12).
 CREATE TABLE idempotency_keys (

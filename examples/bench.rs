@@ -309,7 +309,8 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
 }
 
 /// Fills a queue with `rows` jobs by plain SQL, as a long-lived queue looks: 9 % queued,
-/// 1 % failed, 88 % succeeded, 2 % dead, spread over three queues, seven types and a day.
+/// 1 % failed, 88 % succeeded, 2 % dead, spread over three queues, seven types and a day;
+/// with their history: one failed attempt per failed job, six attempts per dead one.
 fn fill_finished(path: &Path, rows: usize) -> Res<()> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
@@ -319,7 +320,8 @@ fn fill_finished(path: &Path, rows: usize) -> Res<()> {
          INSERT INTO jobs (queue, job_type, payload, status, attempts, run_at, created_at,
                            updated_at, finished_at, last_error)
          SELECT CASE i % 3 WHEN 0 THEN 'default' WHEN 1 THEN 'mail' ELSE 'hooks' END,
-                't' || (i % 7), '{\"n\":' || i || '}', s, CASE WHEN s = 'queued' THEN 0 ELSE 1 END,
+                't' || (i % 7), '{\"n\":' || i || '}', s,
+                CASE s WHEN 'queued' THEN 0 WHEN 'dead' THEN 6 ELSE 1 END,
                 t, t, t, CASE WHEN s IN ('succeeded', 'dead') THEN t END,
                 CASE WHEN s IN ('failed', 'dead') THEN 'boom ' || (i % 5) END
          FROM (SELECT i, ?2 + i * 86400000 / ?1 AS t,
@@ -327,6 +329,18 @@ fn fill_finished(path: &Path, rows: usize) -> Res<()> {
                            WHEN i % 100 < 12 THEN 'dead' ELSE 'succeeded' END AS s
                FROM n)",
         params![rows as i64, start],
+    )?;
+    conn.execute(
+        "WITH RECURSIVE k(a) AS (SELECT 1 UNION ALL SELECT a + 1 FROM k WHERE a < 6)
+         INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
+                                   error, duration_ms)
+         SELECT j.id, k.a, 'bench', j.updated_at - (7 - k.a) * 60000,
+                j.updated_at - (6 - k.a) * 60000,
+                CASE WHEN j.status = 'dead' AND k.a = 6 THEN 'dead' ELSE 'failed' END,
+                j.last_error, 5
+         FROM jobs j JOIN k ON k.a <= j.attempts
+         WHERE j.status IN ('failed', 'dead')",
+        [],
     )?;
     Ok(())
 }

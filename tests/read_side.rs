@@ -487,3 +487,95 @@ fn kept_counts_equal_a_full_count_through_every_path() {
     assert!(report.jobs_deleted > 0, "{report:?}");
     check("prune");
 }
+
+/// Error groups, as the dashboard and `stats` show them: failed and dead jobs by last error,
+/// requeued dead jobs left out, and "first seen" the earliest attempt in the history that
+/// failed with that error (any job's), or the group's earliest change when that is sooner.
+#[test]
+fn error_groups_count_failing_jobs_and_say_when_each_error_first_appeared() {
+    let env = setup();
+    let job = |t: &str| enqueue(&env, NewJob::new(t, json!({})));
+    let attempt = |id: i64, n: i64, at: i64, outcome: &str, error: &str| {
+        env.raw()
+            .execute(
+                "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
+                                           outcome, error)
+                 VALUES (?1, ?2, 'w', ?3, ?3, ?4, ?5)",
+                (id, n, at, outcome, error),
+            )
+            .expect("inserting an attempt by SQL");
+    };
+    let smtp = "SMTP timeout after 10s";
+    // A job that later succeeded: its failed attempt is the first sighting of the error.
+    let recovered = job("send_email");
+    attempt(recovered, 1, 500, "failed", smtp);
+    set_row(&env, recovered, "succeeded", None, 700);
+    let dead = job("send_email");
+    attempt(dead, 1, 1_000, "failed", smtp);
+    attempt(dead, 2, 2_000, "failed", smtp);
+    set_row(&env, dead, "dead", Some(smtp), 3_000);
+    let retrying = job("deliver_webhook");
+    set_row(&env, retrying, "failed", Some(smtp), 1_500);
+    // Dead without any attempt (refused at the claim): seen when it changed.
+    let refused = job("report");
+    set_row(
+        &env,
+        refused,
+        "dead",
+        Some("payload is not valid JSON"),
+        4_000,
+    );
+    // A requeued dead job is no longer anybody's problem.
+    let requeued = job("report");
+    set_row(&env, requeued, "dead", Some("gone"), 5_000);
+    env.raw()
+        .execute(
+            "UPDATE jobs SET requeued_as = ?1 WHERE id = ?2",
+            (recovered, requeued),
+        )
+        .expect("marking a job requeued");
+
+    let groups = env.queue.error_groups(10).expect("error groups");
+    let seen: Vec<_> = groups
+        .iter()
+        .map(|g| {
+            (
+                g.error.as_str(),
+                g.count,
+                g.failed,
+                g.dead,
+                g.job_types.clone(),
+                g.first_seen_at,
+                g.last_seen_at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                smtp,
+                2,
+                1,
+                1,
+                vec!["deliver_webhook".to_string(), "send_email".to_string()],
+                500,
+                3_000
+            ),
+            (
+                "payload is not valid JSON",
+                1,
+                0,
+                1,
+                vec!["report".to_string()],
+                4_000,
+                4_000
+            ),
+        ]
+    );
+    assert_eq!(
+        env.queue.error_groups(1).expect("the top group").len(),
+        1,
+        "the limit keeps the most common"
+    );
+}

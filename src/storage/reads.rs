@@ -137,7 +137,10 @@ pub struct ErrorGroup {
     pub dead: i64,
     /// The job types involved, sorted.
     pub job_types: Vec<String>,
-    /// When the earliest of these jobs first failed with it (ms).
+    /// When this error was first seen (ms): the earliest attempt still in the history that
+    /// failed with it (any job's, also one that has since succeeded or been requeued), or
+    /// the earliest change of these jobs when that is sooner (a row refused at the claim
+    /// has no attempt).
     pub first_seen_at: i64,
     /// When the latest of these jobs last changed (ms).
     pub last_seen_at: i64,

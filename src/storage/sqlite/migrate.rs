@@ -17,7 +17,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_webhooks.sql"),
     include_str!("migrations/0003_reports_periodic.sql"),
     include_str!("migrations/0004_jobs_checked_at_the_door.sql"),
-    include_str!("migrations/0005_finished_jobs_index.sql"),
+    include_str!("migrations/0005_read_side.sql"),
 ];
 
 /// The schema version this build writes and understands.

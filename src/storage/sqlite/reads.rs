@@ -251,18 +251,28 @@ const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
 
 /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
 pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorGroup>> {
+    // The groups come from the error index alone (failed and dead rows only); "first seen"
+    // is then one probe per group into the attempts' error index, bounded below by the
+    // group's own earliest change (a row refused at the claim has no attempt).
     let mut stmt = conn.prepare_cached(
-        "SELECT last_error, COUNT(*), SUM(status = 'failed'), SUM(status = 'dead'),
-                json_group_array(DISTINCT CAST(job_type AS TEXT)),
-                CAST(MIN(COALESCE((SELECT MIN(a.finished_at) FROM job_attempts a
-                                   WHERE a.job_id = jobs.id AND a.error = jobs.last_error),
-                                  updated_at)) AS INTEGER),
-                CAST(MAX(updated_at) AS INTEGER)
-         FROM jobs
-         WHERE status IN ('failed', 'dead') AND requeued_as IS NULL AND last_error IS NOT NULL
-         GROUP BY last_error
-         ORDER BY COUNT(*) DESC, MAX(updated_at) DESC
-         LIMIT ?1",
+        "SELECT g.last_error, g.n, g.failed, g.dead, g.types,
+                COALESCE(MIN((SELECT MIN(a.finished_at) FROM job_attempts a
+                              WHERE a.error = g.last_error AND a.error IS NOT NULL),
+                             g.first_change),
+                         g.first_change),
+                g.last_change
+         FROM (SELECT last_error, COUNT(*) AS n, SUM(status = 'failed') AS failed,
+                      SUM(status = 'dead') AS dead,
+                      json_group_array(DISTINCT CAST(job_type AS TEXT)) AS types,
+                      CAST(MIN(updated_at) AS INTEGER) AS first_change,
+                      CAST(MAX(updated_at) AS INTEGER) AS last_change
+               FROM jobs
+               WHERE last_error IS NOT NULL AND status IN ('failed', 'dead')
+                 AND requeued_as IS NULL
+               GROUP BY last_error
+               ORDER BY n DESC, last_change DESC
+               LIMIT ?1) AS g
+         ORDER BY g.n DESC, g.last_change DESC",
     )?;
     let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
         let types = lenient::label(row, 4)?;

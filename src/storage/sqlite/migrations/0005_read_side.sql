@@ -1,5 +1,6 @@
--- Migration 5: the index for finished jobs holds finished jobs only. Frozen once released;
--- schema.sql holds the same index.
+-- Migration 5: what the read side (stats, metrics, check, the dashboard) needs to answer in
+-- milliseconds at a million rows without slowing enqueue or claim. Frozen once released;
+-- schema.sql holds the same objects.
 --
 -- The (status, updated_at) index held every row, so every enqueue added an entry and every
 -- claim and completion moved one: measured, it cost a fifth of batched-insert speed and a
@@ -14,6 +15,21 @@ DROP INDEX jobs_status_updated_idx;
 
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
+
+-- Error groups (the most common last errors of failed and dead jobs) read this index alone
+-- instead of every row. It holds only jobs that failed; `last_error IS NOT NULL` comes first
+-- so the check stops there for the succeeding majority.
+CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
+    WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;
+
+-- When an error was first seen: one probe per error group. Attempts without an error
+-- (first-try successes write none at all) stay out of it.
+CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
+    WHERE error IS NOT NULL;
+
+-- Failed attempts in a time window (health, activity): a range of this index instead of
+-- every attempt in the history.
+CREATE INDEX job_attempts_finished_idx ON job_attempts (finished_at, outcome);
 
 -- Counts of finished jobs, kept as they finish, so stats, metrics and the dashboard read a
 -- few rows instead of counting every finished job (a million rows took half a second).
