@@ -231,6 +231,63 @@ CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
 -- Attempts in a time window by outcome (health, activity).
 CREATE INDEX job_attempts_finished_idx ON job_attempts (finished_at, outcome);
 
+-- Attempt outcomes by job type (the metrics' litejobs_attempts), kept like job_counts so the
+-- metrics read a few rows instead of joining the whole history to the jobs. litejobs writes
+-- them in the transaction that adds or deletes attempts; the triggers below do the same for
+-- other programs. An attempt counts under its job's type, while its job exists.
+CREATE TABLE attempt_counts (
+    job_type TEXT NOT NULL,
+    -- An attempt outcome (see job_attempts.outcome).
+    outcome TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (job_type, outcome)
+) WITHOUT ROWID;
+
+CREATE TRIGGER job_attempts_counted_insert AFTER INSERT ON job_attempts
+BEGIN
+    INSERT INTO attempt_counts (job_type, outcome, n)
+    SELECT job_type, NEW.outcome, 1 FROM jobs WHERE id = NEW.job_id
+    ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + 1;
+END;
+
+-- When the job is already gone (a cascade from deleting it), jobs_attempts_uncounted below
+-- has taken its attempts off, and the type lookup finds nothing to take off twice.
+CREATE TRIGGER job_attempts_counted_delete AFTER DELETE ON job_attempts
+BEGIN
+    UPDATE attempt_counts SET n = n - 1
+    WHERE outcome = OLD.outcome AND job_type = (SELECT job_type FROM jobs WHERE id = OLD.job_id);
+END;
+
+CREATE TRIGGER job_attempts_counted_update AFTER UPDATE OF outcome, job_id ON job_attempts
+BEGIN
+    UPDATE attempt_counts SET n = n - 1
+    WHERE outcome = OLD.outcome AND job_type = (SELECT job_type FROM jobs WHERE id = OLD.job_id);
+    INSERT INTO attempt_counts (job_type, outcome, n)
+    SELECT job_type, NEW.outcome, 1 FROM jobs WHERE id = NEW.job_id
+    ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER jobs_attempts_uncounted BEFORE DELETE ON jobs
+BEGIN
+    INSERT INTO attempt_counts (job_type, outcome, n)
+    SELECT OLD.job_type, outcome, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
+    GROUP BY outcome
+    ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + excluded.n;
+END;
+
+CREATE TRIGGER jobs_attempts_retyped AFTER UPDATE OF job_type ON jobs
+    WHEN OLD.job_type IS NOT NEW.job_type
+BEGIN
+    INSERT INTO attempt_counts (job_type, outcome, n)
+    SELECT OLD.job_type, outcome, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
+    GROUP BY outcome
+    ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + excluded.n;
+    INSERT INTO attempt_counts (job_type, outcome, n)
+    SELECT NEW.job_type, outcome, COUNT(*) FROM job_attempts WHERE job_id = NEW.id
+    GROUP BY outcome
+    ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + excluded.n;
+END;
+
 -- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned (R12).
 CREATE TABLE idempotency_keys (
     key TEXT PRIMARY KEY NOT NULL,

@@ -391,6 +391,40 @@ fn counted_by_scan(env: &TestEnv) -> Vec<(String, String, String, i64)> {
         .expect("scan rows")
 }
 
+/// Attempt outcomes by job type as a join of the whole history gives them (successes as
+/// the metrics count them: one per succeeded job).
+fn attempts_by_scan(env: &TestEnv) -> Vec<(String, String, i64)> {
+    let conn = env.raw();
+    let mut stmt = conn
+        .prepare(
+            "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a
+             JOIN jobs j ON j.id = a.job_id
+             WHERE a.outcome != 'succeeded' GROUP BY 1, 2
+             UNION ALL
+             SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
+             GROUP BY 1
+             ORDER BY 1, 2",
+        )
+        .expect("scan query");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("scan")
+        .collect::<Result<_, _>>()
+        .expect("scan rows")
+}
+
+fn attempts_by_metrics(env: &TestEnv) -> Vec<(String, String, i64)> {
+    let mut counts: Vec<_> = env
+        .queue
+        .metrics_snapshot()
+        .expect("metrics")
+        .attempts
+        .into_iter()
+        .map(|a| (a.job_type, a.outcome, a.count))
+        .collect();
+    counts.sort();
+    counts
+}
+
 fn counted_by_stats(env: &TestEnv) -> Vec<(String, String, String, i64)> {
     let mut counts: Vec<_> = env
         .queue
@@ -417,7 +451,12 @@ fn kept_counts_equal_a_full_count_through_every_path() {
         assert_eq!(
             counted_by_stats(&env),
             counted_by_scan(&env),
-            "after {step}"
+            "job counts after {step}"
+        );
+        assert_eq!(
+            attempts_by_metrics(&env),
+            attempts_by_scan(&env),
+            "attempt counts after {step}"
         );
     };
     let q = &env.queue;
@@ -429,13 +468,25 @@ fn kept_counts_equal_a_full_count_through_every_path() {
         q.enqueue(NewJob::new(kind, json!({})).max_attempts(1))
             .expect("enqueue");
     }
+    // Fails once, then succeeds: a history row for the failure and one for the success.
+    q.enqueue(NewJob::new("flaky", json!({})).max_attempts(3))
+        .expect("enqueue");
     let worker = Worker::builder(q)
         .handler("ok", |_: &JobContext| Ok(()))
         .handler("dead", |_: &JobContext| Err(JobError::permanent("no")))
         .handler("cancel", |_: &JobContext| Err(JobError::cancel("stop")))
         .handler("retry", |_: &JobContext| Err(JobError::retry("later")))
+        .handler("flaky", |ctx: &JobContext| {
+            if ctx.attempt() == 1 {
+                Err(JobError::retry("once"))
+            } else {
+                Ok(())
+            }
+        })
         .queue("mail", 2);
     testing::drain(&worker).expect("drain");
+    env.clock.advance(Duration::from_secs(3600));
+    testing::drain(&worker).expect("drain the retry");
     check("worker outcomes");
 
     let waiting = q.enqueue(NewJob::new("ok", json!({}))).expect("enqueue");
@@ -478,6 +529,31 @@ fn kept_counts_equal_a_full_count_through_every_path() {
          DELETE FROM jobs WHERE job_type = 'import' AND status = 'cancelled';",
     )
     .expect("plain SQL");
+    check("plain SQL on jobs from another program");
+    // ... and on the history: an attempt added, one changed, a job renamed, a job deleted
+    // with its history by the foreign key's cascade, and one attempt deleted alone.
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         INSERT INTO jobs (job_type, payload) VALUES ('import', '{}');
+         INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
+             VALUES ((SELECT MAX(id) FROM jobs), 1, 1, 'failed', 'x');
+         INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
+             VALUES ((SELECT MAX(id) FROM jobs), 2, 2, 'failed', 'y');
+         INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
+             VALUES ((SELECT MAX(id) FROM jobs), 3, 3, 'failed', 'z');
+         UPDATE job_attempts SET outcome = 'timed_out' WHERE error = 'y';
+         UPDATE jobs SET job_type = 'import2' WHERE id = (SELECT MAX(id) FROM jobs);
+         DELETE FROM job_attempts WHERE error = 'z';",
+    )
+    .expect("plain SQL on the history");
+    check("plain SQL on the history");
+    let flaky: i64 = conn
+        .query_row("SELECT id FROM jobs WHERE job_type = 'flaky'", [], |r| {
+            r.get(0)
+        })
+        .expect("the flaky job");
+    conn.execute("DELETE FROM jobs WHERE id = ?1", [flaky])
+        .expect("a cascading delete");
     check("plain SQL from another program");
 
     env.clock.advance(Duration::from_secs(30 * 86_400));

@@ -75,6 +75,7 @@ pub(super) fn discard_dead(conn: &Connection, id: i64) -> Result<()> {
     }
     // Explicit rather than through ON DELETE CASCADE, which only works on connections that
     // turned foreign keys on.
+    super::history::uncount_attempts_of(conn, "SELECT ?1", &id)?;
     conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
         .execute([id])?;
     super::jobs::count_row(conn, id, -1)?;

@@ -523,6 +523,15 @@ pub(super) fn cancel_running(
 /// another program inserted as `running`): each gets a `lost` attempt row, then becomes due at once, or dead when its attempts are spent (a job that kills its
 /// worker every time must not crash-loop). Never touches a live lease. Returns the count.
 pub(super) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
+    // Counts first (litejobs' connections keep them in code), from the rows about to change.
+    conn.prepare_cached(
+        "INSERT INTO attempt_counts (job_type, outcome, n)
+         SELECT job_type, 'lost', COUNT(*) FROM jobs
+         WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)
+         GROUP BY job_type
+         ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + excluded.n",
+    )?
+    .execute([now])?;
     conn.prepare_cached(
         "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
                                    error, duration_ms)

@@ -230,7 +230,7 @@ pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
     Ok(counts)
 }
 
-/// True when the file keeps finished-job counts (`job_counts`, schema 5 and later).
+/// True when the file keeps counts (`job_counts` and `attempt_counts`, schema 5 and later).
 fn counts_kept(conn: &Connection) -> Result<bool> {
     Ok(conn
         .prepare_cached(
@@ -344,20 +344,21 @@ pub(super) fn oldest_due_by_queue(conn: &Connection, now: i64) -> Result<Vec<(St
 /// Attempt outcomes by job type: history rows, plus one success per succeeded job (a
 /// first-try success has no history row; a later success has one, counted once here).
 pub(super) fn attempt_outcomes(conn: &Connection) -> Result<Vec<(String, String, i64)>> {
-    let succeeded = if counts_kept(conn)? {
-        "SELECT job_type, 'succeeded', SUM(n) FROM job_counts WHERE status = 'succeeded'
-         GROUP BY job_type HAVING SUM(n) <> 0"
+    let sql = if counts_kept(conn)? {
+        "SELECT job_type, outcome, n FROM attempt_counts WHERE outcome != 'succeeded' AND n <> 0
+         UNION ALL
+         SELECT job_type, 'succeeded', SUM(n) FROM job_counts WHERE status = 'succeeded'
+         GROUP BY job_type HAVING SUM(n) <> 0
+         ORDER BY 1, 2"
     } else {
-        "SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
-         GROUP BY job_type"
-    };
-    let mut stmt = conn.prepare_cached(&format!(
         "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
          WHERE a.outcome != 'succeeded' GROUP BY j.job_type, a.outcome
          UNION ALL
-         {succeeded}
+         SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
+         GROUP BY job_type
          ORDER BY 1, 2"
-    ))?;
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map([], |row| {
         Ok((lenient::label(row, 0)?, row.get(1)?, row.get(2)?))
     })?;

@@ -26,6 +26,13 @@ pub(super) fn prunable_jobs(conn: &Connection, cutoff: i64, limit: usize) -> Res
 pub(super) fn delete_finished(conn: &Connection, ids: &[i64]) -> Result<(u64, u64)> {
     let list = serde_json::to_string(ids)
         .map_err(|e| Error::new(ErrorKind::Database, format!("id list: {e}")))?;
+    // litejobs' connections keep the counts in code (triggers are off for them).
+    super::history::uncount_attempts_of(
+        conn,
+        "SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?1))
+           AND j.status IN ('succeeded', 'cancelled')",
+        &list,
+    )?;
     let attempts = conn
         .prepare_cached(
             "DELETE FROM job_attempts WHERE job_id IN (
@@ -33,7 +40,6 @@ pub(super) fn delete_finished(conn: &Connection, ids: &[i64]) -> Result<(u64, u6
                   AND j.status IN ('succeeded', 'cancelled'))",
         )?
         .execute([&list])?;
-    // litejobs' connections keep the finished counts in code (triggers are off for them).
     conn.prepare_cached(
         "INSERT INTO job_counts (queue, job_type, status, n)
          SELECT queue, job_type, status, -COUNT(*) FROM jobs
