@@ -162,6 +162,9 @@ CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
 CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
     WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;
 
+-- Requeued dead jobs (few): dead jobs awaiting a person are the kept dead count less these.
+CREATE INDEX jobs_requeued_idx ON jobs (requeued_as) WHERE requeued_as IS NOT NULL;
+
 -- Counts of finished jobs by queue, type and status (stats read them instead of counting
 -- every finished row). litejobs keeps them as jobs finish; the triggers keep them for any
 -- other program that inserts, changes or deletes finished rows. Never write to it by hand.

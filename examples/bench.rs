@@ -694,7 +694,16 @@ fn worker_rss_child(args: &[String]) -> Res<()> {
     let path = args.get(2).ok_or("missing db path")?;
     let n: usize = args.get(3).ok_or("missing job count")?.parse()?;
     let q = Queue::open(path)?;
-    process(&q, n, 4)?;
+    // The parent's run may have taken a few more than its share (prefetched jobs finish
+    // after it stops counting): process what is left, up to n.
+    let left = q
+        .list(
+            &litejobs::JobFilter::new()
+                .status(litejobs::JobStatus::Queued)
+                .limit(n),
+        )?
+        .len();
+    process(&q, left, 4)?;
     println!("{}", peak_rss_kib());
     Ok(())
 }

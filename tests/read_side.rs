@@ -458,6 +458,22 @@ fn kept_counts_equal_a_full_count_through_every_path() {
             attempts_by_scan(&env),
             "attempt counts after {step}"
         );
+        let dead_awaiting: i64 = env
+            .raw()
+            .query_row(
+                "SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .expect("dead awaiting by scan");
+        assert_eq!(
+            env.queue
+                .health(Duration::from_secs(3600))
+                .expect("health")
+                .dead,
+            dead_awaiting,
+            "dead awaiting a person after {step}"
+        );
     };
     let q = &env.queue;
     for n in 0..6 {
@@ -502,6 +518,11 @@ fn kept_counts_equal_a_full_count_through_every_path() {
     assert_eq!(dead.len(), 2, "a permanent failure and a spent retry");
     q.retry_now(dead[0]).expect("retry a dead job");
     check("retry_now of a dead job");
+    let copy = q
+        .requeue_dead(dead[1], "ops", "fixed")
+        .expect("requeue a dead job");
+    check("requeue of a dead job");
+    q.cancel(copy).expect("cancel the copy");
     q.discard_dead(dead[1]).expect("discard");
     check("discard");
 

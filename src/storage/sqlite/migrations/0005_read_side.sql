@@ -22,6 +22,9 @@ CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
 CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
     WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;
 
+-- Requeued dead jobs (few): dead jobs awaiting a person are the kept dead count less these.
+CREATE INDEX jobs_requeued_idx ON jobs (requeued_as) WHERE requeued_as IS NOT NULL;
+
 -- When an error was first seen: one probe per error group. Attempts without an error
 -- (first-try successes write none at all) stay out of it.
 CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
