@@ -370,7 +370,8 @@ const FULL_DISK_THREADS: usize = 4;
 const FULL_DISK_FAILED_ROUNDS: usize = 3;
 
 /// Log lines of this process, for the full-disk child to see the worker's retried writes.
-struct CaptureLog(Mutex<Sender<String>>);
+/// Passes each warning on with the moment it was logged.
+struct CaptureLog(Mutex<Sender<(Instant, String)>>);
 
 impl log::Log for CaptureLog {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
@@ -379,13 +380,37 @@ impl log::Log for CaptureLog {
 
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
+            let at = Instant::now();
             let line = format!("{} {}", record.level(), record.args());
             eprintln!("{line}");
-            let _ = self.0.lock().unwrap_or_else(|p| p.into_inner()).send(line);
+            let _ = self
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send((at, line));
         }
     }
 
     fn flush(&self) {}
+}
+
+/// The back-off a "write failed (...); retrying in 25ms" warning announces.
+fn announced_backoff(line: &str) -> Duration {
+    let text = line
+        .rsplit("retrying in ")
+        .next()
+        .unwrap_or_else(|| panic!("no back-off in the warning: {line}"));
+    let number = |s: &str| -> f64 {
+        s.parse()
+            .unwrap_or_else(|_| panic!("unreadable back-off {text:?} in: {line}"))
+    };
+    if let Some(ms) = text.strip_suffix("ms") {
+        Duration::from_micros((number(ms) * 1e3).round() as u64)
+    } else if let Some(s) = text.strip_suffix('s') {
+        Duration::from_micros((number(s) * 1e6).round() as u64)
+    } else {
+        panic!("unreadable back-off {text:?} in: {line}")
+    }
 }
 
 /// Fills the file system under `dir` with a filler file until writes fail with ENOSPC.
@@ -421,6 +446,12 @@ fn child_full_disk() {
         return;
     }
     let deadline = Deadline::new("full-disk child", CHILD_LIFETIME_CAP);
+    // A failed check ends the child at once: unwinding would first wait out the worker's
+    // graceful shutdown, retrying writes on a disk that is still full.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("child: {info}");
+        std::process::exit(101);
+    }));
     let (log_tx, log_rx) = unbounded();
     log::set_boxed_logger(Box::new(CaptureLog(Mutex::new(log_tx))))
         .expect("child: installing the log capture");
@@ -499,10 +530,13 @@ fn child_full_disk() {
 
     // The running jobs finish; their outcomes cannot be written, and are retried.
     gate.open();
+    // Each retry waits out the back-off the previous failure announced: a full disk fails
+    // every write at once, and retrying without pause would spin a core and flood the log.
     let mut failed_rounds = 0;
+    let mut previous: Option<(Instant, Duration)> = None;
     while failed_rounds < FULL_DISK_FAILED_ROUNDS {
         deadline.check(|| "waiting for the worker's failed writes");
-        let line = log_rx.recv_timeout(scripted::WAIT).unwrap_or_else(|_| {
+        let (at, line) = log_rx.recv_timeout(scripted::WAIT).unwrap_or_else(|_| {
             panic!("child: the worker logged no failed write while the disk was full")
         });
         if line.contains("write failed") {
@@ -510,6 +544,15 @@ fn child_full_disk() {
                 line.contains("database or disk is full"),
                 "the retried write names the cause: {line}"
             );
+            if let Some((before, backoff)) = previous {
+                assert!(
+                    at.duration_since(before) >= backoff,
+                    "a write was retried {:?} after a failure that announced a back-off of \
+                     {backoff:?}: {line}",
+                    at.duration_since(before)
+                );
+            }
+            previous = Some((at, announced_backoff(&line)));
             failed_rounds += 1;
         }
     }
