@@ -394,6 +394,21 @@ impl log::Log for CaptureLog {
     fn flush(&self) {}
 }
 
+/// CPU time (user and system) this process has used so far, from `/proc/self/stat` (in
+/// clock ticks, 100 per second on Linux).
+fn process_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("reading /proc/self/stat");
+    // The fields after the command name (which may hold spaces) start at state, field 3;
+    // utime and stime are fields 14 and 15.
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields[11..13]
+        .iter()
+        .map(|f| f.parse::<u64>().expect("a tick count in /proc/self/stat"))
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
 /// The back-off a "write failed (...); retrying in 25ms" warning announces.
 fn announced_backoff(line: &str) -> Duration {
     let text = line
@@ -534,6 +549,7 @@ fn child_full_disk() {
     // every write at once, and retrying without pause would spin a core and flood the log.
     let mut failed_rounds = 0;
     let mut previous: Option<(Instant, Duration)> = None;
+    let mut first_failure: Option<(Instant, Duration)> = None;
     while failed_rounds < FULL_DISK_FAILED_ROUNDS {
         deadline.check(|| "waiting for the worker's failed writes");
         let (at, line) = log_rx.recv_timeout(scripted::WAIT).unwrap_or_else(|_| {
@@ -544,6 +560,7 @@ fn child_full_disk() {
                 line.contains("database or disk is full"),
                 "the retried write names the cause: {line}"
             );
+            let announced = announced_backoff(&line);
             if let Some((before, backoff)) = previous {
                 assert!(
                     at.duration_since(before) >= backoff,
@@ -551,10 +568,26 @@ fn child_full_disk() {
                      {backoff:?}: {line}",
                     at.duration_since(before)
                 );
+                assert!(
+                    announced > backoff,
+                    "the back-off grows while the failures go on: {backoff:?}, then {line}"
+                );
             }
-            previous = Some((at, announced_backoff(&line)));
+            previous = Some((at, announced));
+            first_failure.get_or_insert((at, process_cpu_time()));
             failed_rounds += 1;
         }
+    }
+    // Backing off is waiting, not spinning: between the first and the last failure the
+    // process used the CPU for well under half the time (a spin would use all of it).
+    if let (Some((first_at, first_cpu)), Some((last_at, _))) = (first_failure, previous) {
+        let wall = last_at.duration_since(first_at);
+        let cpu = process_cpu_time().saturating_sub(first_cpu);
+        println!("full disk: {cpu:?} of CPU in {wall:?} of back-off");
+        assert!(
+            cpu < wall / 2,
+            "the worker used {cpu:?} of CPU in {wall:?} while backing off"
+        );
     }
     let conn = raw_conn(&db);
     let statuses: Vec<(String, i64)> = conn
