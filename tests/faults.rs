@@ -370,7 +370,8 @@ const FULL_DISK_THREADS: usize = 4;
 const FULL_DISK_FAILED_ROUNDS: usize = 3;
 
 /// Log lines of this process, for the full-disk child to see the worker's retried writes.
-struct CaptureLog(Mutex<Sender<String>>);
+/// Passes each warning on with the moment it was logged.
+struct CaptureLog(Mutex<Sender<(Instant, String)>>);
 
 impl log::Log for CaptureLog {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
@@ -379,13 +380,52 @@ impl log::Log for CaptureLog {
 
     fn log(&self, record: &log::Record<'_>) {
         if self.enabled(record.metadata()) {
+            let at = Instant::now();
             let line = format!("{} {}", record.level(), record.args());
             eprintln!("{line}");
-            let _ = self.0.lock().unwrap_or_else(|p| p.into_inner()).send(line);
+            let _ = self
+                .0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send((at, line));
         }
     }
 
     fn flush(&self) {}
+}
+
+/// CPU time (user and system) this process has used so far, from `/proc/self/stat` (in
+/// clock ticks, 100 per second on Linux).
+fn process_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("reading /proc/self/stat");
+    // The fields after the command name (which may hold spaces) start at state, field 3;
+    // utime and stime are fields 14 and 15.
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields[11..13]
+        .iter()
+        .map(|f| f.parse::<u64>().expect("a tick count in /proc/self/stat"))
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// The back-off a "write failed (...); retrying in 25ms" warning announces.
+fn announced_backoff(line: &str) -> Duration {
+    let text = line
+        .rsplit("retrying in ")
+        .next()
+        .unwrap_or_else(|| panic!("no back-off in the warning: {line}"));
+    let number = |s: &str| -> f64 {
+        s.parse()
+            .unwrap_or_else(|_| panic!("unreadable back-off {text:?} in: {line}"))
+    };
+    if let Some(ms) = text.strip_suffix("ms") {
+        Duration::from_micros((number(ms) * 1e3).round() as u64)
+    } else if let Some(s) = text.strip_suffix('s') {
+        Duration::from_micros((number(s) * 1e6).round() as u64)
+    } else {
+        panic!("unreadable back-off {text:?} in: {line}")
+    }
 }
 
 /// Fills the file system under `dir` with a filler file until writes fail with ENOSPC.
@@ -421,6 +461,12 @@ fn child_full_disk() {
         return;
     }
     let deadline = Deadline::new("full-disk child", CHILD_LIFETIME_CAP);
+    // A failed check ends the child at once: unwinding would first wait out the worker's
+    // graceful shutdown, retrying writes on a disk that is still full.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("child: {info}");
+        std::process::exit(101);
+    }));
     let (log_tx, log_rx) = unbounded();
     log::set_boxed_logger(Box::new(CaptureLog(Mutex::new(log_tx))))
         .expect("child: installing the log capture");
@@ -499,10 +545,14 @@ fn child_full_disk() {
 
     // The running jobs finish; their outcomes cannot be written, and are retried.
     gate.open();
+    // Each retry waits out the back-off the previous failure announced: a full disk fails
+    // every write at once, and retrying without pause would spin a core and flood the log.
     let mut failed_rounds = 0;
+    let mut previous: Option<(Instant, Duration)> = None;
+    let mut first_failure: Option<(Instant, Duration)> = None;
     while failed_rounds < FULL_DISK_FAILED_ROUNDS {
         deadline.check(|| "waiting for the worker's failed writes");
-        let line = log_rx.recv_timeout(scripted::WAIT).unwrap_or_else(|_| {
+        let (at, line) = log_rx.recv_timeout(scripted::WAIT).unwrap_or_else(|_| {
             panic!("child: the worker logged no failed write while the disk was full")
         });
         if line.contains("write failed") {
@@ -510,8 +560,34 @@ fn child_full_disk() {
                 line.contains("database or disk is full"),
                 "the retried write names the cause: {line}"
             );
+            let announced = announced_backoff(&line);
+            if let Some((before, backoff)) = previous {
+                assert!(
+                    at.duration_since(before) >= backoff,
+                    "a write was retried {:?} after a failure that announced a back-off of \
+                     {backoff:?}: {line}",
+                    at.duration_since(before)
+                );
+                assert!(
+                    announced > backoff,
+                    "the back-off grows while the failures go on: {backoff:?}, then {line}"
+                );
+            }
+            previous = Some((at, announced));
+            first_failure.get_or_insert((at, process_cpu_time()));
             failed_rounds += 1;
         }
+    }
+    // Backing off is waiting, not spinning: between the first and the last failure the
+    // process used the CPU for well under half the time (a spin would use all of it).
+    if let (Some((first_at, first_cpu)), Some((last_at, _))) = (first_failure, previous) {
+        let wall = last_at.duration_since(first_at);
+        let cpu = process_cpu_time().saturating_sub(first_cpu);
+        println!("full disk: {cpu:?} of CPU in {wall:?} of back-off");
+        assert!(
+            cpu < wall / 2,
+            "the worker used {cpu:?} of CPU in {wall:?} while backing off"
+        );
     }
     let conn = raw_conn(&db);
     let statuses: Vec<(String, i64)> = conn

@@ -722,3 +722,49 @@ fn worker_builder_refuses_configurations_that_cannot_run() {
     stop(worker);
     assert_eq!(handler.calls()[0].queue, "reports");
 }
+
+/// A finished job's outcome is committed at once even while another job keeps running:
+/// outcomes are written in batches, but a batch never waits for a neighbour that is still
+/// busy (a crash meanwhile would run the finished job again).
+#[test]
+fn a_finished_job_is_recorded_while_another_job_still_runs() {
+    use crate::support::scripted::{self, Latch};
+    use litejobs::JobContext;
+    let env = setup();
+    let gate = Latch::new();
+    let (started_tx, started_rx) = crossbeam_channel::unbounded();
+    let held = gate.clone();
+    let long = enqueue(&env, NewJob::new("long", json!({})));
+    let worker = Worker::builder(&env.queue)
+        .handler("long", move |_: &JobContext| {
+            let _ = started_tx.send(());
+            if held.wait(scripted::wait_bound()) {
+                Ok(())
+            } else {
+                Err(JobError::retry("the test never opened the gate"))
+            }
+        })
+        .handler("quick", |_: &JobContext| Ok(()))
+        .concurrency(2)
+        .start()
+        .expect("starting the worker");
+    let open_gate = gate.open_on_drop();
+    scripted::recv(&started_rx, "the long job to start");
+    let events = env.queue.subscribe();
+    let quick = enqueue(&env, NewJob::new("quick", json!({})));
+    let done = wait_finished(&events, quick);
+    assert_eq!(done.status, JobStatus::Succeeded);
+    assert_eq!(
+        job(&env.queue, quick).status,
+        JobStatus::Succeeded,
+        "the quick job's success is committed"
+    );
+    assert_eq!(
+        job(&env.queue, long).status,
+        JobStatus::Running,
+        "while the long job still runs"
+    );
+    drop(open_gate);
+    assert_eq!(wait_finished(&events, long).status, JobStatus::Succeeded);
+    stop(worker);
+}

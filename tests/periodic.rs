@@ -9,7 +9,7 @@ use litejobs::maintenance::{Periodic, Scheduler, TickReport};
 use litejobs::{ErrorKind, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
 use serde_json::{json, Value};
 
-use crate::support::scripted::WAIT;
+use crate::support::scripted::wait_bound;
 use crate::support::{setup, TestEnv, START_MS};
 
 const MINUTE: i64 = 60_000;
@@ -363,8 +363,8 @@ fn workers_run_their_scheduler_threads_and_enqueue_each_slot_once() {
             _ => None,
         },
     );
-    a.shutdown(WAIT).expect("shutdown a");
-    b.shutdown(WAIT).expect("shutdown b");
+    a.shutdown(wait_bound()).expect("shutdown a");
+    b.shutdown(wait_bound()).expect("shutdown b");
     let got = jobs(&env, "hourly_sync");
     assert_eq!(
         got.len(),

@@ -18,7 +18,9 @@ use litejobs::testing::{self, DrainReport};
 use litejobs::{Event, JobContext, JobError, JobStatus, Queue, Worker, WorkerBuilder};
 use serde_json::{json, Value};
 
-use crate::support::scripted::{recv, signal_on_thread_exit, wait_event, Latch, Rendezvous, WAIT};
+use crate::support::scripted::{
+    recv, signal_on_thread_exit, wait_bound, wait_event, Latch, Rendezvous, WAIT,
+};
 use crate::support::{setup, TestEnv};
 
 /// Called before a chunk produces its rows: fail, block, meet... as a test scripts it.
@@ -276,8 +278,8 @@ fn the_finisher_runs_once_when_the_last_chunks_finish_together_in_two_workers() 
         assert_eq!(recv(&done, "the run to finish"), id);
         runs.push(id);
     }
-    a.shutdown(WAIT).expect("shutdown a");
-    b.shutdown(WAIT).expect("shutdown b");
+    a.shutdown(wait_bound()).expect("shutdown a");
+    b.shutdown(wait_bound()).expect("shutdown b");
 
     assert_eq!(
         finishes.load(Ordering::SeqCst),
@@ -344,7 +346,7 @@ fn the_finisher_runs_once_when_two_threads_of_one_worker_finish_the_last_chunks(
         .request_report("trio", json!({"n": 9}))
         .expect("request");
     assert_eq!(recv(&done, "the run to finish"), id);
-    worker.shutdown(WAIT).expect("shutdown");
+    worker.shutdown(wait_bound()).expect("shutdown");
     assert_eq!(finishes.load(Ordering::SeqCst), 1);
     assert_eq!(jobs_of_type(&env, "report.trio.finish").len(), 1);
     let r = run(&env.queue, id);
@@ -468,7 +470,7 @@ fn a_chunk_timed_out_on_its_last_attempt_reads_as_a_failed_run() {
         "{error}"
     );
     release.open();
-    worker.shutdown(WAIT).expect("shutdown");
+    worker.shutdown(wait_bound()).expect("shutdown");
     assert_eq!(
         run(&env.queue, id).chunks_done,
         0,
@@ -546,7 +548,7 @@ fn a_chunk_past_its_time_limit_is_retried_and_its_late_rows_are_discarded() {
     env.clock.advance(Duration::from_secs(3600));
     env.queue.notify();
     assert_eq!(recv(&done, "the run to finish"), id);
-    worker.shutdown(WAIT).expect("shutdown");
+    worker.shutdown(wait_bound()).expect("shutdown");
     let r = run(&env.queue, id);
     assert_eq!((r.state, r.rows_done), (ReportState::Ready, 8));
     assert_eq!(

@@ -11,7 +11,7 @@ use litejobs::{testing, ErrorKind, JobError, JobStatus, NewJob, Queue, RetryPoli
 use serde_json::json;
 
 use crate::support::scripted::{
-    history, job, outcomes, recv, signal_on_thread_exit, stop, wait_all, wait_finished,
+    history, job, outcomes, recv, signal_on_thread_exit, stop, wait_all, wait_bound, wait_finished,
     wait_reaped, wait_started, wait_status, Latch, ScriptedHandler, Step, WAIT,
 };
 use crate::support::{setup, TestEnv, START_MS};
@@ -68,7 +68,7 @@ fn shutdown_waits_for_a_running_handler_and_releases_prefetched_jobs_at_once() {
     let running = handler.wait_started("the first job");
     assert_eq!(running.id, ids[0]);
 
-    let stopping = std::thread::spawn(move || worker.shutdown(WAIT));
+    let stopping = std::thread::spawn(move || worker.shutdown(wait_bound()));
     // Shutdown gives the five claimed-but-unstarted jobs back before waiting for the handler.
     wait_all(&events, &ids[1..], JobStatus::Queued);
     assert_eq!(job(&env.queue, ids[0]).status, JobStatus::Running);
@@ -565,6 +565,30 @@ fn an_idle_worker_shuts_down_cleanly_even_with_a_zero_grace() {
     worker
         .shutdown(Duration::ZERO)
         .expect("nothing was running, so even a zero grace is enough");
+}
+
+/// Shutdown ends as soon as nothing runs and every outcome is written, however long the
+/// grace: a service restart must not wait out a grace meant for slow handlers.
+#[test]
+fn shutdown_returns_once_the_work_is_written_without_waiting_out_a_long_grace() {
+    let env = setup();
+    let events = env.queue.subscribe();
+    let id = env
+        .queue
+        .enqueue(NewJob::new("t", json!({})))
+        .expect("enqueue");
+    let worker = Worker::builder(&env.queue)
+        .handler("t", |_: &litejobs::JobContext| -> Result<(), JobError> {
+            Ok(())
+        })
+        .start()
+        .expect("worker starts");
+    assert_eq!(wait_finished(&events, id).status, JobStatus::Succeeded);
+    let (done_tx, done_rx) = unbounded();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(worker.shutdown(Duration::from_secs(24 * 3600)));
+    });
+    recv(&done_rx, "shutdown with a day of grace to return once idle").expect("a clean shutdown");
 }
 
 #[test]

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use crate::support::child::Deadline;
 use crate::support::http::{Recorded, Reply, TestServer};
-use crate::support::scripted::{at_ms, history, job, wait_all, WAIT};
+use crate::support::scripted::{at_ms, history, job, wait_all, wait_bound, WAIT};
 use crate::support::{setup, temp_dir, TestEnv, START_MS};
 
 /// The Standard Webhooks specification's test secret.
@@ -782,7 +782,7 @@ fn deliveries_are_deduplicated_by_event_and_run_in_order_per_endpoint_when_asked
     let mut all = ordered.clone();
     all.push(first);
     wait_all(&events, &all, JobStatus::Succeeded);
-    worker.shutdown(WAIT).expect("shutdown");
+    worker.shutdown(wait_bound()).expect("shutdown");
     let seen: Vec<String> = hook
         .server
         .requests()

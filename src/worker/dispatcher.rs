@@ -321,8 +321,14 @@ impl Dispatcher {
         if let Some(pruner) = &self.config.pruner {
             at = at.min(pruner.next());
         }
+        // While a failed write backs off, nothing is written before the retry: a linger or
+        // a renewal that came due meanwhile waits for it (waking for them would spin).
+        let writable = |when: Instant| match self.completer.retry_at() {
+            Some(retry) => when.max(retry),
+            None => when,
+        };
         if let Some(linger_ends) = self.completer.linger_ends() {
-            at = at.min(linger_ends);
+            at = at.min(writable(linger_ends));
         }
         if self.queues.iter().any(|q| q.in_flight() > 0) {
             at = at.min(Instant::now() + COLLECT_INTERVAL);
@@ -335,7 +341,7 @@ impl Dispatcher {
             .min()
         {
             let wait_ms = (renew - self.shared.queue.now_ms()).max(0) as u64;
-            at = at.min(Instant::now() + Duration::from_millis(wait_ms));
+            at = at.min(writable(Instant::now() + Duration::from_millis(wait_ms)));
         }
         if let Some(retry) = self.completer.retry_at() {
             at = at.min(retry);

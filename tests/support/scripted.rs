@@ -670,10 +670,15 @@ pub fn at_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).expect("a time after 1970"))
 }
 
-/// Shuts the worker down with a generous grace and expects it to go cleanly.
+/// Shuts the worker down with a generous grace and expects it to go cleanly, and soon:
+/// a worker with nothing left to do returns at once, whatever the grace (the wait is
+/// bounded by [`wait_bound`], so a shutdown that waits out its grace fails the test).
 pub fn stop(worker: Worker) {
-    worker
-        .shutdown(WAIT)
+    let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = done_tx.send(worker.shutdown(WAIT));
+    });
+    recv(&done_rx, "the worker to shut down once its work is written")
         .expect("the worker shuts down cleanly within the grace");
 }
 
