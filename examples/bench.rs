@@ -566,6 +566,14 @@ fn ceiling_conn(path: &Path, sync: &str, table: Table) -> Res<Connection> {
         Table::Minimal => CEILING_SCHEMA,
         Table::Litejobs => include_str!("../schema.sql"),
     })?;
+    if let Table::Litejobs = table {
+        // As litejobs' own connections: the schema's counting triggers are for other
+        // programs; litejobs keeps those counts in code, in batches.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+            false,
+        )?;
+    }
     Ok(conn)
 }
 

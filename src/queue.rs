@@ -337,7 +337,8 @@ impl Queue {
     }
 
     /// Wakes this process's idle workers now, e.g. after committing a transaction that used
-    /// [`enqueue_in`]. Rows written by other processes are found at the next poll.
+    /// [`enqueue_in`]. Workers see what other processes commit within their
+    /// `change_check_interval` (a few milliseconds) without this call.
     pub fn notify(&self) {
         self.inner.wake.wake_all();
     }
