@@ -581,6 +581,8 @@ fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
         .timeout("t", Duration::from_secs(60))
         .lease_grace(Duration::from_secs(10))
         .reap_interval(Duration::from_secs(3600))
+        .handler("probe", |_: &litejobs::JobContext| Ok(()))
+        .queue("probe", 1)
         .start()
         .expect("worker starts");
     crate::support::scripted::wait_started(&events, ids[0]);
@@ -589,6 +591,23 @@ fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
         claimed,
         Some(START_MS + 70_000),
         "claimed with a 70 s lease"
+    );
+    // More than half the grace before its end, a round of the worker (seen through a job of
+    // another queue finishing) leaves the lease alone: renewing early costs a write per
+    // waiting job per round.
+    env.clock.set(START_MS + 64_000);
+    let probe = env
+        .queue
+        .enqueue(NewJob::new("probe", json!({})).queue("probe"))
+        .expect("enqueue the probe");
+    assert_eq!(
+        crate::support::scripted::wait_finished(&events, probe).status,
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        job(&env.queue, ids[1]).locked_until,
+        claimed,
+        "not renewed 6 s before its end, with a grace of 10 s"
     );
     // Within half the grace of its end: the worker renews it by itself, for a whole lease.
     env.clock.set(START_MS + 66_000);
