@@ -624,6 +624,21 @@ fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert_eq!(renewed, Some(START_MS + 66_000 + 70_000));
+    // Renewed once: the next rounds know the lease now ends later and leave it alone.
+    env.clock.set(START_MS + 67_000);
+    let probe = env
+        .queue
+        .enqueue(NewJob::new("probe", json!({})).queue("probe"))
+        .expect("enqueue the second probe");
+    assert_eq!(
+        crate::support::scripted::wait_finished(&events, probe).status,
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        job(&env.queue, ids[1]).locked_until,
+        renewed,
+        "renewed once, not at every round"
+    );
     env.clock.set(START_MS + 75_000);
     assert_eq!(
         env.queue.reap_expired_leases().expect("reap"),
