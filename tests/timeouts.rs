@@ -550,6 +550,10 @@ fn a_prefetched_job_starts_with_a_lease_covering_its_whole_attempt() {
     let done = wait_finished(&events, ids[1]);
     stop(worker);
     assert_eq!((done.status, done.attempt), (JobStatus::Succeeded, 1));
+    assert!(
+        history(&env.queue, ids[1]).is_empty(),
+        "it ran as soon as its lease was moved, without being given back first"
+    );
 }
 
 /// A job prefetched behind a long one keeps its lease while it waits: the worker renews it
