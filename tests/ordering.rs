@@ -393,7 +393,7 @@ fn another_queues_finished_jobs_never_let_a_stuck_queue_claim_past_its_bound() {
         .queue
         .enqueue_batch(
             (0..12)
-                .map(|n| NewJob::new("slow", json!({ "n": n })).queue("stuck"))
+                .map(|n| NewJob::new("slow", json!({ "n": n })))
                 .collect(),
         )
         .expect("enqueue the stuck queue's backlog");
@@ -405,7 +405,7 @@ fn another_queues_finished_jobs_never_let_a_stuck_queue_claim_past_its_bound() {
             Ok(())
         })
         .handler("quick", |_: &litejobs::JobContext| Ok(()))
-        .queue("stuck", 1)
+        .concurrency(1)
         .queue("busy", 1)
         .prefetch(2)
         .start()
@@ -426,13 +426,13 @@ fn another_queues_finished_jobs_never_let_a_stuck_queue_claim_past_its_bound() {
         .list(
             &litejobs::JobFilter::new()
                 .status(JobStatus::Running)
-                .queue("stuck"),
+                .queue("default"),
         )
         .expect("list")
         .len();
     assert!(
         running <= 3,
-        "one thread and a prefetch of 2 hold {running} jobs of the stuck queue"
+        "one thread and a prefetch of 2 hold {running} jobs of the stuck default queue"
     );
     gate.open();
     wait_all(&events, &stuck, JobStatus::Succeeded);
