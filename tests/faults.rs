@@ -367,7 +367,7 @@ const FULL_DISK_SIZE: &str = "size=4m";
 const FULL_DISK_JOBS: usize = 120;
 const FULL_DISK_THREADS: usize = 4;
 /// Failed write rounds to see (each retried after a backoff) before space is freed.
-const FULL_DISK_FAILED_ROUNDS: usize = 3;
+const FULL_DISK_FAILED_ROUNDS: usize = 5;
 
 /// Log lines of this process, for the full-disk child to see the worker's retried writes.
 /// Passes each warning on with the moment it was logged.
@@ -578,14 +578,15 @@ fn child_full_disk() {
             failed_rounds += 1;
         }
     }
-    // Backing off is waiting, not spinning: between the first and the last failure the
-    // process used the CPU for well under half the time (a spin would use all of it).
+    // Backing off is waiting, not spinning: between the first and the last failure (50 ms
+    // to 800 ms of back-offs) the process used the CPU for well under a quarter of the time
+    // (measured: a few percent; a loop that wakes for nothing, a third or more).
     if let (Some((first_at, first_cpu)), Some((last_at, _))) = (first_failure, previous) {
         let wall = last_at.duration_since(first_at);
         let cpu = process_cpu_time().saturating_sub(first_cpu);
         println!("full disk: {cpu:?} of CPU in {wall:?} of back-off");
         assert!(
-            cpu < wall / 2,
+            cpu < wall / 4,
             "the worker used {cpu:?} of CPU in {wall:?} while backing off"
         );
     }

@@ -414,3 +414,60 @@ fn a_worker_holds_at_most_its_threads_plus_its_prefetch() {
     wait_all(&events, &ids, JobStatus::Succeeded);
     stop(worker);
 }
+
+/// The bound holds per queue while another queue of the same worker keeps finishing jobs:
+/// those outcomes are counted against their own queue, never free a stuck queue's places.
+#[test]
+fn another_queues_finished_jobs_never_let_a_stuck_queue_claim_past_its_bound() {
+    use crate::support::scripted::{wait_finished, wait_started, Latch, WAIT};
+    let env = setup();
+    let gate = Latch::new();
+    let stuck: Vec<i64> = env
+        .queue
+        .enqueue_batch(
+            (0..12)
+                .map(|n| NewJob::new("slow", json!({ "n": n })))
+                .collect(),
+        )
+        .expect("enqueue the stuck queue's backlog");
+    let events = env.queue.subscribe();
+    let held = gate.clone();
+    let worker = Worker::builder(&env.queue)
+        .handler("slow", move |_: &litejobs::JobContext| {
+            held.wait(WAIT);
+            Ok(())
+        })
+        .handler("quick", |_: &litejobs::JobContext| Ok(()))
+        .concurrency(1)
+        .queue("busy", 1)
+        .prefetch(2)
+        .start()
+        .expect("worker starts");
+    // Dropped before the worker if a check fails, so its shutdown does not wait on the gate.
+    let _open_on_failure = gate.open_on_drop();
+    wait_started(&events, stuck[0]);
+    // Eight jobs of the other queue come and go, one at a time, each a few rounds.
+    for n in 0..8 {
+        let id = env
+            .queue
+            .enqueue(NewJob::new("quick", json!({ "n": n })).queue("busy"))
+            .expect("enqueue a quick job");
+        assert_eq!(wait_finished(&events, id).status, JobStatus::Succeeded);
+    }
+    let running = env
+        .queue
+        .list(
+            &litejobs::JobFilter::new()
+                .status(JobStatus::Running)
+                .queue("default"),
+        )
+        .expect("list")
+        .len();
+    assert!(
+        running <= 3,
+        "one thread and a prefetch of 2 hold {running} jobs of the stuck default queue"
+    );
+    gate.open();
+    wait_all(&events, &stuck, JobStatus::Succeeded);
+    stop(worker);
+}

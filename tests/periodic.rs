@@ -297,6 +297,17 @@ fn schedules_are_checked_when_built() {
     assert!(err
         .unwrap_or_default()
         .contains("cron expression \"0 2 * *\" is invalid"));
+    // The shortest interval is one second, and a schedule is named after its job type
+    // unless named otherwise.
+    let second = Periodic::every(Duration::from_secs(1), NewJob::new("tick", json!({})))
+        .expect("an interval of exactly 1 s");
+    assert_eq!(second.name(), "tick");
+    assert_eq!(second.named("ticker").name(), "ticker");
+    let too_short = Periodic::every(Duration::from_millis(999), NewJob::new("tick", json!({})));
+    assert_eq!(
+        too_short.err().map(|e| e.kind()),
+        Some(ErrorKind::InvalidConfig)
+    );
     let bad_job = Periodic::every(Duration::from_secs(60), NewJob::new("", json!({}))).err();
     assert_eq!(bad_job.map(|e| e.kind()), Some(ErrorKind::InvalidJob));
     let not_object = Periodic::every(Duration::from_secs(60), NewJob::new("x", json!([1])))

@@ -550,6 +550,10 @@ fn a_prefetched_job_starts_with_a_lease_covering_its_whole_attempt() {
     let done = wait_finished(&events, ids[1]);
     stop(worker);
     assert_eq!((done.status, done.attempt), (JobStatus::Succeeded, 1));
+    assert!(
+        history(&env.queue, ids[1]).is_empty(),
+        "it ran as soon as its lease was moved, without being given back first"
+    );
 }
 
 /// A job prefetched behind a long one keeps its lease while it waits: the worker renews it
@@ -581,6 +585,8 @@ fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
         .timeout("t", Duration::from_secs(60))
         .lease_grace(Duration::from_secs(10))
         .reap_interval(Duration::from_secs(3600))
+        .handler("probe", |_: &litejobs::JobContext| Ok(()))
+        .queue("probe", 1)
         .start()
         .expect("worker starts");
     crate::support::scripted::wait_started(&events, ids[0]);
@@ -589,6 +595,23 @@ fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
         claimed,
         Some(START_MS + 70_000),
         "claimed with a 70 s lease"
+    );
+    // More than half the grace before its end, a round of the worker (seen through a job of
+    // another queue finishing) leaves the lease alone: renewing early costs a write per
+    // waiting job per round.
+    env.clock.set(START_MS + 64_000);
+    let probe = env
+        .queue
+        .enqueue(NewJob::new("probe", json!({})).queue("probe"))
+        .expect("enqueue the probe");
+    assert_eq!(
+        crate::support::scripted::wait_finished(&events, probe).status,
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        job(&env.queue, ids[1]).locked_until,
+        claimed,
+        "not renewed 6 s before its end, with a grace of 10 s"
     );
     // Within half the grace of its end: the worker renews it by itself, for a whole lease.
     env.clock.set(START_MS + 66_000);
@@ -605,6 +628,21 @@ fn a_waiting_prefetched_job_has_its_lease_renewed_before_it_runs_out() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert_eq!(renewed, Some(START_MS + 66_000 + 70_000));
+    // Renewed once: the next rounds know the lease now ends later and leave it alone.
+    env.clock.set(START_MS + 67_000);
+    let probe = env
+        .queue
+        .enqueue(NewJob::new("probe", json!({})).queue("probe"))
+        .expect("enqueue the second probe");
+    assert_eq!(
+        crate::support::scripted::wait_finished(&events, probe).status,
+        JobStatus::Succeeded
+    );
+    assert_eq!(
+        job(&env.queue, ids[1]).locked_until,
+        renewed,
+        "renewed once, not at every round"
+    );
     env.clock.set(START_MS + 75_000);
     assert_eq!(
         env.queue.reap_expired_leases().expect("reap"),
