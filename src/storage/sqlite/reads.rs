@@ -205,34 +205,17 @@ pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
         while let Some(row) = rows.next()? {
             tally(&mut counts, row)?;
         }
-        let mut stmt =
-            conn.prepare_cached("SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0")?;
-        let kept = stmt.query_map([], |row| {
-            Ok((
-                lenient::label(row, 0)?,
-                lenient::label(row, 1)?,
-                lenient::label(row, 2)?,
-                row.get::<_, i64>(3)?,
-            ))
-        })?;
-        for entry in kept {
-            counts.push(entry?);
-        }
-    } else {
-        let mut stmt = conn.prepare_cached(
-            "SELECT queue, job_type, status, COUNT(*) FROM jobs GROUP BY queue, job_type, status",
+        push_counts(
+            conn,
+            "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
+            &mut counts,
         )?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                lenient::label(row, 0)?,
-                lenient::label(row, 1)?,
-                lenient::label(row, 2)?,
-                row.get::<_, i64>(3)?,
-            ))
-        })?;
-        for entry in rows {
-            counts.push(entry?);
-        }
+    } else {
+        push_counts(
+            conn,
+            "SELECT queue, job_type, status, COUNT(*) FROM jobs GROUP BY queue, job_type, status",
+            &mut counts,
+        )?;
     }
     counts.sort();
     Ok(counts
@@ -247,6 +230,27 @@ pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
             })
         })
         .collect())
+}
+
+/// Appends the `(queue, job_type, status, count)` rows `sql` returns to `counts`.
+fn push_counts(
+    conn: &Connection,
+    sql: &str,
+    counts: &mut Vec<(String, String, String, i64)>,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map([], |row| {
+        Ok((
+            lenient::label(row, 0)?,
+            lenient::label(row, 1)?,
+            lenient::label(row, 2)?,
+            row.get::<_, i64>(3)?,
+        ))
+    })?;
+    for entry in rows {
+        counts.push(entry?);
+    }
+    Ok(())
 }
 
 /// Adds one `(queue, job_type, status)` row to `counts`. There are few distinct keys (queues
