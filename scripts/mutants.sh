@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation testing of the core files with cargo-mutants (not run by CI: it takes about an
-# hour on 2 cores). Each core file is mutated with the tests that cover it, so every mutant
+# hour and a half on 2 cores). Each core file is mutated with the tests that cover it, so every mutant
 # builds and runs only those; a mutant no test catches is a change in behaviour nobody
 # would notice. Prints one line per file (caught / missed / timeouts / unviable, kill rate)
 # and lists every missed mutant; the whole output of each file stays under
