@@ -568,6 +568,23 @@ fn kept_counts_equal_a_full_count_through_every_path() {
     )
     .expect("plain SQL on the history");
     check("plain SQL on the history");
+    // A row that got in with the checks switched off is refused (made dead) at the claim.
+    conn.execute_batch(
+        "PRAGMA ignore_check_constraints = ON;
+         INSERT INTO jobs (job_type, payload, idempotency_key, run_at) VALUES ('ok', '{}', x'01', 0);
+         PRAGMA ignore_check_constraints = OFF;",
+    )
+    .expect("a rule-breaking row");
+    testing::drain(&worker).expect("drain the rule breaker");
+    let refused: String = conn
+        .query_row(
+            "SELECT status FROM jobs WHERE typeof(idempotency_key) = 'blob'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the rule breaker");
+    assert_eq!(refused, "dead");
+    check("a rule-breaking row refused at the claim");
     let flaky: i64 = conn
         .query_row("SELECT id FROM jobs WHERE job_type = 'flaky'", [], |r| {
             r.get(0)

@@ -175,15 +175,14 @@ END";
 /// the job, the column and what it held. Only runs after a claim failed on such a row: it
 /// reads every waiting row of the queue.
 fn refuse_rule_breakers(conn: &Connection, queue: &str, now: i64) -> Result<Vec<Refused>> {
-    conn.execute(
+    count_jobs_where(
+        conn,
+        "'dead'",
+        1,
         &format!(
-            "INSERT INTO job_counts (queue, job_type, status, n)
-             SELECT queue, job_type, 'dead', COUNT(*) FROM jobs
-             WHERE queue = ?1 AND status IN ('queued', 'failed') AND ({RULE_BROKEN_SQL}) IS NOT NULL
-             GROUP BY queue, job_type
-             ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n"
+            "queue = ?1 AND status IN ('queued', 'failed') AND ({RULE_BROKEN_SQL}) IS NOT NULL"
         ),
-        [queue],
+        &queue,
     )?;
     let sql = format!(
         "UPDATE jobs SET status = 'dead', finished_at = ?1, updated_at = ?1, locked_by = NULL,
@@ -402,13 +401,34 @@ pub(super) fn add_count(
 /// Counts job `id` in `job_counts` under its current (finished) status, by the row's own
 /// values (whatever another program stored there). For the rarer finishing writes.
 pub(super) fn count_row(conn: &Connection, id: i64, n: i64) -> Result<()> {
-    conn.prepare_cached(
+    count_jobs_where(
+        conn,
+        "status",
+        n,
+        "id = ?1 AND (status = 'succeeded' OR status = 'dead' OR status = 'cancelled')",
+        &id,
+    )
+}
+
+/// Adds `sign` times the jobs that `filter` (a `WHERE` with one parameter, `?1` = `arg`)
+/// selects to `job_counts`, by queue, type and `status_sql` (the `status` column, or the
+/// status they are about to get, e.g. `'dead'`). One upsert per group: litejobs' own
+/// connections run without the counting triggers and count set-wise before or after a
+/// write that changes many rows.
+pub(super) fn count_jobs_where(
+    conn: &Connection,
+    status_sql: &str,
+    sign: i64,
+    filter: &str,
+    arg: &dyn rusqlite::ToSql,
+) -> Result<()> {
+    conn.prepare_cached(&format!(
         "INSERT INTO job_counts (queue, job_type, status, n)
-         SELECT queue, job_type, status, ?2 FROM jobs
-         WHERE id = ?1 AND (status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
-         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n",
-    )?
-    .execute(params![id, n])?;
+         SELECT queue, job_type, {status_sql}, ?2 * COUNT(*) FROM jobs WHERE {filter}
+         GROUP BY 1, 2, 3
+         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n"
+    ))?
+    .execute(params![arg, sign])?;
     Ok(())
 }
 
@@ -542,15 +562,14 @@ pub(super) fn reap_expired(conn: &Connection, now: i64) -> Result<usize> {
          FROM jobs WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)",
     )?
     .execute([now])?;
-    conn.prepare_cached(
-        "INSERT INTO job_counts (queue, job_type, status, n)
-         SELECT queue, job_type, 'dead', COUNT(*) FROM jobs
-         WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)
-           AND attempts >= max_attempts
-         GROUP BY queue, job_type
-         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n",
-    )?
-    .execute([now])?;
+    count_jobs_where(
+        conn,
+        "'dead'",
+        1,
+        "status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)
+         AND attempts >= max_attempts",
+        &now,
+    )?;
     let dead = conn
         .prepare_cached(
             "UPDATE jobs SET status = 'dead', finished_at = ?1, updated_at = ?1,

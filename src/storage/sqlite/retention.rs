@@ -40,14 +40,13 @@ pub(super) fn delete_finished(conn: &Connection, ids: &[i64]) -> Result<(u64, u6
                   AND j.status IN ('succeeded', 'cancelled'))",
         )?
         .execute([&list])?;
-    conn.prepare_cached(
-        "INSERT INTO job_counts (queue, job_type, status, n)
-         SELECT queue, job_type, status, -COUNT(*) FROM jobs
-         WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('succeeded', 'cancelled')
-         GROUP BY queue, job_type, status
-         ON CONFLICT (queue, job_type, status) DO UPDATE SET n = n + excluded.n",
-    )?
-    .execute([&list])?;
+    super::jobs::count_jobs_where(
+        conn,
+        "status",
+        -1,
+        "id IN (SELECT value FROM json_each(?1)) AND status IN ('succeeded', 'cancelled')",
+        &list,
+    )?;
     let jobs = conn
         .prepare_cached(
             "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))
