@@ -56,6 +56,16 @@ pub enum Event {
         /// Succeeded and cancelled jobs deleted.
         jobs: u64,
     },
+    /// A worker's periodic scheduler could not enqueue its due slots (a busy or full
+    /// database, a row another program's rule refused): nothing of the tick was written,
+    /// and the same slots are tried again after `retry_in` (500 ms, doubling to about a
+    /// minute while the failures go on).
+    PeriodicTickFailed {
+        /// Why the tick failed.
+        error: String,
+        /// How long until the next try.
+        retry_in: std::time::Duration,
+    },
 }
 
 /// Fan-out of events to subscribers; costs one atomic load when nobody listens.

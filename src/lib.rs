@@ -104,7 +104,7 @@ pub use reads::{ActivityBucket, Health, Overview};
 pub use retry::RetryPolicy;
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;
-pub use worker::{Worker, WorkerBuilder};
+pub use worker::{Worker, WorkerActivity, WorkerBuilder};
 
 /// Names that moved: the defaults to [`defaults`], the retention and periodic types to
 /// [`maintenance`]. Kept here for one release.

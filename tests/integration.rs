@@ -59,6 +59,8 @@ mod soak;
 mod support;
 // worker runtime: timeouts (R7), deadlines, heartbeats and leases
 mod timeouts;
+// what a waiting worker costs: wake-ups and write rounds bounded while nothing is due
+mod wakeups;
 // the web dashboard (R25) over HTTP: every route, filters, actions, CSRF, tokens, escaping, read-only, `litejobs web`
 #[cfg(feature = "web")]
 mod web;

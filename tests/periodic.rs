@@ -426,3 +426,73 @@ fn the_periodic_example_runs_the_nightly_report_once_per_night_and_once_after_do
         "{text}"
     );
 }
+
+#[test]
+fn a_slot_the_database_refuses_is_retried_with_a_growing_back_off_until_it_goes_in() {
+    let env = setup();
+    let every_second =
+        || Periodic::every(Duration::from_secs(1), NewJob::new("tick", json!({}))).expect("every");
+    // The application's own rule: one queued `tick` at a time. A queued one far in the
+    // future blocks the scheduler's insert until the application cancels it.
+    env.raw()
+        .execute_batch(
+            "CREATE UNIQUE INDEX one_queued_tick ON jobs(job_type)
+             WHERE job_type = 'tick' AND status = 'queued'",
+        )
+        .expect("the application's index");
+    let blocker = env
+        .queue
+        .enqueue(NewJob::new("tick", json!({})).delay(Duration::from_secs(86_400)))
+        .expect("the blocking job");
+    let events = env.queue.subscribe();
+    tick(&Scheduler::new(&env.queue, vec![every_second()]).expect("scheduler"));
+    let handler = |_: &JobContext| -> Result<(), JobError> { Ok(()) };
+    let worker = Worker::builder(&env.queue)
+        .handler("tick", handler)
+        .periodic(every_second())
+        .poll_interval(Duration::from_secs(3600))
+        .start()
+        .expect("start");
+    let failed = |what: &str| {
+        crate::support::scripted::wait_event(&events, what, |e| match e {
+            litejobs::Event::PeriodicTickFailed { error, retry_in } => {
+                Some((error.clone(), *retry_in))
+            }
+            _ => None,
+        })
+    };
+
+    set_clock(&env, START_MS + 1_000);
+    env.queue.notify();
+    let (error, retry_in) = failed("the first refused tick");
+    assert!(error.contains("constraint"), "{error}");
+    assert_eq!(retry_in, Duration::from_millis(500));
+    // Nothing was recorded for the slot: the retry tries it again, and backs off further.
+    set_clock(&env, START_MS + 1_500);
+    env.queue.notify();
+    assert_eq!(failed("the second refused tick").1, Duration::from_secs(1));
+    let ticks: i64 = env
+        .raw()
+        .query_row(
+            "SELECT COUNT(*) FROM jobs WHERE job_type = 'tick'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(ticks, 1, "only the blocker");
+
+    env.queue.cancel(blocker).expect("cancel the blocker");
+    set_clock(&env, START_MS + 2_500);
+    env.queue.notify();
+    let id = crate::support::scripted::wait_event(&events, "the slot's job", |e| match e {
+        litejobs::Event::Enqueued { id, job_type, .. } if job_type == "tick" => Some(*id),
+        _ => None,
+    });
+    worker.shutdown(wait_bound()).expect("shutdown");
+    let job = env.queue.job(id).expect("job").expect("some");
+    assert_eq!(
+        job.idempotency_key.as_deref(),
+        Some(format!("periodic:tick:{}", START_MS + 2_000).as_str()),
+        "the latest slot goes in once the rule allows it"
+    );
+}

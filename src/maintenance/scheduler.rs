@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
+use crate::events::Event;
 use crate::job::{validate, NewJob, Payload, DEFAULT_MAX_PAYLOAD_BYTES};
 use crate::Queue;
 
@@ -453,6 +454,15 @@ impl Scheduler {
             Ok(enqueued)
         })?;
         if !enqueued.is_empty() {
+            for slot in &enqueued {
+                if let Some(p) = self.periodics.iter().find(|p| p.name == slot.name) {
+                    self.queue.events().send(Event::Enqueued {
+                        id: slot.job_id,
+                        job_type: p.job.job_type.clone(),
+                        queue: p.job.queue.clone(),
+                    });
+                }
+            }
             self.queue.notify();
         }
         let next_slot_at = self
@@ -516,11 +526,16 @@ fn run(scheduler: &Scheduler, stopped: &Receiver<()>, wake: &Receiver<()>) {
                     next_due = report.next_slot_at.unwrap_or(i64::MAX);
                 }
                 Err(e) => {
+                    // Nothing of the tick was written: the same slots are tried again.
                     failures = failures.saturating_add(1);
                     let backoff = 250i64 << failures.min(8);
                     log::warn!(
                         "litejobs: periodic scheduler tick failed ({e}); retrying in {backoff} ms"
                     );
+                    scheduler.queue.events().send(Event::PeriodicTickFailed {
+                        error: e.to_string(),
+                        retry_in: Duration::from_millis(backoff as u64),
+                    });
                     next_due = now.saturating_add(backoff);
                 }
             }

@@ -19,6 +19,7 @@ use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::ClaimedRow;
 use crate::storage::ChangeSignal;
+use crate::worker::activity::WorkerActivity;
 use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
 use crate::worker::registry::Claimer;
@@ -143,6 +144,7 @@ pub(crate) struct Dispatcher {
     /// Commits by other connections; `None` when it could not be made (polling still works).
     change: Option<Box<dyn ChangeSignal>>,
     next_change_check: Instant,
+    activity: WorkerActivity,
 }
 
 impl Dispatcher {
@@ -155,6 +157,7 @@ impl Dispatcher {
         wake: Receiver<()>,
         control: Receiver<Control>,
         config: DispatchConfig,
+        activity: WorkerActivity,
     ) -> Dispatcher {
         let claimer = Claimer::new(
             &shared.registry,
@@ -187,6 +190,7 @@ impl Dispatcher {
             reaper,
             change,
             next_change_check,
+            activity,
         }
     }
 
@@ -194,6 +198,7 @@ impl Dispatcher {
     pub(crate) fn run(mut self) -> usize {
         let mut next_poll = Instant::now() + self.config.poll_interval;
         loop {
+            self.activity.woke();
             self.collect();
             self.time_out_overdue();
             match self.control.try_recv() {
@@ -461,6 +466,7 @@ impl Dispatcher {
         let worker_id: &str = &self.shared.worker_id;
         let window_ms = duration_to_ms(self.shared.queue.idempotency_window());
         let (completer, queues, claimer) = (&self.completer, &self.queues, &self.claimer);
+        self.activity.wrote();
         let written = self.shared.queue.db().write(|tx| {
             let applied = completer.write(tx, worker_id, now, window_ms)?;
             for (q, due) in queues.iter().zip(&renewals) {
@@ -541,6 +547,7 @@ impl Dispatcher {
             self.push_pending(release(row, now));
         }
         loop {
+            self.activity.woke();
             self.collect();
             self.time_out_overdue();
             let now = Instant::now();

@@ -2,6 +2,7 @@
 //! in their own files: the [`dispatcher`] claims and writes, [`executor`] threads run
 //! handlers, the [`completer`] writes outcomes, the [`registry`] maps job types to handlers.
 
+mod activity;
 pub(crate) mod completer;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
@@ -25,6 +26,7 @@ use crate::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::retry::RetryPolicy;
 use crate::Queue;
 
+pub use activity::WorkerActivity;
 use completer::WriterHandle;
 use dispatcher::{Control, DispatchConfig, Dispatcher, QueueRuntime};
 use executor::ExecShared;
@@ -61,6 +63,7 @@ pub struct Worker {
     dispatcher: Option<JoinHandle<usize>>,
     /// Enqueues periodic jobs (R21); only when some were registered.
     scheduler: Option<SchedulerThread>,
+    activity: WorkerActivity,
 }
 
 impl std::fmt::Debug for Worker {
@@ -78,6 +81,12 @@ impl Worker {
     /// This worker's id, written to `locked_by` of the jobs it runs (host:pid:random).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Counters of the dispatcher's wake-ups and write transactions: how much an idle or a
+    /// busy worker costs, readable while it runs and after it stopped.
+    pub fn activity(&self) -> WorkerActivity {
+        self.activity.clone()
     }
 
     /// Graceful shutdown (R10): stops claiming, releases prefetched jobs that have not
@@ -395,6 +404,7 @@ impl WorkerBuilder {
             )?);
         }
         let wake = self.queue.wake_list().register();
+        let activity = WorkerActivity::default();
         let dispatcher = Dispatcher::new(
             shared,
             runtimes,
@@ -409,6 +419,7 @@ impl WorkerBuilder {
                 reap_interval: self.reap_interval,
                 pruner: self.pruner.take(),
             },
+            activity.clone(),
         );
         // Dropping it (if the dispatcher cannot start) ends its thread.
         let scheduler = SchedulerThread::start(&self.queue, self.periodics.clone())?;
@@ -425,6 +436,7 @@ impl WorkerBuilder {
             control: control_tx,
             dispatcher: Some(handle),
             scheduler,
+            activity,
         })
     }
 }

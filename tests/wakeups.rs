@@ -1,0 +1,210 @@
+//! What a worker costs while it waits: the dispatcher wakes for a reason (a finished job, an
+//! enqueue, a lease or a deadline coming due), never in a loop. Each test watches
+//! [`Worker::activity`] over a window in which nothing is due and bounds the wake-ups and
+//! write transactions by what the worker's timers allow. The bounds hold however slow the
+//! machine is (a slower machine only wakes less often); a loop that spins breaks them by
+//! orders of magnitude. The manual clock stands still, so no lease, retry or slot comes due.
+
+use std::time::{Duration, Instant};
+
+use litejobs::{ErrorKind, JobContext, JobError, JobStatus, NewJob, Worker, WorkerActivity};
+use serde_json::json;
+
+use crate::support::scripted::{
+    job, stop, wait_all, wait_bound, wait_finished, Latch, ScriptedHandler, Step, WAIT,
+};
+use crate::support::{setup, TestEnv};
+
+const HOUR: Duration = Duration::from_secs(3600);
+/// How long each test watches the worker.
+const WINDOW: Duration = Duration::from_millis(300);
+/// While attempts run, the dispatcher looks for finished outcomes this often at most
+/// (its COLLECT_INTERVAL).
+const COLLECT_MS: u128 = 5;
+
+/// A worker whose only timers are an hour away: no polling, no change checks, no reaping.
+fn quiet_worker(env: &TestEnv, handler: ScriptedHandler, threads: usize) -> Worker {
+    Worker::builder(&env.queue)
+        .handler("t", handler)
+        .concurrency(threads)
+        .poll_interval(HOUR)
+        .change_check_interval(HOUR)
+        .reap_interval(HOUR)
+        .start()
+        .expect("worker starts")
+}
+
+/// Wake-ups and write rounds during `window`, and how long it really lasted.
+fn watch(activity: &WorkerActivity, window: Duration) -> (u64, u64, Duration) {
+    let (wakeups, rounds) = (activity.wakeups(), activity.write_rounds());
+    let started = Instant::now();
+    std::thread::sleep(window);
+    (
+        activity.wakeups() - wakeups,
+        activity.write_rounds() - rounds,
+        started.elapsed(),
+    )
+}
+
+/// A handler that blocks until `gate` opens, except for jobs whose payload says `fast`.
+fn gated(gate: &Latch) -> ScriptedHandler {
+    let gate = gate.clone();
+    ScriptedHandler::always(Step::run(move |ctx: &JobContext| {
+        if ctx.payload()["fast"] != json!(true) {
+            gate.wait(WAIT * 2);
+        }
+        Ok::<(), JobError>(())
+    }))
+}
+
+#[test]
+fn an_idle_worker_barely_wakes() {
+    let env = setup();
+    let worker = quiet_worker(&env, ScriptedHandler::new(), 2);
+    let activity = worker.activity();
+    let (wakeups, rounds, elapsed) = watch(&activity, WINDOW);
+    // Its first passes (one claim round that finds nothing) may fall in the window; after
+    // them nothing is due for an hour. A loop that woke every few ms would count 60 here.
+    assert!(
+        wakeups <= 16 && rounds <= 3,
+        "an idle worker woke {wakeups} times and wrote {rounds} times in {elapsed:?}"
+    );
+    stop(worker);
+}
+
+#[test]
+fn a_prefetched_job_waiting_for_a_thread_costs_no_writes_until_its_lease_needs_renewing() {
+    let env = setup();
+    let gate = Latch::new();
+    let _open_on_failure = gate.open_on_drop();
+    let ids = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("t", json!({"n": 1})),
+            NewJob::new("t", json!({"n": 2})),
+        ])
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let handler = gated(&gate);
+    // Timeout and grace alike: the waiting job's lease (claim + 20 s) needs renewing at
+    // claim + 15 s, and the clock stands at the claim.
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .concurrency(1)
+        .default_timeout(Duration::from_secs(10))
+        .lease_grace(Duration::from_secs(10))
+        .poll_interval(HOUR)
+        .change_check_interval(HOUR)
+        .reap_interval(HOUR)
+        .start()
+        .expect("worker starts");
+    let activity = worker.activity();
+    assert_eq!(handler.wait_started("the first job").id, ids[0]);
+    assert_eq!(
+        job(&env.queue, ids[1]).status,
+        JobStatus::Running,
+        "the second job was claimed with the first and waits for the one thread"
+    );
+
+    let (wakeups, rounds, elapsed) = watch(&activity, WINDOW);
+    // While an attempt runs the dispatcher looks for outcomes every 5 ms; it has nothing
+    // to write, so no transaction (one may have begun just before the window).
+    let allowed = elapsed.as_millis() / COLLECT_MS + 3;
+    assert!(
+        rounds <= 1,
+        "{rounds} write rounds in {elapsed:?} while a prefetched job waited with its lease \
+         far from due"
+    );
+    assert!(
+        u128::from(wakeups) <= allowed,
+        "{wakeups} wake-ups in {elapsed:?} (at most {allowed}) while a job ran and another waited"
+    );
+
+    gate.open();
+    wait_all(&events, &ids, JobStatus::Succeeded);
+    stop(worker);
+}
+
+#[test]
+fn an_outcome_no_executor_announces_is_written_while_its_neighbours_run() {
+    let env = setup();
+    let gate = Latch::new();
+    let _open_on_failure = gate.open_on_drop();
+    // Ten jobs claimed at once for two threads: finishing one leaves nine in flight, above
+    // the point where an executor wakes the dispatcher (it wakes it only when the queue
+    // runs low). The dispatcher must find the outcome by itself.
+    let mut jobs = vec![NewJob::new("t", json!({"fast": true}))];
+    jobs.extend((0..9).map(|n| NewJob::new("t", json!({ "n": n }))));
+    let ids = env.queue.enqueue_batch(jobs).expect("enqueue");
+    let events = env.queue.subscribe();
+    let handler = gated(&gate);
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .concurrency(2)
+        .prefetch(8)
+        .poll_interval(HOUR)
+        .change_check_interval(HOUR)
+        .reap_interval(HOUR)
+        .start()
+        .expect("worker starts");
+
+    let first = wait_finished(&events, ids[0]);
+    assert_eq!(first.status, JobStatus::Succeeded);
+    assert_eq!(
+        job(&env.queue, ids[0]).status,
+        JobStatus::Succeeded,
+        "committed, not only announced"
+    );
+    assert_eq!(
+        job(&env.queue, ids[1]).status,
+        JobStatus::Running,
+        "its neighbour still runs"
+    );
+
+    gate.open();
+    wait_all(&events, &ids[1..], JobStatus::Succeeded);
+    stop(worker);
+}
+
+#[test]
+fn a_shutdown_waiting_on_a_stuck_handler_does_not_spin() {
+    let env = setup();
+    let gate = Latch::new();
+    let _open_on_failure = gate.open_on_drop();
+    let id = env
+        .queue
+        .enqueue(NewJob::new("t", json!({})))
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let handler = gated(&gate);
+    let worker = quiet_worker(&env, handler.clone(), 1);
+    let activity = worker.activity();
+    handler.wait_started("the job");
+
+    let (wakeups, rounds) = (activity.wakeups(), activity.write_rounds());
+    let started = Instant::now();
+    let grace = Duration::from_millis(500);
+    let err = worker
+        .shutdown(grace)
+        .expect_err("the handler is still running after the grace");
+    let elapsed = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::ShutdownTimeout, "{err}");
+    assert!(elapsed < wait_bound(), "shutdown took {elapsed:?}");
+    let (wakeups, rounds) = (
+        activity.wakeups() - wakeups,
+        activity.write_rounds() - rounds,
+    );
+    // Nothing to write while it waits: it looks at most every 100 ms, and writes once, the
+    // release of the stuck job after the grace.
+    let allowed = elapsed.as_millis() / 100 + 3;
+    assert!(
+        u128::from(wakeups) <= allowed,
+        "{wakeups} wake-ups (at most {allowed}) during a shutdown of {elapsed:?}"
+    );
+    assert!(
+        rounds <= 2,
+        "{rounds} write rounds during a shutdown with one job to release"
+    );
+    assert_eq!(wait_finished(&events, id).status, JobStatus::Queued);
+    gate.open();
+}
