@@ -337,8 +337,9 @@ impl Queue {
     }
 
     /// Wakes this process's idle workers now, e.g. after committing a transaction that used
-    /// [`enqueue_in`]. Workers see what other processes commit within their
-    /// `change_check_interval` (a few milliseconds) without this call.
+    /// [`enqueue_in`]. Workers see what other processes commit within a few milliseconds
+    /// without this call (a watch on the database's files, or their
+    /// `change_check_interval`).
     pub fn notify(&self) {
         self.inner.wake.wake_all();
     }

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::support::scripted::{
     job, stop, wait_all, wait_bound, wait_finished, Latch, ScriptedHandler, Step, WAIT,
 };
-use crate::support::{setup, TestEnv};
+use crate::support::{setup, TestEnv, START_MS};
 
 const HOUR: Duration = Duration::from_secs(3600);
 /// How long each test watches the worker.
@@ -207,4 +207,49 @@ fn a_shutdown_waiting_on_a_stuck_handler_does_not_spin() {
     );
     assert_eq!(wait_finished(&events, id).status, JobStatus::Queued);
     gate.open();
+}
+
+/// Inserts a due `t` job through a plain connection, as another program would.
+fn insert_elsewhere(env: &TestEnv) -> i64 {
+    let conn = env.raw();
+    conn.execute(
+        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{}', ?1)",
+        [START_MS],
+    )
+    .expect("plain SQL insert");
+    conn.last_insert_rowid()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_away() {
+    let env = setup();
+    let gate = Latch::new();
+    let _open_on_failure = gate.open_on_drop();
+    let handler = gated(&gate);
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .concurrency(1)
+        .prefetch(0)
+        .poll_interval(HOUR)
+        .change_check_interval(HOUR)
+        .reap_interval(HOUR)
+        .start()
+        .expect("worker starts");
+    let events = env.queue.subscribe();
+    // Only the watch on the database's files can tell the worker of this row.
+    let first = insert_elsewhere(&env);
+    assert_eq!(
+        handler.wait_started("the row another program inserted").id,
+        first
+    );
+    // Busy for a while (its one thread taken), the worker stops watching; when the job is
+    // done it watches again, and a row committed then is seen as soon.
+    std::thread::sleep(Duration::from_millis(100));
+    gate.open();
+    assert_eq!(wait_finished(&events, first).status, JobStatus::Succeeded);
+    let second = insert_elsewhere(&env);
+    assert_eq!(handler.wait_started("the next row").id, second);
+    assert_eq!(wait_finished(&events, second).status, JobStatus::Succeeded);
+    stop(worker);
 }

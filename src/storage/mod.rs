@@ -81,6 +81,19 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
 
     /// A cheap way to learn that another connection committed; see [`ChangeSignal`].
     fn change_signal(&self) -> Result<Box<dyn ChangeSignal>>;
+
+    /// The files a commit writes, for a file watch that tells a waiting worker when to ask
+    /// the [`ChangeSignal`]; `None` when there are none to watch (in memory, a server).
+    fn commit_files(&self) -> Option<CommitFiles>;
+}
+
+/// Files in one directory whose writes announce a commit (see [`Backend::commit_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CommitFiles {
+    /// The directory to watch.
+    pub(crate) dir: std::path::PathBuf,
+    /// The names in it whose writes count.
+    pub(crate) names: Vec<std::ffi::OsString>,
 }
 
 /// Tells, far more cheaply than a query for due jobs, whether any other connection (another
@@ -159,6 +172,11 @@ impl Db {
     /// A new [`ChangeSignal`] on this database.
     pub(crate) fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {
         self.backend.change_signal()
+    }
+
+    /// The files a commit writes; see [`Backend::commit_files`].
+    pub(crate) fn commit_files(&self) -> Option<CommitFiles> {
+        self.backend.commit_files()
     }
 }
 

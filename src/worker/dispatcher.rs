@@ -18,8 +18,8 @@ use crate::events::Event;
 use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::ClaimedRow;
-use crate::storage::ChangeSignal;
 use crate::worker::activity::WorkerActivity;
+use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
 use crate::worker::registry::Claimer;
@@ -142,8 +142,7 @@ pub(crate) struct Dispatcher {
     completer: Completer,
     reaper: Reaper,
     /// Commits by other connections; `None` when it could not be made (polling still works).
-    change: Option<Box<dyn ChangeSignal>>,
-    next_change_check: Instant,
+    change: Option<ChangeWatch>,
     activity: WorkerActivity,
 }
 
@@ -166,8 +165,13 @@ impl Dispatcher {
             shared.queue.max_payload_bytes(),
         );
         let reaper = Reaper::new(config.reap_interval);
-        let change = match shared.queue.db().change_signal() {
-            Ok(signal) => Some(signal),
+        let db = shared.queue.db();
+        let change = match db.change_signal() {
+            Ok(signal) => Some(ChangeWatch::new(
+                signal,
+                db.commit_files(),
+                config.change_check_interval,
+            )),
             Err(e) => {
                 log::warn!(
                     "litejobs: jobs from other processes will wait for the poll interval: \
@@ -176,7 +180,6 @@ impl Dispatcher {
                 None
             }
         };
-        let next_change_check = Instant::now() + config.change_check_interval;
         Dispatcher {
             shared,
             queues,
@@ -189,7 +192,6 @@ impl Dispatcher {
             completer: Completer::default(),
             reaper,
             change,
-            next_change_check,
             activity,
         }
     }
@@ -212,11 +214,8 @@ impl Dispatcher {
             if now >= next_poll {
                 self.poll_due();
                 next_poll = now + self.config.poll_interval;
-            } else if now >= self.next_change_check {
-                self.next_change_check = now + self.config.change_check_interval;
-                if self.watching() && self.changed_elsewhere() {
-                    self.poll_due();
-                }
+            } else if self.changed_elsewhere(now) {
+                self.poll_due();
             }
             if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);
@@ -225,14 +224,25 @@ impl Dispatcher {
             if self.has_work(Instant::now()) && self.completer.retry_at().is_none() {
                 continue;
             }
+            let watching = self.watching();
+            if let Some(change) = &mut self.change {
+                change.set_watching(watching, Instant::now());
+            }
             let wait = self
                 .next_wake(next_poll)
                 .saturating_duration_since(Instant::now());
+            let hints = match &self.change {
+                Some(change) => change.hints(),
+                None => crossbeam_channel::never(),
+            };
             // Outcomes are collected at the top of the loop; executors nudge when there is
             // something to decide, so a burst of outcomes costs one wake-up, not one each.
             select! {
                 recv(self.nudge) -> _ => {},
                 recv(self.wake) -> _ => self.queues.iter_mut().for_each(|q| q.maybe_more = true),
+                recv(hints) -> _ => if let Some(change) = &mut self.change {
+                    change.hinted(Instant::now());
+                },
                 recv(self.control) -> msg => match msg {
                     Ok(Control::Shutdown(grace)) => return self.shutdown(grace),
                     Err(_) => return self.shutdown(Duration::ZERO),
@@ -308,20 +318,17 @@ impl Dispatcher {
                 .any(|q| !q.maybe_more && q.wanted(prefetch) > 0)
     }
 
-    fn changed_elsewhere(&mut self) -> bool {
-        let Some(signal) = self.change.as_mut() else {
-            return false;
-        };
-        signal.changed().unwrap_or_else(|e| {
-            log::debug!("litejobs: change check failed ({e}); looking for due jobs anyway");
-            true
-        })
+    /// Looks, when a look is due, whether another connection committed.
+    fn changed_elsewhere(&mut self, now: Instant) -> bool {
+        self.change
+            .as_mut()
+            .is_some_and(|change| change.look_if_due(now))
     }
 
     fn next_wake(&self, next_poll: Instant) -> Instant {
         let mut at = next_poll.min(self.reaper.next());
-        if self.watching() {
-            at = at.min(self.next_change_check);
+        if let Some(check) = self.change.as_ref().and_then(ChangeWatch::next_check) {
+            at = at.min(check);
         }
         if let Some(pruner) = &self.config.pruner {
             at = at.min(pruner.next());

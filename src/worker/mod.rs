@@ -3,6 +3,7 @@
 //! handlers, the [`completer`] writes outcomes, the [`registry`] maps job types to handlers.
 
 mod activity;
+mod change_watch;
 pub(crate) mod completer;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
@@ -40,9 +41,11 @@ pub const DEFAULT_PREFETCH: usize = 64;
 /// How often an idle worker queries for due rows no commit announced (jobs whose `run_at`
 /// came, and a fallback for the change check).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
-/// How often an idle worker asks SQLite whether another connection committed (`PRAGMA
-/// data_version`, a read of shared memory); a commit is followed by a look for due jobs, so
-/// a job another process inserts starts within about this long.
+/// Where the database's files cannot be watched (not Linux, an in-memory database, a
+/// directory inotify refuses), how often an idle worker asks SQLite whether another
+/// connection committed (`PRAGMA data_version`, a read of shared memory); a commit is
+/// followed by a look for due jobs, so a job another process inserts starts within about
+/// this long. On Linux a watch on the database's files tells the worker when to ask.
 pub const DEFAULT_CHANGE_CHECK_INTERVAL: Duration = Duration::from_millis(4);
 /// An attempt's time limit when neither the job nor its type sets one.
 pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(60);
@@ -278,10 +281,13 @@ impl WorkerBuilder {
     }
 
     /// How often an idle worker asks whether another connection (another process, a
-    /// plain SQL insert) committed; after a commit it looks for due jobs at once. On SQLite
-    /// this reads `PRAGMA data_version` on a connection of the worker's own, which costs a
-    /// read of shared memory, not of the file. Defaults to
-    /// [`DEFAULT_CHANGE_CHECK_INTERVAL`] (4 ms); checks stop while every slot is busy.
+    /// plain SQL insert) committed, where it cannot watch the database's files; after a
+    /// commit it looks for due jobs at once. On SQLite this reads `PRAGMA data_version` on a
+    /// connection of the worker's own, which costs a read of shared memory, not of the file.
+    /// On Linux, with the database in a local directory, an inotify watch on its files
+    /// tells the worker when to ask instead, and an idle worker does not wake on a timer.
+    /// Defaults to [`DEFAULT_CHANGE_CHECK_INTERVAL`] (4 ms); checks stop while every slot is
+    /// busy.
     pub fn change_check_interval(mut self, interval: Duration) -> Self {
         self.change_check_interval = interval;
         self

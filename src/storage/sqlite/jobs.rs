@@ -989,8 +989,29 @@ mod tests {
                     .expect("status")
             };
             assert_eq!((status(a), status(b)), ("failed".into(), "running".into()));
+            // The kept counts move with the rows: b's live lease (attempts spent) is not
+            // counted lost, nor dead.
+            let counts = || -> (i64, i64) {
+                let lost = tx
+                    .query_row(
+                        "SELECT COALESCE(SUM(n), 0) FROM attempt_counts WHERE outcome = 'lost'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .expect("lost attempts counted");
+                let dead = tx
+                    .query_row(
+                        "SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE status = 'dead'",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .expect("dead jobs counted");
+                (lost, dead)
+            };
+            assert_eq!(counts(), (1, 0), "a's lost attempt, nobody dead");
             assert_eq!(reap_expired(tx, T0 + 1_601)?, 1);
             assert_eq!(status(b), "dead", "its one attempt was spent");
+            assert_eq!(counts(), (2, 1), "b's lost attempt, and b dead");
             assert_eq!(
                 (attempt_rows(tx, a), attempt_rows(tx, b)),
                 (1, 1),

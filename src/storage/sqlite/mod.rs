@@ -22,7 +22,7 @@ mod webhooks;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -31,7 +31,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::{Backend, ChangeSignal, Tx};
+use crate::storage::{Backend, ChangeSignal, CommitFiles, Tx};
 
 /// How hard SQLite flushes to disk at commit (`PRAGMA synchronous`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,6 +79,8 @@ pub(crate) struct SqliteDb {
     /// Opens one more connection to the same database, outside the pool (for the
     /// [`ChangeSignal`], which keeps its connection for the worker's life).
     open_more: Box<dyn Fn() -> rusqlite::Result<Connection> + Send + Sync>,
+    /// The database file, for a watch on its writes (`None` in memory).
+    file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for SqliteDb {
@@ -149,9 +151,12 @@ impl SqliteDb {
             .map_err(|e| e.prefixed(&path.display().to_string()))?;
         drop(probe);
         let manager = SqliteConnectionManager::file(path).with_flags(OPEN_FLAGS);
-        let path = path.to_path_buf();
+        let file = path.to_path_buf();
+        let path = file.clone();
         let opener = move || Connection::open_with_flags(&path, OPEN_FLAGS);
-        SqliteDb::with_pool(manager, config, None, false, Box::new(opener))
+        let mut db = SqliteDb::with_pool(manager, config, None, false, Box::new(opener))?;
+        db.file = Some(file);
+        Ok(db)
     }
 
     /// Opens an existing litejobs database for reading only: nothing is created, migrated or
@@ -258,6 +263,7 @@ impl SqliteDb {
             in_memory,
             read_only: false,
             open_more,
+            file: None,
         })
     }
 
@@ -304,6 +310,27 @@ impl Backend for SqliteDb {
 
     fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Every commit writes the write-ahead log (`-wal`); the database file itself and a
+    /// rollback `-journal` are written by checkpoints and by programs that open the file in
+    /// another journal mode.
+    fn commit_files(&self) -> Option<CommitFiles> {
+        let file = self.file.as_deref()?;
+        let name = file.file_name()?;
+        let dir = match file.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let with = |suffix: &str| {
+            let mut n = name.to_os_string();
+            n.push(suffix);
+            n
+        };
+        Some(CommitFiles {
+            dir,
+            names: vec![name.to_os_string(), with("-wal"), with("-journal")],
+        })
     }
 
     fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {

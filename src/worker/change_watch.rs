@@ -1,0 +1,456 @@
+//! How an idle dispatcher learns that another connection (another process, a program
+//! inserting rows by plain SQL) committed: it asks the storage's [`ChangeSignal`], and the
+//! question is cheap but waking up to ask is not. Where the database is a file on Linux, a
+//! thread blocks on an inotify watch of the file's directory and a write to the database,
+//! its `-wal` or `-journal` wakes the dispatcher to ask at once (and a few times more in the
+//! next 32 ms: a commit becomes visible a moment after its log is written). Elsewhere the
+//! dispatcher asks on a timer, every `change_check_interval`.
+//!
+//! The watch is taken off when the worker has stayed busy for a while (every slot and the
+//! prefetch taken, or a claim that came back full): then the kernel's work on each of the
+//! worker's own writes would be spent for nothing. When the worker looks for work again
+//! the watch is put back and the signal asked at once, so a commit in between is not missed.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+
+use crate::storage::{ChangeSignal, CommitFiles};
+
+/// After a reported write, the signal is asked this long after it (µs): at once, then at
+/// growing gaps for a commit whose log write came before its fsync (synchronous = FULL).
+const FOLLOW_UPS_US: [u64; 8] = [0, 250, 750, 1_750, 3_750, 7_750, 15_750, 31_750];
+
+/// How long a busy worker keeps the watch before taking it off: a worker that is busy for
+/// one job at a time (an enqueue, a pickup, idle again) keeps it, one draining a backlog
+/// stops paying for it.
+const BUSY_BEFORE_UNWATCH: Duration = Duration::from_millis(50);
+
+/// The dispatcher's view of commits made elsewhere.
+pub(crate) struct ChangeWatch {
+    signal: Box<dyn ChangeSignal>,
+    files: Option<FileWatch>,
+    /// Timed checks, where there is no file watch.
+    interval: Duration,
+    /// Whether the dispatcher wants to hear of commits (some queue idle with room).
+    watching: bool,
+    /// Since when the dispatcher has not been watching.
+    busy_since: Option<Instant>,
+    next_check: Option<Instant>,
+    /// The reported write the follow-up checks count from, and how many were made.
+    hinted_at: Instant,
+    follow_up: usize,
+}
+
+impl ChangeWatch {
+    /// Asks `signal`; wakes on writes to `files` where a watch can be set up, else every
+    /// `interval`.
+    pub(crate) fn new(
+        signal: Box<dyn ChangeSignal>,
+        files: Option<CommitFiles>,
+        interval: Duration,
+    ) -> ChangeWatch {
+        let files = files.and_then(|files| match FileWatch::start(files) {
+            Ok(watch) => Some(watch),
+            Err(e) => {
+                log::info!(
+                    "litejobs: no file watch on the database ({e}); checking for other \
+                     processes' commits every {interval:?}"
+                );
+                None
+            }
+        });
+        let now = Instant::now();
+        ChangeWatch {
+            signal,
+            files,
+            interval,
+            watching: false,
+            busy_since: Some(now),
+            next_check: None,
+            hinted_at: now,
+            follow_up: FOLLOW_UPS_US.len(),
+        }
+    }
+
+    /// Reports of writes to the database's files; never ready without a file watch.
+    pub(crate) fn hints(&self) -> Receiver<()> {
+        match &self.files {
+            Some(files) => files.hints.clone(),
+            None => crossbeam_channel::never(),
+        }
+    }
+
+    /// Called on every pass of the dispatcher with whether it wants to hear of commits.
+    pub(crate) fn set_watching(&mut self, watching: bool, now: Instant) {
+        if watching {
+            self.busy_since = None;
+            if let Some(files) = &mut self.files {
+                if let Err(e) = files.watch() {
+                    log::warn!(
+                        "litejobs: cannot watch the database's files ({e}); checking for other \
+                         processes' commits every {:?}",
+                        self.interval
+                    );
+                    self.files = None;
+                }
+            }
+            if !self.watching {
+                // Commits made while the worker was busy were not looked for: look now.
+                self.next_check = Some(now);
+                self.follow_up = FOLLOW_UPS_US.len();
+            }
+        } else {
+            let since = *self.busy_since.get_or_insert(now);
+            if let Some(files) = &mut self.files {
+                if now.duration_since(since) >= BUSY_BEFORE_UNWATCH {
+                    files.unwatch();
+                }
+            }
+        }
+        self.watching = watching;
+    }
+
+    /// A write to the database's files was reported: look now, and a few times more.
+    pub(crate) fn hinted(&mut self, now: Instant) {
+        self.hinted_at = now;
+        self.follow_up = 0;
+        self.next_check = Some(now);
+    }
+
+    /// When the next look is due, while watching.
+    pub(crate) fn next_check(&self) -> Option<Instant> {
+        if self.watching {
+            self.next_check
+        } else {
+            None
+        }
+    }
+
+    /// Looks when a look is due: true when another connection committed since the last
+    /// look (or the signal failed: a needless look for jobs costs less than a missed one).
+    pub(crate) fn look_if_due(&mut self, now: Instant) -> bool {
+        match self.next_check() {
+            Some(at) if at <= now => {}
+            _ => return false,
+        }
+        let changed = self.signal.changed().unwrap_or_else(|e| {
+            log::debug!("litejobs: change check failed ({e}); looking for due jobs anyway");
+            true
+        });
+        self.next_check = if self.files.is_none() {
+            Some(now + self.interval)
+        } else if changed {
+            // Later commits write the files again and are reported.
+            None
+        } else {
+            self.follow_up += 1;
+            FOLLOW_UPS_US
+                .get(self.follow_up)
+                .map(|&us| self.hinted_at + Duration::from_micros(us))
+        };
+        changed
+    }
+}
+
+pub(crate) use file_watch::FileWatch;
+
+#[cfg(target_os = "linux")]
+mod file_watch {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crossbeam_channel::{Receiver, Sender};
+    use inotify::{Inotify, WatchDescriptor, WatchMask, Watches};
+
+    use crate::storage::CommitFiles;
+
+    /// An inotify watch of the database's directory and the thread that reads it.
+    pub(crate) struct FileWatch {
+        pub(super) hints: Receiver<()>,
+        watches: Watches,
+        dir: PathBuf,
+        active: Option<WatchDescriptor>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl FileWatch {
+        pub(crate) fn start(files: CommitFiles) -> std::io::Result<FileWatch> {
+            let inotify = Inotify::init()?;
+            let mut watches = inotify.watches();
+            // Fails now, rather than on the first watch, where the directory cannot be watched.
+            let probe = watches.add(&files.dir, WatchMask::MODIFY)?;
+            watches.remove(probe)?;
+            let (tx, hints) = crossbeam_channel::bounded(1);
+            let stop = Arc::new(AtomicBool::new(false));
+            let thread_stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("litejobs-watch".to_string())
+                .spawn(move || read_loop(inotify, &files.names, &tx, &thread_stop))?;
+            Ok(FileWatch {
+                hints,
+                watches,
+                dir: files.dir,
+                active: None,
+                stop,
+            })
+        }
+
+        pub(crate) fn watch(&mut self) -> std::io::Result<()> {
+            if self.active.is_none() {
+                self.active = Some(self.watches.add(&self.dir, WatchMask::MODIFY)?);
+            }
+            Ok(())
+        }
+
+        #[cfg(test)]
+        pub(crate) fn is_active(&self) -> bool {
+            self.active.is_some()
+        }
+
+        pub(crate) fn unwatch(&mut self) {
+            if let Some(wd) = self.active.take() {
+                // Fails only when the directory is gone, which removed the watch already.
+                let _ = self.watches.remove(wd);
+            }
+        }
+    }
+
+    impl Drop for FileWatch {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            // Removing a watch queues an event, which wakes the thread to see `stop`.
+            if self.active.is_none() {
+                let _ = self.watch();
+            }
+            self.unwatch();
+        }
+    }
+
+    fn read_loop(mut inotify: Inotify, names: &[OsString], hints: &Sender<()>, stop: &AtomicBool) {
+        let mut buffer = [0u8; 4096];
+        loop {
+            let events = match inotify.read_events_blocking(&mut buffer) {
+                Ok(events) => events,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::warn!("litejobs: the database's file watch stopped ({e})");
+                    return;
+                }
+            };
+            let written = events
+                .filter_map(|event| event.name)
+                .any(|name| names.iter().any(|n| n == name));
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if written
+                && hints.try_send(()) == Err(crossbeam_channel::TrySendError::Disconnected(()))
+            {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod file_watch {
+    use crossbeam_channel::Receiver;
+
+    use crate::storage::CommitFiles;
+
+    /// No file watch here: the dispatcher checks on a timer.
+    pub(crate) struct FileWatch {
+        pub(super) hints: Receiver<()>,
+    }
+
+    impl FileWatch {
+        pub(crate) fn start(_files: CommitFiles) -> std::io::Result<FileWatch> {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "file watches are used on Linux only",
+            ))
+        }
+
+        pub(crate) fn watch(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        pub(crate) fn unwatch(&mut self) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A signal that answers "changed" when told to, and counts the questions.
+    struct FakeSignal {
+        asked: Arc<AtomicUsize>,
+        changes: Arc<AtomicUsize>,
+    }
+
+    impl ChangeSignal for FakeSignal {
+        fn changed(&mut self) -> crate::error::Result<bool> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            Ok(self.changes.swap(0, Ordering::SeqCst) > 0)
+        }
+    }
+
+    fn fake() -> (Box<dyn ChangeSignal>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let changes = Arc::new(AtomicUsize::new(0));
+        let signal = FakeSignal {
+            asked: Arc::clone(&asked),
+            changes: Arc::clone(&changes),
+        };
+        (Box::new(signal), asked, changes)
+    }
+
+    /// A watch on an empty temp dir, so no write is reported but the ones given by hand
+    /// through `hinted`.
+    fn with_hints(signal: Box<dyn ChangeSignal>, dir: &tempfile::TempDir) -> ChangeWatch {
+        let files = CommitFiles {
+            dir: dir.path().to_path_buf(),
+            names: vec!["jobs.db-wal".into()],
+        };
+        let watch = ChangeWatch::new(signal, Some(files), Duration::from_millis(4));
+        assert!(watch.files.is_some(), "inotify works here");
+        watch
+    }
+
+    #[test]
+    fn timed_checks_look_every_interval_while_watching_and_never_while_busy() {
+        let (signal, asked, changes) = fake();
+        let interval = Duration::from_millis(4);
+        let mut watch = ChangeWatch::new(signal, None, interval);
+        let t0 = Instant::now();
+        watch.set_watching(false, t0);
+        assert_eq!(watch.next_check(), None, "a busy worker does not look");
+        assert!(!watch.look_if_due(t0 + Duration::from_secs(1)));
+        watch.set_watching(true, t0);
+        assert_eq!(watch.next_check(), Some(t0), "back to idle: look at once");
+        assert!(!watch.look_if_due(t0));
+        assert_eq!(watch.next_check(), Some(t0 + interval));
+        assert!(!watch.look_if_due(t0 + interval / 2), "not due yet");
+        changes.store(1, Ordering::SeqCst);
+        assert!(watch.look_if_due(t0 + interval));
+        assert_eq!(watch.next_check(), Some(t0 + 2 * interval));
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reported_write_is_looked_at_at_once_then_at_growing_gaps_until_seen() {
+        let (signal, asked, changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut watch = with_hints(signal, &dir);
+        let t0 = Instant::now();
+        watch.set_watching(true, t0);
+        assert!(!watch.look_if_due(t0), "the look on becoming idle");
+        assert_eq!(
+            watch.next_check(),
+            None,
+            "then nothing until a write is reported"
+        );
+
+        let t1 = t0 + Duration::from_secs(1);
+        watch.hinted(t1);
+        let mut looks = Vec::new();
+        while let Some(at) = watch.next_check() {
+            assert!(!watch.look_if_due(at - Duration::from_micros(1)), "early");
+            assert!(!watch.look_if_due(at));
+            looks.push((at - t1).as_micros());
+        }
+        assert_eq!(
+            looks,
+            vec![0, 250, 750, 1_750, 3_750, 7_750, 15_750, 31_750]
+        );
+
+        let t2 = t1 + Duration::from_secs(1);
+        watch.hinted(t2);
+        assert!(!watch.look_if_due(t2));
+        changes.store(1, Ordering::SeqCst);
+        assert!(watch.look_if_due(t2 + Duration::from_micros(250)));
+        assert_eq!(
+            watch.next_check(),
+            None,
+            "seen: the next write is reported again"
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 1 + 8 + 2);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_write_reported_while_busy_is_looked_at_when_idle_again() {
+        let (signal, _asked, changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut watch = with_hints(signal, &dir);
+        let t0 = Instant::now();
+        watch.set_watching(false, t0);
+        watch.hinted(t0);
+        assert_eq!(watch.next_check(), None, "busy: no look");
+        changes.store(1, Ordering::SeqCst);
+        watch.set_watching(true, t0 + Duration::from_millis(3));
+        assert!(watch.look_if_due(t0 + Duration::from_millis(3)));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn writes_to_the_database_files_are_reported_and_other_files_are_not() {
+        let (signal, _asked, _changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut watch = with_hints(signal, &dir);
+        let hints = watch.hints();
+        watch.set_watching(true, Instant::now());
+        std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
+        let wait = Duration::from_secs(10);
+        assert!(
+            hints.recv_timeout(Duration::from_millis(50)).is_err(),
+            "another file's write is not reported"
+        );
+        std::fs::write(dir.path().join("jobs.db-wal"), "x").expect("write");
+        assert!(
+            hints.recv_timeout(wait).is_ok(),
+            "the log's write is reported"
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_worker_busy_for_a_while_takes_the_watch_off_and_puts_it_back_when_idle() {
+        let (signal, _asked, _changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut watch = with_hints(signal, &dir);
+        let active = |w: &ChangeWatch| w.files.as_ref().is_some_and(|f| f.is_active());
+        let t0 = Instant::now();
+        watch.set_watching(true, t0);
+        assert!(active(&watch));
+        watch.set_watching(false, t0 + Duration::from_millis(1));
+        watch.set_watching(false, t0 + Duration::from_millis(40));
+        assert!(active(&watch), "busy for a moment: kept");
+        watch.set_watching(false, t0 + Duration::from_millis(51));
+        assert!(!active(&watch), "busy for 50 ms: taken off");
+        watch.set_watching(true, t0 + Duration::from_millis(60));
+        assert!(active(&watch), "idle again: back on");
+        assert_eq!(watch.next_check(), Some(t0 + Duration::from_millis(60)));
+    }
+
+    #[test]
+    fn a_failing_signal_counts_as_a_change() {
+        struct Broken;
+        impl ChangeSignal for Broken {
+            fn changed(&mut self) -> crate::error::Result<bool> {
+                Err(crate::Error::new(crate::ErrorKind::Busy, "locked"))
+            }
+        }
+        let mut watch = ChangeWatch::new(Box::new(Broken), None, Duration::from_millis(4));
+        let t0 = Instant::now();
+        watch.set_watching(true, t0);
+        assert!(watch.look_if_due(t0));
+    }
+}
