@@ -8,7 +8,9 @@
 #
 # Usage: scripts/mutants.sh [FILE...]        (default: every core file below)
 # Needs: cargo install cargo-mutants (version 27) and cargo-nextest.
-# Environment: MUTANTS_JOBS (default 1) builds that many mutants at once.
+# Environment: MUTANTS_JOBS (default 1) builds that many mutants at once; MUTANTS_RE (a
+# regular expression) tests only the mutants whose name matches (e.g. after changing one
+# function).
 #
 # Mutants judged equivalent (no behaviour a user relies on changes) are excluded with
 # --exclude-re below, each with its reason; the README's contributing section lists them too.
@@ -32,10 +34,11 @@ declare -A TESTS=(
     [src/worker/renewal.rs]="timeouts:: shutdown:: wakeups::"
     [src/worker/executor.rs]="outcomes:: timeouts:: shutdown:: ordering::"
     [src/maintenance/scheduler.rs]="scheduler periodic::"
+    [src/worker/change_watch.rs]="worker::change_watch wakeups:: ordering:: multiprocess::"
 )
 ORDER=(src/retry.rs src/limits/rate.rs src/limits/breaker.rs src/storage/sqlite/jobs.rs
     src/worker/completer.rs src/worker/renewal.rs src/worker/executor.rs src/worker/dispatcher.rs
-    src/maintenance/scheduler.rs)
+    src/maintenance/scheduler.rs src/worker/change_watch.rs)
 
 # Equivalent mutants, excluded. Each changes how fast or how often something happens, or
 # what a log line says, never which outcome a job gets or when a user can see it; the bench
@@ -76,12 +79,17 @@ ORDER=(src/retry.rs src/limits/rate.rs src/limits/breaker.rs src/storage/sqlite/
 # - Dispatcher::next_wake's renewal wake-up made later (`-` made `+`): while prefetched jobs
 #   wait, the dispatcher looks every COLLECT_INTERVAL anyway, far inside the half grace.
 # - The shutdown's "outcomes left unwritten" log guard: a log line.
+# - Dispatcher::watching made true (or its `&&`s made `||`, `> 0` made `>= 0`): a busy
+#   worker also looks for other processes' commits and keeps its file watch on; a look
+#   finds a commit and polls only the queues that have room. Cost only; the bench
+#   measures it.
 # - Scheduler: cron_latest's window bounds at equality (the walk from an earlier window
 #   reaches the same slot). SchedulerThread::stop made (): dropping it closes the stop
 #   channel, which ends the thread at its next wait; only a tick already under way is not
 #   waited for, and no test can hold one open at shutdown without racing it.
 # Mutants that make a loop wake for nothing (a core spent while idle, backing off or
-# shutting down) are not equivalent; the ones no test catches yet are counted as missed.
+# shutting down) are not equivalent: tests/wakeups.rs bounds the dispatcher's wake-ups and
+# write rounds (Worker::activity) in windows where nothing is due.
 EXCLUDE_RE=(
     --exclude-re 'WriterHandle::nudge'
     --exclude-re 'replace match guard super::errors::is_constraint_violation\(&e\) with true in claim$'
@@ -104,17 +112,20 @@ EXCLUDE_RE=(
     --exclude-re 'replace / with [%*] in claim_threshold$'
     --exclude-re 'QueueRuntime::wanted -> usize with 1$'
     --exclude-re 'replace > with >= in QueueRuntime::needs_claim$'
-    --exclude-re 'dispatcher\.rs:199:44: replace \+ with - in Dispatcher::run$'
+    --exclude-re 'dispatcher\.rs:201:44: replace \+ with - in Dispatcher::run$'
     --exclude-re 'replace \+= with \*= in Dispatcher::push_pending$'
     --exclude-re 'replace == with != in Dispatcher::has_work$'
-    --exclude-re 'dispatcher\.rs:374:(39: replace && with \|\||61: replace > with >=) in Dispatcher::poll_due$'
-    --exclude-re 'dispatcher\.rs:442:26: replace && with \|\| in Dispatcher::round$'
-    --exclude-re 'dispatcher\.rs:(451:43|504:23): replace > with >= in Dispatcher::round$'
-    --exclude-re 'dispatcher\.rs:517:(47: replace \|\| with &&|39: replace == with !=|50: delete !) in Dispatcher::round$'
-    --exclude-re 'dispatcher\.rs:348:34: replace - with \+ in Dispatcher::next_wake$'
-    --exclude-re 'dispatcher\.rs:600:12: delete ! in Dispatcher::shutdown$'
+    --exclude-re 'dispatcher\.rs:381:(39: replace && with \|\||61: replace > with >=) in Dispatcher::poll_due$'
+    --exclude-re 'dispatcher\.rs:449:26: replace && with \|\| in Dispatcher::round$'
+    --exclude-re 'dispatcher\.rs:(458:43|511:23): replace > with >= in Dispatcher::round$'
+    --exclude-re 'dispatcher\.rs:524:(47: replace \|\| with &&|39: replace == with !=|50: delete !) in Dispatcher::round$'
+    --exclude-re 'dispatcher\.rs:355:34: replace - with \+ in Dispatcher::next_wake$'
+    --exclude-re 'dispatcher\.rs:607:12: delete ! in Dispatcher::shutdown$'
     --exclude-re 'scheduler\.rs:(268:32|274:19): replace > with >= in cron_latest$'
     --exclude-re 'replace SchedulerThread::stop with \(\)$'
+    --exclude-re 'Dispatcher::watching -> bool with true$'
+    --exclude-re 'replace && with \|\| in Dispatcher::watching$'
+    --exclude-re 'replace > with >= in Dispatcher::watching$'
 )
 # An exclusion that matches no mutant is stale (the code moved or changed): say so, so that
 # its line numbers get updated rather than silently excluding nothing or something else.
@@ -150,6 +161,7 @@ for file in "${files[@]}"; do
     # bounds (an event that never comes) is caught by the first bound, not by the timeout.
     cargo mutants --file "$file" --jobs "${MUTANTS_JOBS:-1}" --output "$out" \
         --test-tool nextest --profile mutants --timeout-multiplier 3 --minimum-test-timeout 90 \
+        ${MUTANTS_RE:+--re "$MUTANTS_RE"} \
         "${EXCLUDE_RE[@]}" -- --lib --test integration $filters || true
     dir="$out/mutants.out"
     count() { if [ -s "$dir/$1" ]; then grep -c . "$dir/$1"; else echo 0; fi; }

@@ -80,8 +80,19 @@ pub struct Overview {
     pub health: Health,
     /// Counts by queue, job type and status (only non-zero ones).
     pub counts: Vec<StatusCount>,
+    /// Per queue with due jobs, how long its oldest due job has waited past its run time
+    /// (ms); in JSON an object by queue name.
+    #[serde(serialize_with = "as_object")]
+    pub oldest_due_by_queue: Vec<(String, i64)>,
     /// The most common last errors of failed and dead jobs, most frequent first.
     pub top_errors: Vec<ErrorGroup>,
+}
+
+fn as_object<S: serde::Serializer>(
+    pairs: &[(String, i64)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_map(pairs.iter().map(|(k, v)| (k, v)))
 }
 
 impl Overview {
@@ -106,15 +117,27 @@ struct Figures {
 }
 
 impl Figures {
-    fn read(tx: &dyn Tx, now: i64) -> Result<Figures> {
-        Ok(Figures {
-            counts: tx.status_counts()?,
-            ..Figures::read_without_counts(tx, now)?
-        })
+    /// The counts and the live summary in one pass over the live jobs; the health row
+    /// from `since` without counting them again.
+    fn read(tx: &dyn Tx, now: i64, since: i64) -> Result<(Figures, HealthRow)> {
+        let (counts, live) = tx.status_counts(now)?;
+        let row = HealthRow {
+            due_now: live.due_now,
+            scheduled: live.scheduled,
+            running: live.running,
+            ..tx.health(now, since, false)?
+        };
+        let figures = Figures {
+            counts,
+            oldest_due: live.oldest_due,
+            dead_last_hour: tx.dead_since(now - HOUR_MS)?,
+        };
+        Ok((figures, row))
     }
 
-    /// What [`Figures::health`] needs: everything but the counts, whose reading of the live
-    /// jobs is the costly part on a big backlog.
+    /// What [`Figures::health`] needs: everything but the counts by type, whose reading of
+    /// the live jobs is the costly part on a big backlog (the health row counts them with
+    /// three index counts instead).
     fn read_without_counts(tx: &dyn Tx, now: i64) -> Result<Figures> {
         Ok(Figures {
             counts: Vec::new(),
@@ -167,7 +190,8 @@ impl Queue {
     /// Counts by queue, type and status; the oldest due job's age; dead jobs in the last hour.
     pub fn stats(&self) -> Result<Stats> {
         let now = self.now_ms();
-        self.db().read(|tx| Ok(Figures::read(tx, now)?.stats(now)))
+        self.db()
+            .read(|tx| Ok(Figures::read(tx, now, now)?.0.stats(now)))
     }
 
     /// How many jobs wait, how many fail, how old the oldest due job is; failure figures
@@ -176,7 +200,7 @@ impl Queue {
         let now = self.now_ms();
         let window_ms = duration_to_ms(window);
         self.db().read(|tx| {
-            let row = tx.health(now, now.saturating_sub(window_ms))?;
+            let row = tx.health(now, now.saturating_sub(window_ms), true)?;
             let figures = Figures::read_without_counts(tx, now)?;
             Ok(figures.health(now, window_ms, row, tx.paused_queues()?))
         })
@@ -263,10 +287,14 @@ impl Queue {
         let now = self.now_ms();
         let window_ms = duration_to_ms(window);
         self.db().read(|tx| {
-            let figures = Figures::read(tx, now)?;
-            let row = tx.health(now, now.saturating_sub(window_ms))?;
+            let (figures, row) = Figures::read(tx, now, now.saturating_sub(window_ms))?;
             Ok(Overview {
                 health: figures.health(now, window_ms, row, tx.paused_queues()?),
+                oldest_due_by_queue: figures
+                    .oldest_due
+                    .iter()
+                    .map(|(queue, run_at)| (queue.clone(), (now - run_at).max(0)))
+                    .collect(),
                 counts: figures.counts,
                 top_errors: tx.error_groups(errors)?,
             })
@@ -278,8 +306,7 @@ impl Queue {
         let now = self.now_ms();
         let window_ms = duration_to_ms(DEFAULT_HEALTH_WINDOW);
         self.db().read(|tx| {
-            let figures = Figures::read(tx, now)?;
-            let row = tx.health(now, now.saturating_sub(window_ms))?;
+            let (figures, row) = Figures::read(tx, now, now.saturating_sub(window_ms))?;
             let health = figures.health(now, window_ms, row, tx.paused_queues()?);
             Ok(MetricsSnapshot {
                 stats: figures.stats(now),

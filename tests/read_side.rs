@@ -474,6 +474,56 @@ fn kept_counts_equal_a_full_count_through_every_path() {
             dead_awaiting,
             "dead awaiting a person after {step}"
         );
+        // The live figures, read in the same pass as the counts, equal a scan too.
+        let now = env.queue.now_ms();
+        let raw = env.raw();
+        let live: (i64, i64, i64) = raw
+            .query_row(
+                "SELECT TOTAL(status IN ('queued', 'failed') AND run_at <= ?1),
+                        TOTAL(status IN ('queued', 'failed') AND run_at > ?1),
+                        TOTAL(status = 'running') FROM jobs",
+                [now],
+                |r| {
+                    Ok((
+                        r.get::<_, f64>(0)? as i64,
+                        r.get::<_, f64>(1)? as i64,
+                        r.get::<_, f64>(2)? as i64,
+                    ))
+                },
+            )
+            .expect("live by scan");
+        let mut stmt = raw
+            .prepare(
+                "SELECT queue, ?1 - MIN(run_at) FROM jobs
+                 WHERE status IN ('queued', 'failed') AND run_at <= ?1
+                 GROUP BY queue ORDER BY queue",
+            )
+            .expect("oldest due by scan");
+        let oldest: Vec<(String, i64)> = stmt
+            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("oldest due")
+            .collect::<Result<_, _>>()
+            .expect("oldest due rows");
+        let overview = env
+            .queue
+            .overview(Duration::from_secs(3600), 0)
+            .expect("overview");
+        let h = &overview.health;
+        assert_eq!(
+            (h.due_now, h.scheduled, h.running),
+            live,
+            "due, scheduled and running after {step}"
+        );
+        assert_eq!(
+            overview.oldest_due_by_queue, oldest,
+            "oldest due job per queue after {step}"
+        );
+        assert_eq!(
+            env.queue.stats().expect("stats").oldest_due_age_ms,
+            oldest.iter().map(|(_, age)| *age).max(),
+            "the oldest due job's age after {step}"
+        );
+        drop(stmt);
     };
     let q = &env.queue;
     for n in 0..6 {
@@ -487,6 +537,15 @@ fn kept_counts_equal_a_full_count_through_every_path() {
     // Fails once, then succeeds: a history row for the failure and one for the success.
     q.enqueue(NewJob::new("flaky", json!({})).max_attempts(3))
         .expect("enqueue");
+    // Nobody runs these: one due after an hour, one due in two queues' past.
+    q.enqueue(NewJob::new("later", json!({})).delay(Duration::from_secs(60)))
+        .expect("enqueue");
+    env.clock.advance(Duration::from_secs(5));
+    q.enqueue(NewJob::new("later", json!({})).queue("mail"))
+        .expect("enqueue");
+    q.enqueue(NewJob::new("later", json!({})).queue("mail"))
+        .expect("enqueue");
+    check("enqueues");
     let worker = Worker::builder(q)
         .handler("ok", |_: &JobContext| Ok(()))
         .handler("dead", |_: &JobContext| Err(JobError::permanent("no")))
@@ -537,6 +596,7 @@ fn kept_counts_equal_a_full_count_through_every_path() {
             [lost],
         )
         .expect("a lost lease");
+    check("a job left running");
     q.reap_expired_leases().expect("reap");
     check("reaping");
 

@@ -161,6 +161,19 @@ pub(crate) struct HealthRow {
 /// Counts per time bucket: (bucket index, count).
 pub(crate) type BucketCounts = Vec<(i64, i64)>;
 
+/// What the live jobs (queued, failed awaiting a retry, running) add up to at one moment,
+/// read in the same pass as their counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct LiveSummary {
+    /// Queued or failed jobs whose run time has come.
+    pub(crate) due_now: i64,
+    /// Queued or failed jobs whose run time is still ahead.
+    pub(crate) scheduled: i64,
+    pub(crate) running: i64,
+    /// Per queue with due jobs, the oldest due job's run time (ms), by queue name.
+    pub(crate) oldest_due: Vec<(String, i64)>,
+}
+
 /// Reads for people and tools. None of them writes.
 pub(crate) trait ReadStore {
     /// One job by id.
@@ -173,7 +186,9 @@ pub(crate) trait ReadStore {
     fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>>;
 
     /// How many jobs of each queue and type are in each status (only non-zero counts).
-    fn status_counts(&self) -> Result<Vec<StatusCount>>;
+    /// Counts by queue, type and status, and the live jobs' summary at `now`, in one pass
+    /// over the live jobs.
+    fn status_counts(&self, now: i64) -> Result<(Vec<StatusCount>, LiveSummary)>;
 
     /// Jobs that became dead at `since` or later (requeued ones included).
     fn dead_since(&self, since: i64) -> Result<i64>;
@@ -182,7 +197,9 @@ pub(crate) trait ReadStore {
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>>;
 
     /// Waiting, running and dead counts now; failed attempts and successes since `since`.
-    fn health(&self, now: i64, since: i64) -> Result<HealthRow>;
+    /// Without `count_live` the waiting and running counts are left at 0, for a caller that
+    /// has them from [`ReadStore::status_counts`].
+    fn health(&self, now: i64, since: i64, count_live: bool) -> Result<HealthRow>;
 
     /// The oldest due job's run time per queue (only queues with due jobs).
     fn oldest_due_by_queue(&self, now: i64) -> Result<Vec<(String, i64)>>;

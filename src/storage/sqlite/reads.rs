@@ -7,7 +7,7 @@ use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::{
-    BucketCounts, ErrorGroup, HealthRow, JobFilter, ReadStore, StatusCount,
+    BucketCounts, ErrorGroup, HealthRow, JobFilter, LiveSummary, ReadStore, StatusCount,
 };
 
 /// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
@@ -188,37 +188,52 @@ pub(super) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<JobRecor
 }
 
 /// How many jobs of each queue and type are in each status.
-pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
+pub(super) fn status_counts(
+    conn: &Connection,
+    now: i64,
+) -> Result<(Vec<StatusCount>, LiveSummary)> {
     // Finished jobs are read from the counts kept as they finish; live ones (a tenth of a
-    // big table at most, in practice far less) are counted here from the due index and the
-    // lease index. Counting them in Rust as they stream by is three times faster than
-    // SQLite's GROUP BY, which sorts every row in a temporary B-tree first. A file of
-    // schema 3 or 4 (opened read-only) has no kept counts: count every row there.
+    // big table at most, in practice far less) are counted here as they stream from the due
+    // index (which covers every column read) and the lease index, and the same pass sums up
+    // what is due, scheduled and running. Counting them in Rust is three times faster than
+    // SQLite's GROUP BY, which sorts every row in a temporary B-tree first. A file of schema
+    // 3 or 4 (opened read-only) has no kept counts: count every row there.
     let mut counts: Vec<(String, String, String, i64)> = Vec::new();
-    if counts_kept(conn)? {
+    let live = if counts_kept(conn)? {
+        let mut live = LiveSummary::default();
         let mut stmt = conn.prepare_cached(
-            "SELECT queue, job_type, status FROM jobs WHERE status IN ('queued', 'failed')
+            "SELECT queue, job_type, status, run_at FROM jobs WHERE status IN ('queued', 'failed')
              UNION ALL
-             SELECT queue, job_type, status FROM jobs WHERE status = 'running'",
+             SELECT queue, job_type, status, NULL FROM jobs WHERE status = 'running'",
         )?;
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             tally(&mut counts, row)?;
+            summarize(&mut live, row, now)?;
         }
+        live.oldest_due.sort();
         push_counts(
             conn,
             "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
             &mut counts,
         )?;
+        live
     } else {
         push_counts(
             conn,
             "SELECT queue, job_type, status, COUNT(*) FROM jobs GROUP BY queue, job_type, status",
             &mut counts,
         )?;
-    }
+        let row = health(conn, now, now, true)?;
+        LiveSummary {
+            due_now: row.due_now,
+            scheduled: row.scheduled,
+            running: row.running,
+            oldest_due: oldest_due_by_queue(conn, now)?,
+        }
+    };
     counts.sort();
-    Ok(counts
+    let counts = counts
         .into_iter()
         .filter_map(|(queue, job_type, status, count)| {
             let status = status.parse().ok()?;
@@ -229,10 +244,55 @@ pub(super) fn status_counts(conn: &Connection) -> Result<Vec<StatusCount>> {
                 count,
             })
         })
-        .collect())
+        .collect();
+    Ok((counts, live))
 }
 
-/// Appends the `(queue, job_type, status, count)` rows `sql` returns to `counts`.
+/// Adds one live row (queue, job type, status, run time or NULL when running) to `live`.
+fn summarize(live: &mut LiveSummary, row: &Row<'_>, now: i64) -> rusqlite::Result<()> {
+    let Some(run_at) = lenient_ms(row, 3)? else {
+        live.running += 1;
+        return Ok(());
+    };
+    if run_at > now {
+        live.scheduled += 1;
+        return Ok(());
+    }
+    live.due_now += 1;
+    let queue: &[u8] = match row.get_ref(0)? {
+        ValueRef::Text(bytes) => bytes,
+        _ => b"",
+    };
+    // Rows stream in queue order from the due index: the entry to update is the last one.
+    match live.oldest_due.last_mut() {
+        Some((q, oldest)) if q.as_bytes() == queue => *oldest = (*oldest).min(run_at),
+        _ => match live
+            .oldest_due
+            .iter_mut()
+            .find(|(q, _)| q.as_bytes() == queue)
+        {
+            Some((_, oldest)) => *oldest = (*oldest).min(run_at),
+            None => live.oldest_due.push((lenient::label(row, 0)?, run_at)),
+        },
+    }
+    Ok(())
+}
+
+/// A run time read leniently: an integer, or a real or text another program wrote.
+fn lenient_ms(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Integer(v) => Some(v),
+        ValueRef::Real(v) => Some(v as i64),
+        ValueRef::Text(t) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .map(|v| v as i64)
+            .or(Some(0)),
+        ValueRef::Blob(_) => Some(0),
+    })
+}
+
 fn push_counts(
     conn: &Connection,
     sql: &str,
@@ -314,6 +374,9 @@ const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
 
 /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
 pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorGroup>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
     // The groups come from the error index alone (failed and dead rows only); "first seen"
     // is then one probe per group into the attempts' error index, bounded below by the
     // group's own earliest change (a row refused at the claim has no attempt).
@@ -368,7 +431,12 @@ pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorG
 }
 
 /// Waiting, running and dead counts now; failed attempts and successes since `since`.
-pub(super) fn health(conn: &Connection, now: i64, since: i64) -> Result<HealthRow> {
+pub(super) fn health(
+    conn: &Connection,
+    now: i64,
+    since: i64,
+    count_live: bool,
+) -> Result<HealthRow> {
     // Dead jobs awaiting a person: the kept dead count less the few requeued ones (an
     // index holds those), instead of reading every dead row.
     let dead_awaiting = if counts_kept(conn)? {
@@ -377,11 +445,16 @@ pub(super) fn health(conn: &Connection, now: i64, since: i64) -> Result<HealthRo
     } else {
         "(SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL)"
     };
+    let live = if count_live {
+        "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
+            (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
+            (SELECT COUNT(*) FROM jobs WHERE status = 'running')"
+    } else {
+        "0, 0, 0"
+    };
     let sql = format!(
         "SELECT
-            (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
-            (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
-            (SELECT COUNT(*) FROM jobs WHERE status = 'running'),
+            {live},
             {dead_awaiting},
             (SELECT COUNT(*) FROM job_attempts WHERE finished_at >= ?2
                                                  AND outcome IN {FAILED_OUTCOMES}),
@@ -494,8 +567,8 @@ impl ReadStore for SqliteTx<'_> {
         list(self.conn, filter)
     }
 
-    fn status_counts(&self) -> Result<Vec<StatusCount>> {
-        status_counts(self.conn)
+    fn status_counts(&self, now: i64) -> Result<(Vec<StatusCount>, LiveSummary)> {
+        status_counts(self.conn, now)
     }
 
     fn dead_since(&self, since: i64) -> Result<i64> {
@@ -506,8 +579,8 @@ impl ReadStore for SqliteTx<'_> {
         error_groups(self.conn, limit)
     }
 
-    fn health(&self, now: i64, since: i64) -> Result<HealthRow> {
-        health(self.conn, now, since)
+    fn health(&self, now: i64, since: i64, count_live: bool) -> Result<HealthRow> {
+        health(self.conn, now, since, count_live)
     }
 
     fn oldest_due_by_queue(&self, now: i64) -> Result<Vec<(String, i64)>> {

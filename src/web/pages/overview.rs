@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::job::JobStatus;
 use crate::reads::{Health, DEFAULT_HEALTH_WINDOW};
-use crate::storage::reads::{Stats, StatusCount};
+use crate::storage::reads::StatusCount;
 
 use crate::web::app::{App, Ctx};
 use crate::web::chart::{self, Axis};
@@ -63,7 +63,7 @@ struct QueueRow {
 /// Everything the page and the live endpoint show, read at once.
 struct Reading {
     health: Health,
-    stats: Stats,
+    stats: Vec<StatusCount>,
     queues: Vec<QueueRow>,
 }
 
@@ -75,12 +75,14 @@ fn status_index(status: JobStatus) -> usize {
 }
 
 fn read(app: &App) -> Result<Reading> {
-    let health = app.queue.health(DEFAULT_HEALTH_WINDOW)?;
-    let stats = app.queue.stats()?;
-    let oldest: BTreeMap<String, i64> = app.queue.oldest_due_by_queue()?.into_iter().collect();
+    // One snapshot, one pass over the live jobs.
+    let overview = app.queue.overview(DEFAULT_HEALTH_WINDOW, 0)?;
+    let health = overview.health;
+    let stats = overview.counts;
+    let oldest: BTreeMap<String, i64> = overview.oldest_due_by_queue.into_iter().collect();
     let paused: BTreeSet<&str> = health.paused_queues.iter().map(String::as_str).collect();
     let mut counts: BTreeMap<&str, [i64; 6]> = BTreeMap::new();
-    for c in &stats.counts {
+    for c in &stats {
         counts.entry(&c.queue).or_default()[status_index(c.status)] += c.count;
     }
     for name in paused
@@ -279,7 +281,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx) -> Result<Response> {
 
     queues_table(&mut body, ctx, &live, &reading.queues);
     activity_section(&mut body, app)?;
-    types_table(&mut body, &reading.stats.counts);
+    types_table(&mut body, &reading.stats);
     errors_section(&mut body, app, ctx)?;
 
     let attrs = format!(
