@@ -210,6 +210,15 @@ impl Dispatcher {
                 }
                 Err(crossbeam_channel::TryRecvError::Empty) => {}
             }
+            // An in-process enqueue says where the work is: it goes before a look for other
+            // processes' commits (its own commit is reported by the file watch too).
+            if self.wake.try_recv().is_ok() {
+                self.queues.iter_mut().for_each(|q| q.maybe_more = true);
+                let watching = self.watching();
+                if let Some(change) = &mut self.change {
+                    change.set_watching(watching, Instant::now());
+                }
+            }
             let now = Instant::now();
             if now >= next_poll {
                 self.poll_due();
