@@ -440,6 +440,31 @@ mod tests {
         assert_eq!(watch.next_check(), Some(t0 + Duration::from_millis(60)));
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn dropping_the_watch_ends_its_thread_whether_watching_or_not() {
+        for watching in [true, false] {
+            let (signal, _asked, _changes) = fake();
+            let dir = tempfile::tempdir().expect("temp dir");
+            let mut watch = with_hints(signal, &dir);
+            watch.set_watching(watching, Instant::now());
+            let hints = watch.hints();
+            drop(watch);
+            // The thread holds the only sender: the channel closes when it ends.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match hints.recv_timeout(left) {
+                    Ok(()) => continue,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        panic!("the watch thread outlived its watch (watching: {watching})")
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_failing_signal_counts_as_a_change() {
         struct Broken;
