@@ -209,6 +209,25 @@ fn a_shutdown_waiting_on_a_stuck_handler_does_not_spin() {
     gate.open();
 }
 
+/// Waits until the dispatcher has gone to sleep: no wake-up for 50 ms (its timers are an
+/// hour away). Fails after the wait bound, e.g. when a loop spins.
+fn wait_idle(activity: &WorkerActivity) {
+    let deadline = Instant::now() + wait_bound();
+    let mut last = activity.wakeups();
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = activity.wakeups();
+        if now == last {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker kept waking up ({now} wake-ups)"
+        );
+        last = now;
+    }
+}
+
 /// Inserts a due `t` job through a plain connection, as another program would.
 fn insert_elsewhere(env: &TestEnv) -> i64 {
     let conn = env.raw();
@@ -237,7 +256,9 @@ fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_a
         .start()
         .expect("worker starts");
     let events = env.queue.subscribe();
+    let activity = worker.activity();
     // Only the watch on the database's files can tell the worker of this row.
+    wait_idle(&activity);
     let first = insert_elsewhere(&env);
     assert_eq!(
         handler.wait_started("the row another program inserted").id,
@@ -248,6 +269,7 @@ fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_a
     std::thread::sleep(Duration::from_millis(100));
     gate.open();
     assert_eq!(wait_finished(&events, first).status, JobStatus::Succeeded);
+    wait_idle(&activity);
     let second = insert_elsewhere(&env);
     assert_eq!(handler.wait_started("the next row").id, second);
     assert_eq!(wait_finished(&events, second).status, JobStatus::Succeeded);

@@ -249,8 +249,12 @@ impl Dispatcher {
             select! {
                 recv(self.nudge) -> _ => {},
                 recv(self.wake) -> _ => self.queues.iter_mut().for_each(|q| q.maybe_more = true),
-                recv(hints) -> _ => if let Some(change) = &mut self.change {
-                    change.hinted(Instant::now());
+                recv(hints) -> msg => if let Some(change) = &mut self.change {
+                    match msg {
+                        Ok(()) => change.hinted(Instant::now()),
+                        // A closed channel is always ready: stop waiting on it.
+                        Err(_) => change.file_watch_ended(Instant::now()),
+                    }
                 },
                 recv(self.control) -> msg => match msg {
                     Ok(Control::Shutdown(grace)) => return self.shutdown(grace),
