@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use litejobs::{ErrorKind, JobContext, JobError, JobStatus, NewJob, Worker, WorkerActivity};
+use litejobs::{
+    ErrorKind, JobContext, JobError, JobStatus, NewJob, Worker, WorkerActivity, WorkerBuilder,
+};
 use serde_json::json;
 
 use crate::support::scripted::{
@@ -22,14 +24,19 @@ const WINDOW: Duration = Duration::from_millis(300);
 /// (its COLLECT_INTERVAL).
 const COLLECT_MS: u128 = 5;
 
-/// A worker whose only timers are an hour away: no polling, no change checks, no reaping.
-fn quiet_worker(env: &TestEnv, handler: ScriptedHandler, threads: usize) -> Worker {
+/// A worker whose only timers are an hour away: no polling, no timed change checks, no
+/// reaping.
+fn quiet(env: &TestEnv, handler: &ScriptedHandler, threads: usize) -> WorkerBuilder {
     Worker::builder(&env.queue)
-        .handler("t", handler)
+        .handler("t", handler.clone())
         .concurrency(threads)
         .poll_interval(HOUR)
         .change_check_interval(HOUR)
         .reap_interval(HOUR)
+}
+
+fn quiet_worker(env: &TestEnv, handler: ScriptedHandler, threads: usize) -> Worker {
+    quiet(env, &handler, threads)
         .start()
         .expect("worker starts")
 }
@@ -88,14 +95,9 @@ fn a_prefetched_job_waiting_for_a_thread_costs_no_writes_until_its_lease_needs_r
     let handler = gated(&gate);
     // Timeout and grace alike: the waiting job's lease (claim + 20 s) needs renewing at
     // claim + 15 s, and the clock stands at the claim.
-    let worker = Worker::builder(&env.queue)
-        .handler("t", handler.clone())
-        .concurrency(1)
+    let worker = quiet(&env, &handler, 1)
         .default_timeout(Duration::from_secs(10))
         .lease_grace(Duration::from_secs(10))
-        .poll_interval(HOUR)
-        .change_check_interval(HOUR)
-        .reap_interval(HOUR)
         .start()
         .expect("worker starts");
     let activity = worker.activity();
@@ -138,13 +140,8 @@ fn an_outcome_no_executor_announces_is_written_while_its_neighbours_run() {
     let ids = env.queue.enqueue_batch(jobs).expect("enqueue");
     let events = env.queue.subscribe();
     let handler = gated(&gate);
-    let worker = Worker::builder(&env.queue)
-        .handler("t", handler.clone())
-        .concurrency(2)
+    let worker = quiet(&env, &handler, 2)
         .prefetch(8)
-        .poll_interval(HOUR)
-        .change_check_interval(HOUR)
-        .reap_interval(HOUR)
         .start()
         .expect("worker starts");
 
@@ -246,13 +243,8 @@ fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_a
     let gate = Latch::new();
     let _open_on_failure = gate.open_on_drop();
     let handler = gated(&gate);
-    let worker = Worker::builder(&env.queue)
-        .handler("t", handler.clone())
-        .concurrency(1)
+    let worker = quiet(&env, &handler, 1)
         .prefetch(0)
-        .poll_interval(HOUR)
-        .change_check_interval(HOUR)
-        .reap_interval(HOUR)
         .start()
         .expect("worker starts");
     let events = env.queue.subscribe();
