@@ -2,14 +2,18 @@
 //! inserting rows by plain SQL) committed: it asks the storage's [`ChangeSignal`], and the
 //! question is cheap but waking up to ask is not. Where the database is a file on Linux, a
 //! thread blocks on an inotify watch of the file's directory and a write to the database,
-//! its `-wal` or `-journal` wakes the dispatcher to ask at once (and a few times more in the
-//! next 32 ms: a commit becomes visible a moment after its log is written). Elsewhere the
-//! dispatcher asks on a timer, every `change_check_interval`.
+//! its `-wal` or `-journal` wakes the dispatcher to ask at once and a few times more in the
+//! next 32 ms (a commit becomes visible a moment after its log is written, and a change the
+//! signal reports may be this process's own commit rather than the reported one). Elsewhere
+//! the dispatcher asks on a timer, every `change_check_interval`.
 //!
 //! The watch is taken off when the worker has stayed busy for a while (every slot and the
 //! prefetch taken, or a claim that came back full): then the kernel's work on each of the
-//! worker's own writes would be spent for nothing. When the worker looks for work again
-//! the watch is put back and the signal asked at once, so a commit in between is not missed.
+//! worker's own writes would be spent for nothing. It is off, too, for a second after this
+//! process enqueues: each of its writes would wake the watch thread from inside the
+//! enqueue's own system call, on the way to the handler; timed checks stand in meanwhile.
+//! When the watch is put back the signal is asked at once, so a commit in between is not
+//! missed.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +30,12 @@ const FOLLOW_UPS_US: [u64; 8] = [0, 250, 750, 1_750, 3_750, 7_750, 15_750, 31_75
 /// stops paying for it.
 const BUSY_BEFORE_UNWATCH: Duration = Duration::from_millis(50);
 
+/// How long after this process's own enqueue the watch stays off. Each of its writes would
+/// wake the watch thread inside the writer's own system call, on the way to the handler;
+/// while this process enqueues, its wake-ups tell the worker of its own jobs, and timed
+/// checks cover other processes' commits.
+const LOCAL_QUIET: Duration = Duration::from_secs(1);
+
 /// The dispatcher's view of commits made elsewhere.
 pub(crate) struct ChangeWatch {
     signal: Box<dyn ChangeSignal>,
@@ -36,6 +46,8 @@ pub(crate) struct ChangeWatch {
     watching: bool,
     /// Since when the dispatcher has not been watching.
     busy_since: Option<Instant>,
+    /// This process's latest enqueue (an in-process wake).
+    local_write: Option<Instant>,
     next_check: Option<Instant>,
     /// The reported write the follow-up checks count from, and how many were made.
     hinted_at: Instant,
@@ -67,6 +79,7 @@ impl ChangeWatch {
             interval,
             watching: false,
             busy_since: Some(now),
+            local_write: None,
             next_check: None,
             hinted_at: now,
             follow_up: FOLLOW_UPS_US.len(),
@@ -81,11 +94,28 @@ impl ChangeWatch {
         }
     }
 
+    /// Whether the file watch is on now (else the watch looks on a timer while watching).
+    fn file_watch_on(&self) -> bool {
+        self.files.as_ref().is_some_and(FileWatch::is_active)
+    }
+
+    /// This process enqueued (an in-process wake): the file watch goes off for a while.
+    pub(crate) fn local_write(&mut self, now: Instant) {
+        self.local_write = Some(now);
+        if let Some(files) = &mut self.files {
+            files.unwatch();
+        }
+    }
+
     /// Called on every pass of the dispatcher with whether it wants to hear of commits.
     pub(crate) fn set_watching(&mut self, watching: bool, now: Instant) {
         if watching {
             self.busy_since = None;
-            if let Some(files) = &mut self.files {
+            let was_on = self.file_watch_on();
+            let quiet = self
+                .local_write
+                .is_none_or(|at| now.duration_since(at) >= LOCAL_QUIET);
+            if let Some(files) = self.files.as_mut().filter(|_| quiet) {
                 if let Err(e) = files.watch() {
                     log::warn!(
                         "litejobs: cannot watch the database's files ({e}); checking for other \
@@ -95,10 +125,12 @@ impl ChangeWatch {
                     self.files = None;
                 }
             }
-            if !self.watching {
-                // Commits made while the worker was busy were not looked for: look now.
+            if !self.watching || (!was_on && self.file_watch_on()) {
+                // Commits made while nothing looked for them: look now.
                 self.next_check = Some(now);
                 self.follow_up = FOLLOW_UPS_US.len();
+            } else if !self.file_watch_on() && self.next_check.is_none() {
+                self.next_check = Some(now);
             }
         } else {
             let since = *self.busy_since.get_or_insert(now);
@@ -144,12 +176,12 @@ impl ChangeWatch {
             log::debug!("litejobs: change check failed ({e}); looking for due jobs anyway");
             true
         });
-        self.next_check = if self.files.is_none() {
+        self.next_check = if !self.file_watch_on() {
             Some(now + self.interval)
-        } else if changed {
-            // Later commits write the files again and are reported.
-            None
         } else {
+            // Even after a change is seen the schedule goes on: the change may have been
+            // this process's own commit, and the write that was reported may become
+            // visible a moment later.
             self.follow_up += 1;
             FOLLOW_UPS_US
                 .get(self.follow_up)
@@ -211,7 +243,6 @@ mod file_watch {
             Ok(())
         }
 
-        #[cfg(test)]
         pub(crate) fn is_active(&self) -> bool {
             self.active.is_some()
         }
@@ -283,6 +314,10 @@ mod file_watch {
 
         pub(crate) fn watch(&mut self) -> std::io::Result<()> {
             Ok(())
+        }
+
+        pub(crate) fn is_active(&self) -> bool {
+            false
         }
 
         pub(crate) fn unwatch(&mut self) {}
@@ -378,16 +413,16 @@ mod tests {
             vec![0, 250, 750, 1_750, 3_750, 7_750, 15_750, 31_750]
         );
 
+        // A change seen early (maybe this process's own commit) does not end the schedule:
+        // the reported write may become visible later.
         let t2 = t1 + Duration::from_secs(1);
         watch.hinted(t2);
-        assert!(!watch.look_if_due(t2));
+        changes.store(1, Ordering::SeqCst);
+        assert!(watch.look_if_due(t2));
+        assert_eq!(watch.next_check(), Some(t2 + Duration::from_micros(250)));
         changes.store(1, Ordering::SeqCst);
         assert!(watch.look_if_due(t2 + Duration::from_micros(250)));
-        assert_eq!(
-            watch.next_check(),
-            None,
-            "seen: the next write is reported again"
-        );
+        assert_eq!(watch.next_check(), Some(t2 + Duration::from_micros(750)));
         assert_eq!(asked.load(Ordering::SeqCst), 1 + 8 + 2);
     }
 
@@ -470,6 +505,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn after_an_in_process_enqueue_timed_looks_stand_in_for_the_watch_for_a_second() {
+        let (signal, _asked, _changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut watch = with_hints(signal, &dir);
+        let on = |w: &ChangeWatch| w.files.as_ref().is_some_and(FileWatch::is_active);
+        let t0 = Instant::now();
+        watch.set_watching(true, t0);
+        assert!(!watch.look_if_due(t0));
+        assert!(on(&watch) && watch.next_check().is_none());
+
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        watch.local_write(ms(10));
+        watch.set_watching(false, ms(10));
+        watch.set_watching(true, ms(11));
+        assert!(!on(&watch), "this process writes: no watch");
+        assert_eq!(watch.next_check(), Some(ms(11)), "idle again: look now");
+        assert!(!watch.look_if_due(ms(11)));
+        assert_eq!(watch.next_check(), Some(ms(15)), "then every interval");
+        watch.set_watching(true, ms(15));
+        assert!(!watch.look_if_due(ms(15)));
+        assert_eq!(watch.next_check(), Some(ms(19)));
+
+        watch.set_watching(true, ms(1_010));
+        assert!(on(&watch), "a second without an enqueue: the watch is back");
+        assert_eq!(watch.next_check(), Some(ms(1_010)), "with a look");
+        assert!(!watch.look_if_due(ms(1_010)));
+        assert_eq!(watch.next_check(), None, "then only reported writes");
     }
 
     #[cfg(target_os = "linux")]

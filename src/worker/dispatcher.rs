@@ -213,11 +213,7 @@ impl Dispatcher {
             // An in-process enqueue says where the work is: it goes before a look for other
             // processes' commits (its own commit is reported by the file watch too).
             if self.wake.try_recv().is_ok() {
-                self.queues.iter_mut().for_each(|q| q.maybe_more = true);
-                let watching = self.watching();
-                if let Some(change) = &mut self.change {
-                    change.set_watching(watching, Instant::now());
-                }
+                self.woken();
             }
             let now = Instant::now();
             if now >= next_poll {
@@ -248,7 +244,7 @@ impl Dispatcher {
             // something to decide, so a burst of outcomes costs one wake-up, not one each.
             select! {
                 recv(self.nudge) -> _ => {},
-                recv(self.wake) -> _ => self.queues.iter_mut().for_each(|q| q.maybe_more = true),
+                recv(self.wake) -> _ => self.woken(),
                 recv(hints) -> msg => if let Some(change) = &mut self.change {
                     match msg {
                         Ok(()) => change.hinted(Instant::now()),
@@ -329,6 +325,18 @@ impl Dispatcher {
                 .queues
                 .iter()
                 .any(|q| !q.maybe_more && q.wanted(prefetch) > 0)
+    }
+
+    /// An in-process enqueue woke the dispatcher: every queue may have work, and the
+    /// change watch hears of this process's own write.
+    fn woken(&mut self) {
+        self.queues.iter_mut().for_each(|q| q.maybe_more = true);
+        let watching = self.watching();
+        if let Some(change) = &mut self.change {
+            let now = Instant::now();
+            change.local_write(now);
+            change.set_watching(watching, now);
+        }
     }
 
     /// Looks, when a look is due, whether another connection committed.
