@@ -290,7 +290,8 @@ fn a_commit_by_another_connection_wakes_an_idle_worker_without_waiting_for_the_p
 fn an_in_process_enqueue_wakes_an_idle_worker_without_waiting_for_the_poll() {
     let env = setup();
     let events = env.queue.subscribe();
-    // Neither the poll nor the change check comes within the test: only the wake-up can.
+    // Neither the poll nor a timed change check comes within the test: the wake-up (or,
+    // on Linux, the watch on the database's files) starts the job.
     let worker = Worker::builder(&env.queue)
         .handler("t", ScriptedHandler::new())
         .poll_interval(Duration::from_secs(3600))

@@ -267,3 +267,22 @@ fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_a
     assert_eq!(wait_finished(&events, second).status, JobStatus::Succeeded);
     stop(worker);
 }
+
+#[test]
+fn an_in_process_enqueue_wakes_an_idle_worker_that_nothing_else_would_wake() {
+    // In memory there is no file to watch, and the poll and timed checks are an hour away:
+    // only the enqueue's own wake-up can start the job.
+    let queue = litejobs::Queue::open_in_memory().expect("in-memory queue");
+    let events = queue.subscribe();
+    let worker = Worker::builder(&queue)
+        .handler("t", ScriptedHandler::new())
+        .poll_interval(HOUR)
+        .change_check_interval(HOUR)
+        .reap_interval(HOUR)
+        .start()
+        .expect("worker starts");
+    wait_idle(&worker.activity());
+    let id = queue.enqueue(NewJob::new("t", json!({}))).expect("enqueue");
+    assert_eq!(wait_finished(&events, id).status, JobStatus::Succeeded);
+    stop(worker);
+}
