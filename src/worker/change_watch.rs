@@ -156,12 +156,19 @@ impl ChangeWatch {
         self.next_check = Some(now);
     }
 
-    /// When the next look is due, while watching.
+    /// When the next look is due, while watching (also when the file watch, off since this
+    /// process's last enqueue, may go back on, whatever the timed checks' interval).
     pub(crate) fn next_check(&self) -> Option<Instant> {
-        if self.watching {
-            self.next_check
-        } else {
-            None
+        if !self.watching {
+            return None;
+        }
+        let back_on = match (&self.files, self.local_write) {
+            (Some(files), Some(at)) if !files.is_active() => Some(at + LOCAL_QUIET),
+            _ => None,
+        };
+        match (self.next_check, back_on) {
+            (Some(check), Some(on)) => Some(check.min(on)),
+            (check, on) => check.or(on),
         }
     }
 
@@ -536,6 +543,32 @@ mod tests {
         assert_eq!(watch.next_check(), Some(ms(1_010)), "with a look");
         assert!(!watch.look_if_due(ms(1_010)));
         assert_eq!(watch.next_check(), None, "then only reported writes");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_watch_goes_back_on_a_second_after_an_enqueue_however_rare_the_timed_checks() {
+        let (signal, _asked, _changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let files = CommitFiles {
+            dir: dir.path().to_path_buf(),
+            names: vec!["jobs.db-wal".into()],
+        };
+        let hour = Duration::from_secs(3600);
+        let mut watch = ChangeWatch::new(signal, Some(files), hour);
+        let t0 = Instant::now();
+        watch.local_write(t0);
+        watch.set_watching(true, t0);
+        assert!(!watch.look_if_due(t0));
+        assert_eq!(
+            watch.next_check(),
+            Some(t0 + LOCAL_QUIET),
+            "woken when the watch may go back on, not an hour later"
+        );
+        let t1 = t0 + LOCAL_QUIET;
+        assert!(!watch.look_if_due(t1));
+        watch.set_watching(true, t1);
+        assert!(watch.files.as_ref().is_some_and(FileWatch::is_active));
     }
 
     #[cfg(target_os = "linux")]
