@@ -360,16 +360,31 @@ mod tests {
         (Box::new(signal), asked, changes)
     }
 
-    /// A watch on an empty temp dir, so no write is reported but the ones given by hand
-    /// through `hinted`.
-    fn with_hints(signal: Box<dyn ChangeSignal>, dir: &tempfile::TempDir) -> ChangeWatch {
+    /// A file-watching change watch on an empty temp dir (no write is reported but the
+    /// ones made there or given by hand through `hinted`), looking every `interval` when the
+    /// file watch is off; with its dir and its fake signal's counters.
+    struct Watched {
+        watch: ChangeWatch,
+        dir: tempfile::TempDir,
+        asked: Arc<AtomicUsize>,
+        changes: Arc<AtomicUsize>,
+    }
+
+    fn watched(interval: Duration) -> Watched {
+        let (signal, asked, changes) = fake();
+        let dir = tempfile::tempdir().expect("temp dir");
         let files = CommitFiles {
             dir: dir.path().to_path_buf(),
             names: vec!["jobs.db-wal".into()],
         };
-        let watch = ChangeWatch::new(signal, Some(files), Duration::from_millis(4));
+        let watch = ChangeWatch::new(signal, Some(files), interval);
         assert!(watch.files.is_some(), "inotify works here");
-        watch
+        Watched {
+            watch,
+            dir,
+            asked,
+            changes,
+        }
     }
 
     #[test]
@@ -395,9 +410,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_reported_write_is_looked_at_at_once_then_at_growing_gaps_until_seen() {
-        let (signal, asked, changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut watch = with_hints(signal, &dir);
+        let Watched {
+            mut watch,
+            dir: _dir,
+            asked,
+            changes,
+        } = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(true, t0);
         assert!(!watch.look_if_due(t0), "the look on becoming idle");
@@ -436,9 +454,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_write_reported_while_busy_is_looked_at_when_idle_again() {
-        let (signal, _asked, changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut watch = with_hints(signal, &dir);
+        let Watched {
+            mut watch,
+            dir: _dir,
+            asked: _,
+            changes,
+        } = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(false, t0);
         watch.hinted(t0);
@@ -451,9 +472,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn writes_to_the_database_files_are_reported_and_other_files_are_not() {
-        let (signal, _asked, _changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut watch = with_hints(signal, &dir);
+        let Watched {
+            mut watch,
+            dir,
+            asked: _,
+            changes: _,
+        } = watched(Duration::from_millis(4));
         let hints = watch.hints();
         watch.set_watching(true, Instant::now());
         std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
@@ -472,9 +496,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_worker_busy_for_a_while_takes_the_watch_off_and_puts_it_back_when_idle() {
-        let (signal, _asked, _changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut watch = with_hints(signal, &dir);
+        let Watched {
+            mut watch,
+            dir: _dir,
+            asked: _,
+            changes: _,
+        } = watched(Duration::from_millis(4));
         let active = |w: &ChangeWatch| w.files.as_ref().is_some_and(|f| f.is_active());
         let t0 = Instant::now();
         watch.set_watching(true, t0);
@@ -493,9 +520,12 @@ mod tests {
     #[test]
     fn dropping_the_watch_ends_its_thread_whether_watching_or_not() {
         for watching in [true, false] {
-            let (signal, _asked, _changes) = fake();
-            let dir = tempfile::tempdir().expect("temp dir");
-            let mut watch = with_hints(signal, &dir);
+            let Watched {
+                mut watch,
+                dir: _dir,
+                asked: _,
+                changes: _,
+            } = watched(Duration::from_millis(4));
             watch.set_watching(watching, Instant::now());
             let hints = watch.hints();
             drop(watch);
@@ -517,9 +547,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn after_an_in_process_enqueue_timed_looks_stand_in_for_the_watch_for_a_second() {
-        let (signal, _asked, _changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut watch = with_hints(signal, &dir);
+        let Watched {
+            mut watch,
+            dir: _dir,
+            asked: _,
+            changes: _,
+        } = watched(Duration::from_millis(4));
         let on = |w: &ChangeWatch| w.files.as_ref().is_some_and(FileWatch::is_active);
         let t0 = Instant::now();
         watch.set_watching(true, t0);
@@ -548,14 +581,11 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_watch_goes_back_on_a_second_after_an_enqueue_however_rare_the_timed_checks() {
-        let (signal, _asked, _changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let files = CommitFiles {
-            dir: dir.path().to_path_buf(),
-            names: vec!["jobs.db-wal".into()],
-        };
-        let hour = Duration::from_secs(3600);
-        let mut watch = ChangeWatch::new(signal, Some(files), hour);
+        let Watched {
+            mut watch,
+            dir: _dir,
+            ..
+        } = watched(Duration::from_secs(3600));
         let t0 = Instant::now();
         watch.local_write(t0);
         watch.set_watching(true, t0);
@@ -574,9 +604,12 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn when_the_file_watch_ends_the_watch_looks_on_a_timer() {
-        let (signal, asked, _changes) = fake();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut watch = with_hints(signal, &dir);
+        let Watched {
+            mut watch,
+            dir: _dir,
+            asked,
+            changes: _,
+        } = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(true, t0);
         assert!(!watch.look_if_due(t0));
