@@ -12,7 +12,7 @@ use crate::clock::duration_to_ms;
 use crate::error::{Error, Result};
 use crate::job::JobRecord;
 use crate::metrics::{AttemptCount, MetricsSnapshot};
-use crate::storage::reads::{ErrorGroup, HealthRow, JobFilter, Stats, StatusCount};
+use crate::storage::reads::{ErrorGroup, HealthRow, JobFilter, LiveSummary, Stats, StatusCount};
 use crate::storage::Tx;
 use crate::Queue;
 
@@ -112,27 +112,21 @@ const HOUR_MS: i64 = 3_600_000;
 /// The figures of [`Stats`] and [`Health`] read in one snapshot.
 struct Figures {
     counts: Vec<StatusCount>,
-    oldest_due: Vec<(String, i64)>,
+    /// Due, scheduled and running counts (0 from [`Figures::read_without_counts`], whose
+    /// caller counts them in its health row) and the oldest due job per queue.
+    live: LiveSummary,
     dead_last_hour: i64,
 }
 
 impl Figures {
-    /// The counts and the live summary in one pass over the live jobs; the health row
-    /// from `since` without counting them again.
-    fn read(tx: &dyn Tx, now: i64, since: i64) -> Result<(Figures, HealthRow)> {
+    /// The counts and the live summary in one pass over the live jobs.
+    fn read(tx: &dyn Tx, now: i64) -> Result<Figures> {
         let (counts, live) = tx.status_counts(now)?;
-        let row = HealthRow {
-            due_now: live.due_now,
-            scheduled: live.scheduled,
-            running: live.running,
-            ..tx.health(now, since, false)?
-        };
-        let figures = Figures {
+        Ok(Figures {
             counts,
-            oldest_due: live.oldest_due,
+            live,
             dead_last_hour: tx.dead_since(now - HOUR_MS)?,
-        };
-        Ok((figures, row))
+        })
     }
 
     /// What [`Figures::health`] needs: everything but the counts by type, whose reading of
@@ -141,13 +135,32 @@ impl Figures {
     fn read_without_counts(tx: &dyn Tx, now: i64) -> Result<Figures> {
         Ok(Figures {
             counts: Vec::new(),
-            oldest_due: tx.oldest_due_by_queue(now)?,
+            live: LiveSummary {
+                oldest_due: tx.oldest_due_by_queue(now)?,
+                ..LiveSummary::default()
+            },
             dead_last_hour: tx.dead_since(now - HOUR_MS)?,
         })
     }
 
+    /// The health row from `since`, with the live counts this reading already has.
+    fn health_row(&self, tx: &dyn Tx, now: i64, since: i64) -> Result<HealthRow> {
+        Ok(HealthRow {
+            due_now: self.live.due_now,
+            scheduled: self.live.scheduled,
+            running: self.live.running,
+            ..tx.health(now, since, false)?
+        })
+    }
+
+    /// How long each queue's oldest due job has waited past its run time (ms).
+    fn oldest_due_ages(&self, now: i64) -> Vec<(String, i64)> {
+        ages(&self.live.oldest_due, now)
+    }
+
     fn oldest_due_age_ms(&self, now: i64) -> Option<i64> {
-        self.oldest_due
+        self.live
+            .oldest_due
             .iter()
             .map(|(_, run_at)| *run_at)
             .min()
@@ -190,8 +203,7 @@ impl Queue {
     /// Counts by queue, type and status; the oldest due job's age; dead jobs in the last hour.
     pub fn stats(&self) -> Result<Stats> {
         let now = self.now_ms();
-        self.db()
-            .read(|tx| Ok(Figures::read(tx, now, now)?.0.stats(now)))
+        self.db().read(|tx| Ok(Figures::read(tx, now)?.stats(now)))
     }
 
     /// How many jobs wait, how many fail, how old the oldest due job is; failure figures
@@ -275,10 +287,7 @@ impl Queue {
     pub fn oldest_due_by_queue(&self) -> Result<Vec<(String, i64)>> {
         let now = self.now_ms();
         let rows = self.db().read(|conn| conn.oldest_due_by_queue(now))?;
-        Ok(rows
-            .into_iter()
-            .map(|(queue, run_at)| (queue, (now - run_at).max(0)))
-            .collect())
+        Ok(ages(&rows, now))
     }
 
     /// The queue at a glance: health figures over the last `window`, counts, and the `errors`
@@ -287,14 +296,11 @@ impl Queue {
         let now = self.now_ms();
         let window_ms = duration_to_ms(window);
         self.db().read(|tx| {
-            let (figures, row) = Figures::read(tx, now, now.saturating_sub(window_ms))?;
+            let figures = Figures::read(tx, now)?;
+            let row = figures.health_row(tx, now, now.saturating_sub(window_ms))?;
             Ok(Overview {
                 health: figures.health(now, window_ms, row, tx.paused_queues()?),
-                oldest_due_by_queue: figures
-                    .oldest_due
-                    .iter()
-                    .map(|(queue, run_at)| (queue.clone(), (now - run_at).max(0)))
-                    .collect(),
+                oldest_due_by_queue: figures.oldest_due_ages(now),
                 counts: figures.counts,
                 top_errors: tx.error_groups(errors)?,
             })
@@ -306,16 +312,13 @@ impl Queue {
         let now = self.now_ms();
         let window_ms = duration_to_ms(DEFAULT_HEALTH_WINDOW);
         self.db().read(|tx| {
-            let (figures, row) = Figures::read(tx, now, now.saturating_sub(window_ms))?;
+            let figures = Figures::read(tx, now)?;
+            let row = figures.health_row(tx, now, now.saturating_sub(window_ms))?;
             let health = figures.health(now, window_ms, row, tx.paused_queues()?);
             Ok(MetricsSnapshot {
                 stats: figures.stats(now),
                 health,
-                oldest_due_age_ms: figures
-                    .oldest_due
-                    .iter()
-                    .map(|(queue, run_at)| (queue.clone(), (now - run_at).max(0)))
-                    .collect(),
+                oldest_due_age_ms: figures.oldest_due_ages(now),
                 attempts: tx
                     .attempt_outcomes()?
                     .into_iter()
@@ -328,6 +331,14 @@ impl Queue {
             })
         })
     }
+}
+
+/// Oldest due run times per queue as ages at `now` (ms, never negative).
+fn ages(oldest_due: &[(String, i64)], now: i64) -> Vec<(String, i64)> {
+    oldest_due
+        .iter()
+        .map(|(queue, run_at)| (queue.clone(), (now - run_at).max(0)))
+        .collect()
 }
 
 #[cfg(test)]
