@@ -320,7 +320,9 @@ impl Queue {
         Ok(tx.insert_job(&job, &payload, self.now_ms())?.id)
     }
 
-    fn after_enqueue(&self, jobs: &[(i64, &NewJob)]) {
+    /// After a commit that inserted `jobs`: tells subscribers and wakes this process's
+    /// workers.
+    pub(crate) fn after_enqueue(&self, jobs: &[(i64, &NewJob)]) {
         if jobs.is_empty() {
             return;
         }

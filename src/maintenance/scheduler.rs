@@ -453,18 +453,14 @@ impl Scheduler {
             }
             Ok(enqueued)
         })?;
-        if !enqueued.is_empty() {
-            for slot in &enqueued {
-                if let Some(p) = self.periodics.iter().find(|p| p.name == slot.name) {
-                    self.queue.events().send(Event::Enqueued {
-                        id: slot.job_id,
-                        job_type: p.job.job_type.clone(),
-                        queue: p.job.queue.clone(),
-                    });
-                }
-            }
-            self.queue.notify();
-        }
+        let jobs: Vec<(i64, &NewJob)> = enqueued
+            .iter()
+            .filter_map(|slot| {
+                let p = self.periodics.iter().find(|p| p.name == slot.name)?;
+                Some((slot.job_id, &p.job))
+            })
+            .collect();
+        self.queue.after_enqueue(&jobs);
         let next_slot_at = self
             .periodics
             .iter()
