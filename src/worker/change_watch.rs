@@ -360,17 +360,18 @@ mod tests {
         (Box::new(signal), asked, changes)
     }
 
-    /// A file-watching change watch on an empty temp dir (no write is reported but the
-    /// ones made there or given by hand through `hinted`), looking every `interval` when the
-    /// file watch is off; with its dir and its fake signal's counters.
-    struct Watched {
-        watch: ChangeWatch,
+    /// What a watched temp dir's test holds beside the watch: the dir (kept while the test
+    /// runs) and the fake signal's counters.
+    struct Around {
         dir: tempfile::TempDir,
         asked: Arc<AtomicUsize>,
         changes: Arc<AtomicUsize>,
     }
 
-    fn watched(interval: Duration) -> Watched {
+    /// A file-watching change watch on an empty temp dir (no write is reported but the
+    /// ones made there or given by hand through `hinted`), looking every `interval` when the
+    /// file watch is off.
+    fn watched(interval: Duration) -> (ChangeWatch, Around) {
         let (signal, asked, changes) = fake();
         let dir = tempfile::tempdir().expect("temp dir");
         let files = CommitFiles {
@@ -379,12 +380,14 @@ mod tests {
         };
         let watch = ChangeWatch::new(signal, Some(files), interval);
         assert!(watch.files.is_some(), "inotify works here");
-        Watched {
+        (
             watch,
-            dir,
-            asked,
-            changes,
-        }
+            Around {
+                dir,
+                asked,
+                changes,
+            },
+        )
     }
 
     #[test]
@@ -410,12 +413,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_reported_write_is_looked_at_at_once_then_at_growing_gaps_until_seen() {
-        let Watched {
-            mut watch,
-            dir: _dir,
-            asked,
-            changes,
-        } = watched(Duration::from_millis(4));
+        let (mut watch, around) = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(true, t0);
         assert!(!watch.look_if_due(t0), "the look on becoming idle");
@@ -442,29 +440,24 @@ mod tests {
         // the reported write may become visible later.
         let t2 = t1 + Duration::from_secs(1);
         watch.hinted(t2);
-        changes.store(1, Ordering::SeqCst);
+        around.changes.store(1, Ordering::SeqCst);
         assert!(watch.look_if_due(t2));
         assert_eq!(watch.next_check(), Some(t2 + Duration::from_micros(250)));
-        changes.store(1, Ordering::SeqCst);
+        around.changes.store(1, Ordering::SeqCst);
         assert!(watch.look_if_due(t2 + Duration::from_micros(250)));
         assert_eq!(watch.next_check(), Some(t2 + Duration::from_micros(750)));
-        assert_eq!(asked.load(Ordering::SeqCst), 1 + 8 + 2);
+        assert_eq!(around.asked.load(Ordering::SeqCst), 1 + 8 + 2);
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn a_write_reported_while_busy_is_looked_at_when_idle_again() {
-        let Watched {
-            mut watch,
-            dir: _dir,
-            asked: _,
-            changes,
-        } = watched(Duration::from_millis(4));
+        let (mut watch, around) = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(false, t0);
         watch.hinted(t0);
         assert_eq!(watch.next_check(), None, "busy: no look");
-        changes.store(1, Ordering::SeqCst);
+        around.changes.store(1, Ordering::SeqCst);
         watch.set_watching(true, t0 + Duration::from_millis(3));
         assert!(watch.look_if_due(t0 + Duration::from_millis(3)));
     }
@@ -472,21 +465,16 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn writes_to_the_database_files_are_reported_and_other_files_are_not() {
-        let Watched {
-            mut watch,
-            dir,
-            asked: _,
-            changes: _,
-        } = watched(Duration::from_millis(4));
+        let (mut watch, around) = watched(Duration::from_millis(4));
         let hints = watch.hints();
         watch.set_watching(true, Instant::now());
-        std::fs::write(dir.path().join("notes.txt"), "x").expect("write");
+        std::fs::write(around.dir.path().join("notes.txt"), "x").expect("write");
         let wait = Duration::from_secs(10);
         assert!(
             hints.recv_timeout(Duration::from_millis(50)).is_err(),
             "another file's write is not reported"
         );
-        std::fs::write(dir.path().join("jobs.db-wal"), "x").expect("write");
+        std::fs::write(around.dir.path().join("jobs.db-wal"), "x").expect("write");
         assert!(
             hints.recv_timeout(wait).is_ok(),
             "the log's write is reported"
@@ -496,23 +484,17 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_worker_busy_for_a_while_takes_the_watch_off_and_puts_it_back_when_idle() {
-        let Watched {
-            mut watch,
-            dir: _dir,
-            asked: _,
-            changes: _,
-        } = watched(Duration::from_millis(4));
-        let active = |w: &ChangeWatch| w.files.as_ref().is_some_and(|f| f.is_active());
+        let (mut watch, _around) = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(true, t0);
-        assert!(active(&watch));
+        assert!(watch.file_watch_on());
         watch.set_watching(false, t0 + Duration::from_millis(1));
         watch.set_watching(false, t0 + Duration::from_millis(40));
-        assert!(active(&watch), "busy for a moment: kept");
+        assert!(watch.file_watch_on(), "busy for a moment: kept");
         watch.set_watching(false, t0 + Duration::from_millis(51));
-        assert!(!active(&watch), "busy for 50 ms: taken off");
+        assert!(!watch.file_watch_on(), "busy for 50 ms: taken off");
         watch.set_watching(true, t0 + Duration::from_millis(60));
-        assert!(active(&watch), "idle again: back on");
+        assert!(watch.file_watch_on(), "idle again: back on");
         assert_eq!(watch.next_check(), Some(t0 + Duration::from_millis(60)));
     }
 
@@ -520,12 +502,7 @@ mod tests {
     #[test]
     fn dropping_the_watch_ends_its_thread_whether_watching_or_not() {
         for watching in [true, false] {
-            let Watched {
-                mut watch,
-                dir: _dir,
-                asked: _,
-                changes: _,
-            } = watched(Duration::from_millis(4));
+            let (mut watch, _around) = watched(Duration::from_millis(4));
             watch.set_watching(watching, Instant::now());
             let hints = watch.hints();
             drop(watch);
@@ -547,23 +524,17 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn after_an_in_process_enqueue_timed_looks_stand_in_for_the_watch_for_a_second() {
-        let Watched {
-            mut watch,
-            dir: _dir,
-            asked: _,
-            changes: _,
-        } = watched(Duration::from_millis(4));
-        let on = |w: &ChangeWatch| w.files.as_ref().is_some_and(FileWatch::is_active);
+        let (mut watch, _around) = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(true, t0);
         assert!(!watch.look_if_due(t0));
-        assert!(on(&watch) && watch.next_check().is_none());
+        assert!(watch.file_watch_on() && watch.next_check().is_none());
 
         let ms = |n: u64| t0 + Duration::from_millis(n);
         watch.local_write(ms(10));
         watch.set_watching(false, ms(10));
         watch.set_watching(true, ms(11));
-        assert!(!on(&watch), "this process writes: no watch");
+        assert!(!watch.file_watch_on(), "this process writes: no watch");
         assert_eq!(watch.next_check(), Some(ms(11)), "idle again: look now");
         assert!(!watch.look_if_due(ms(11)));
         assert_eq!(watch.next_check(), Some(ms(15)), "then every interval");
@@ -572,7 +543,10 @@ mod tests {
         assert_eq!(watch.next_check(), Some(ms(19)));
 
         watch.set_watching(true, ms(1_010));
-        assert!(on(&watch), "a second without an enqueue: the watch is back");
+        assert!(
+            watch.file_watch_on(),
+            "a second without an enqueue: the watch is back"
+        );
         assert_eq!(watch.next_check(), Some(ms(1_010)), "with a look");
         assert!(!watch.look_if_due(ms(1_010)));
         assert_eq!(watch.next_check(), None, "then only reported writes");
@@ -581,11 +555,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_watch_goes_back_on_a_second_after_an_enqueue_however_rare_the_timed_checks() {
-        let Watched {
-            mut watch,
-            dir: _dir,
-            ..
-        } = watched(Duration::from_secs(3600));
+        let (mut watch, _around) = watched(Duration::from_secs(3600));
         let t0 = Instant::now();
         watch.local_write(t0);
         watch.set_watching(true, t0);
@@ -598,18 +568,13 @@ mod tests {
         let t1 = t0 + LOCAL_QUIET;
         assert!(!watch.look_if_due(t1));
         watch.set_watching(true, t1);
-        assert!(watch.files.as_ref().is_some_and(FileWatch::is_active));
+        assert!(watch.file_watch_on());
     }
 
     #[cfg(target_os = "linux")]
     #[test]
     fn when_the_file_watch_ends_the_watch_looks_on_a_timer() {
-        let Watched {
-            mut watch,
-            dir: _dir,
-            asked,
-            changes: _,
-        } = watched(Duration::from_millis(4));
+        let (mut watch, around) = watched(Duration::from_millis(4));
         let t0 = Instant::now();
         watch.set_watching(true, t0);
         assert!(!watch.look_if_due(t0));
@@ -624,7 +589,7 @@ mod tests {
         );
         assert!(!watch.look_if_due(t0));
         assert_eq!(watch.next_check(), Some(t0 + Duration::from_millis(4)));
-        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        assert_eq!(around.asked.load(Ordering::SeqCst), 2);
     }
 
     #[test]
