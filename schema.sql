@@ -1,4 +1,4 @@
--- litejobs schema, version 5: the contract for programs in any language (R27, R28).
+-- litejobs schema, version 6: the contract for programs in any language (R27, R28).
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (then `litejobs --db app.db
 -- init`, or open it once from litejobs, switches the file to WAL mode); litejobs then opens
@@ -46,8 +46,10 @@
 -- so rows an older version let in keep their raw values for a person to inspect.
 
 CREATE TABLE jobs (
-    -- Row id, never reused (AUTOINCREMENT): a dead job's requeued_as and log lines stay valid after pruning.
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- Row id, never reused, so a dead job's requeued_as and log lines stay valid after
+    -- pruning: a new row gets one more than the largest id, and the newest row is never
+    -- deleted (jobs_newest_kept below). Leave it out when inserting.
+    id INTEGER PRIMARY KEY,
     -- Named queue; each worker queue has its own handler threads.
     queue TEXT NOT NULL DEFAULT 'default',
     -- Which handler runs the job, e.g. 'send_email'. Required.
@@ -271,6 +273,7 @@ BEGIN
 END;
 
 CREATE TRIGGER jobs_attempts_uncounted BEFORE DELETE ON jobs
+    WHEN OLD.id < (SELECT MAX(id) FROM jobs)
 BEGIN
     INSERT INTO attempt_counts (job_type, outcome, n)
     SELECT OLD.job_type, outcome, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
@@ -289,6 +292,16 @@ BEGIN
     SELECT NEW.job_type, outcome, COUNT(*) FROM job_attempts WHERE job_id = NEW.id
     GROUP BY outcome
     ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + excluded.n;
+END;
+
+-- Keeps job ids from being reused (in place of AUTOINCREMENT, which wrote a sequence row on
+-- every insert): a delete of the newest row is skipped, the rest of the statement goes on. So
+-- `DELETE FROM jobs` leaves the newest job; litejobs' retention removes it once newer jobs
+-- exist. (This trigger and the uncounting above are the only ones with a WHEN on the id.)
+CREATE TRIGGER jobs_newest_kept BEFORE DELETE ON jobs
+    WHEN OLD.id >= (SELECT MAX(id) FROM jobs)
+BEGIN
+    SELECT RAISE(IGNORE);
 END;
 
 -- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned (R12).
@@ -456,4 +469,4 @@ CREATE TABLE periodic_schedules (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;

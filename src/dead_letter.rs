@@ -6,6 +6,17 @@ use crate::job::JobRecord;
 use crate::storage::reads::JobFilter;
 use crate::Queue;
 
+/// What [`Queue::discard_dead`] did with the dead job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discarded {
+    /// Deleted, with its attempt history.
+    Deleted,
+    /// It was the newest job of the table, which is never deleted so that ids are never
+    /// reused: it is now `cancelled` (history kept), and retention removes it once newer
+    /// jobs exist.
+    KeptCancelled,
+}
+
 impl Queue {
     /// Requeues dead job `id` as a **new** job (new id, same type, payload and options, due
     /// now, attempts from 0). The dead job stays, marked with `by`, the time, `reason` and the
@@ -32,13 +43,24 @@ impl Queue {
 
     /// Deletes dead job `id` and its attempt history ("discard", as in Sidekiq's dead set).
     ///
+    /// The newest job of the table is never deleted, because it keeps job ids from being
+    /// reused: discarding it makes it `cancelled` instead ([`Discarded::KeptCancelled`]),
+    /// out of the dead letter, and retention removes it once newer jobs exist.
+    ///
     /// # Errors
     /// [`NotFound`](crate::ErrorKind::NotFound) for an unknown id;
     /// [`InvalidState`](crate::ErrorKind::InvalidState) when the job is not dead.
-    pub fn discard_dead(&self, id: i64) -> Result<()> {
-        self.db().write(|tx| tx.discard_dead(id))?;
-        log::info!("litejobs: dead job {id} discarded");
-        Ok(())
+    pub fn discard_dead(&self, id: i64) -> Result<Discarded> {
+        let now = self.now_ms();
+        let discarded = self.db().write(|tx| tx.discard_dead(id, now))?;
+        match discarded {
+            Discarded::Deleted => log::info!("litejobs: dead job {id} discarded"),
+            Discarded::KeptCancelled => log::info!(
+                "litejobs: dead job {id} discarded: cancelled, not deleted, as the newest job \
+                 keeps ids from being reused"
+            ),
+        }
+        Ok(discarded)
     }
 
     /// Requeues, in **one transaction**, every dead job of `job_type` that nobody requeued

@@ -95,6 +95,7 @@ mod worker;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::JobContext;
+pub use dead_letter::Discarded;
 pub use error::{Error, ErrorKind, Result};
 pub use events::Event;
 pub use handler::{Handler, JobError};

@@ -303,6 +303,53 @@ fn enqueue_batch_inserts_all_in_order() {
 }
 
 #[test]
+fn a_long_batch_with_keys_among_it_gives_each_job_its_own_id_in_order() {
+    // Jobs without keys go in by multi-row statements (runs cut at 32, then powers of two);
+    // a keyed job goes alone and may find a holder. Every id must still be its own job's.
+    let env = setup();
+    let held = env
+        .queue
+        .enqueue(job("held").idempotency_key("k-held"))
+        .expect("the key holder");
+    let jobs: Vec<NewJob> = (0..77)
+        .map(|i| {
+            let job = NewJob::new(format!("type_{}", i % 3), json!({ "i": i }))
+                .priority(i % 5)
+                .group_key(format!("g{}", i % 4));
+            match i {
+                5 => job.idempotency_key("k-held"),
+                40 | 41 => job.idempotency_key(format!("k-{i}")),
+                _ => job,
+            }
+        })
+        .collect();
+    let ids = env.queue.enqueue_batch(jobs).expect("batch enqueue");
+    assert_eq!(ids.len(), 77);
+    assert_eq!(ids[5], held, "a held key answers with its holder");
+    for (i, &id) in ids.iter().enumerate().filter(|&(i, _)| i != 5) {
+        let j = get(&env, id);
+        assert_eq!(
+            j.payload,
+            json!({ "i": i }),
+            "job {i} of the batch has id {id}"
+        );
+        assert_eq!(j.job_type, format!("type_{}", i % 3));
+        assert_eq!(j.priority, (i % 5) as i64);
+        assert_eq!(j.group_key, Some(format!("g{}", i % 4)));
+        assert_eq!(j.idempotency_key.is_some(), i == 40 || i == 41);
+    }
+    let mut fresh: Vec<i64> = ids.iter().copied().filter(|&id| id != held).collect();
+    let in_order = fresh.clone();
+    fresh.sort_unstable();
+    fresh.dedup();
+    assert_eq!(
+        fresh, in_order,
+        "new ids are distinct and increasing: {ids:?}"
+    );
+    assert_eq!(env.count_jobs(), 77);
+}
+
+#[test]
 fn a_batch_with_one_invalid_job_inserts_nothing_and_names_its_index() {
     let env = setup();
     let jobs = vec![job("a"), job("b"), NewJob::new("", json!({})), job("d")];
@@ -320,8 +367,9 @@ fn a_batch_with_one_invalid_job_inserts_nothing_and_names_its_index() {
 #[test]
 fn a_batch_that_fails_in_the_database_inserts_nothing() {
     let env = setup();
-    // Another program's unique index refuses a second 'boom' job: the batch's third insert
-    // fails in the database after the first two went in.
+    // Another program's unique index refuses a second 'boom' job: the batch's third job
+    // fails in the database (the first two are in the same insert statement, or would be
+    // rolled back with the transaction).
     env.raw()
         .execute_batch(
             "INSERT INTO jobs (job_type, payload) VALUES ('boom', '{}');
@@ -332,7 +380,8 @@ fn a_batch_that_fails_in_the_database_inserts_nothing() {
         .queue
         .enqueue_batch(vec![job("a"), job("b"), job("boom"), job("d")])
         .expect_err("the index refuses the batch");
-    assert!(err.to_string().contains("boom"), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("boom") && msg.contains("UNIQUE"), "{msg}");
     assert_eq!(env.count_jobs(), 1, "a failed batch left rows behind");
     // The queue still works afterwards (the transaction was rolled back, the gate released).
     env.queue

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use litejobs::maintenance::PruneOptions;
 use litejobs::{
-    testing, ErrorKind, JobContext, JobError, JobStatus, ManualClock, NewJob, Queue, RetryPolicy,
-    Worker, WorkerBuilder,
+    testing, Discarded, ErrorKind, JobContext, JobError, JobStatus, ManualClock, NewJob, Queue,
+    RetryPolicy, Worker, WorkerBuilder,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{
@@ -71,7 +71,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Cases the model can tell apart; [`the_generator_reaches_every_case_the_model_knows`]
 /// proves that generated sequences reach each of them, so a generator that drifted would
 /// not quietly test less.
-const COVERAGE: [&str; 24] = [
+const COVERAGE: [&str; 25] = [
     "enqueue returns the live holder of its key",
     "enqueue returns the remembered holder of a pruned job's key",
     "a claim skips a job whose group is busy",
@@ -95,6 +95,7 @@ const COVERAGE: [&str; 24] = [
     "a dead job's key is taken: retry_now and requeue refused",
     "requeue of a dead job",
     "discard of a dead job",
+    "discard of the newest job cancels it instead",
     "prune deletes jobs and forgets keys",
 ];
 

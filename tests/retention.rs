@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use litejobs::maintenance::PruneOptions;
-use litejobs::{Event, JobContext, JobError, NewJob, Worker};
+use litejobs::{Event, JobContext, JobError, JobStatus, NewJob, Worker};
 use serde_json::json;
 
 use crate::support::{setup, START_MS};
@@ -66,4 +66,53 @@ fn a_worker_prunes_old_finished_jobs_on_its_schedule_and_keeps_the_rest() {
     for id in &ids[3..] {
         assert!(env.queue.job(*id).expect("read").is_some(), "job {id} kept");
     }
+}
+
+#[test]
+fn prune_keeps_the_newest_job_until_a_newer_one_exists_so_ids_are_never_reused() {
+    let env = setup();
+    let ids: Vec<i64> = (0..3)
+        .map(|i| {
+            env.queue
+                .enqueue(NewJob::new("other", json!({ "i": i })))
+                .expect("enqueue")
+        })
+        .collect();
+    let old = START_MS - 30 * DAY_MS;
+    env.raw()
+        .execute(
+            "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1",
+            [old],
+        )
+        .expect("age every job");
+    let week = PruneOptions::new(Duration::from_secs(7 * 24 * 3600));
+    let report = env.queue.prune(&week).expect("prune");
+    assert_eq!(report.jobs_deleted, 2, "all but the newest");
+    assert!(
+        env.queue.job(ids[2]).expect("read").is_some(),
+        "the newest stays"
+    );
+    assert_eq!(
+        env.queue
+            .stats()
+            .expect("stats")
+            .count(JobStatus::Succeeded),
+        1
+    );
+
+    let next = env
+        .queue
+        .enqueue(NewJob::new("other", json!({})))
+        .expect("enqueue after the prune");
+    assert_eq!(
+        next,
+        ids[2] + 1,
+        "the next id follows the newest ever handed out"
+    );
+    let report = env.queue.prune(&week).expect("prune again");
+    assert_eq!(
+        report.jobs_deleted, 1,
+        "the old newest goes once a newer job exists"
+    );
+    assert!(env.queue.job(ids[2]).expect("read").is_none());
 }

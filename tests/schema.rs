@@ -611,6 +611,55 @@ fn a_row_inserted_by_plain_sql_gets_the_documented_defaults() {
 }
 
 #[test]
+fn a_plain_sql_delete_keeps_the_newest_job_so_ids_are_never_reused() {
+    let env = setup();
+    let conn = env.raw();
+    for _ in 0..3 {
+        conn.execute(
+            "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{}', 'succeeded')",
+            [],
+        )
+        .expect("a finished job by plain SQL");
+    }
+    let newest = conn.last_insert_rowid();
+    conn.execute(
+        "INSERT INTO job_attempts (job_id, attempt, finished_at, outcome) VALUES (?1, 1, 1, 'failed')",
+        [newest],
+    )
+    .expect("an attempt of the newest job");
+    let deleted = conn
+        .execute("DELETE FROM jobs", [])
+        .expect("deleting every job by plain SQL");
+    assert_eq!(
+        deleted, 2,
+        "the newest row is skipped, the statement goes on"
+    );
+    let left: Vec<i64> = conn
+        .prepare("SELECT id FROM jobs")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("ids left");
+    assert_eq!(left, vec![newest]);
+    // The triggers' counts follow what was really deleted.
+    let stats = env.queue.stats().expect("stats");
+    assert_eq!(stats.count(JobStatus::Succeeded), 1);
+    let metrics = litejobs::metrics::prometheus_text(&env.queue).expect("metrics");
+    assert!(
+        metrics.contains(r#"litejobs_attempts{job_type="t",outcome="failed"} 1"#),
+        "{metrics}"
+    );
+    conn.execute(
+        "INSERT INTO jobs (job_type, payload) VALUES ('t', '{}')",
+        [],
+    )
+    .expect("a new job");
+    assert_eq!(
+        conn.last_insert_rowid(),
+        newest + 1,
+        "no id is handed out twice"
+    );
+}
+
+#[test]
 fn a_row_whose_payload_is_not_json_is_still_readable() {
     let env = setup();
     let conn = env.raw();

@@ -1,6 +1,7 @@
 //! Dead jobs waiting for a person (R8): list, requeue as new jobs (one or by type and error
 //! text), discard.
 
+use crate::dead_letter::Discarded;
 use crate::error::Result;
 use crate::job::JobRecord;
 use crate::storage::reads::JobFilter;
@@ -11,8 +12,9 @@ pub(crate) trait DeadLetterStore {
     /// the dead one with who requeued it, when, why and the new id. Returns the new id.
     fn requeue_dead(&self, id: i64, by: &str, reason: &str, now: i64) -> Result<i64>;
 
-    /// Deletes a dead job and its attempt history.
-    fn discard_dead(&self, id: i64) -> Result<()>;
+    /// Deletes a dead job and its attempt history; the newest job of the table (which keeps
+    /// ids from being reused) becomes `cancelled` instead.
+    fn discard_dead(&self, id: i64, now: i64) -> Result<Discarded>;
 
     /// Dead jobs awaiting a person (not requeued), newest first, up to the filter's limit.
     fn dead_awaiting(&self, filter: &JobFilter) -> Result<Vec<JobRecord>>;

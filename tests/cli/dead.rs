@@ -256,10 +256,31 @@ fn dead_discard_deletes_the_job_and_its_history_and_refuses_live_jobs() {
     let out = fx
         .run(&["dead", "discard", &id.to_string(), "--json"])
         .json();
-    assert_eq!(out, json!({"discarded": id}));
+    assert_eq!(out, json!({"discarded": id, "kept_cancelled": false}));
     assert!(fx.queue.job(id).expect("read").is_none());
     assert_eq!(history(id), 0, "its attempts went with it");
     fx.run(&["dead", "discard", &live.to_string()])
         .refused("not dead");
     assert_eq!(fx.job(live).status, JobStatus::Queued);
+
+    // The newest job keeps ids from being reused: discarding it cancels it instead, and
+    // the output says so.
+    let newest = fx.enqueue(NewJob::new("send_email", json!({})));
+    raw_conn(&fx.path)
+        .execute("UPDATE jobs SET status = 'dead' WHERE id = ?1", [newest])
+        .expect("making the newest job dead");
+    let out = fx
+        .run(&["dead", "discard", &newest.to_string()])
+        .ok()
+        .stdout;
+    assert!(out.contains("now cancelled instead of deleted"), "{out}");
+    assert_eq!(fx.job(newest).status, JobStatus::Cancelled);
+    assert!(fx
+        .queue
+        .dead_jobs(&Default::default())
+        .expect("dead")
+        .iter()
+        .all(|j| j.id != newest));
+    let next = fx.enqueue(NewJob::new("send_email", json!({})));
+    assert_eq!(next, newest + 1, "its id is not handed out again");
 }

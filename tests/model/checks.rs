@@ -150,6 +150,8 @@ pub(super) fn transition_allowed(from: &str, to: &str) -> bool {
             | ("failed", "running")
             | ("failed", "cancelled")
             | ("dead", "failed")
+            // Discard of the newest job, which is kept (ids are never reused).
+            | ("dead", "cancelled")
     )
 }
 

@@ -507,26 +507,41 @@ impl Model {
         self.jobs.insert(new_id, spec);
     }
 
-    pub(super) fn discard(&mut self, id: i64) -> Result<(), ErrorKind> {
+    /// The largest id in the table: that job is never deleted (ids are never reused).
+    fn newest(&self) -> Option<i64> {
+        self.jobs.keys().next_back().copied()
+    }
+
+    pub(super) fn discard(&mut self, id: i64) -> Result<Discarded, ErrorKind> {
         let job = self.existing(id)?;
         if job.status != JobStatus::Dead {
             return Err(ErrorKind::InvalidState);
         }
+        if self.newest() == Some(id) {
+            let now = self.now;
+            let job = self.jobs.get_mut(&id).expect("exists");
+            job.status = JobStatus::Cancelled;
+            job.finished = now;
+            cover("discard of the newest job cancels it instead");
+            return Ok(Discarded::KeptCancelled);
+        }
         self.jobs.remove(&id);
         self.gone.insert(id);
         cover("discard of a dead job");
-        Ok(())
+        Ok(Discarded::Deleted)
     }
 
     /// (jobs, attempt rows, keys) deleted.
     pub(super) fn prune(&mut self, older_than_ms: i64) -> (u64, u64, u64) {
         let cutoff = self.now - older_than_ms;
+        let newest = self.newest();
         let doomed: Vec<i64> = self
             .jobs
             .iter()
-            .filter(|(_, j)| {
+            .filter(|(&id, j)| {
                 matches!(j.status, JobStatus::Succeeded | JobStatus::Cancelled)
                     && j.finished < cutoff
+                    && Some(id) != newest
             })
             .map(|(&id, _)| id)
             .collect();

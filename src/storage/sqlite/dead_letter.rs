@@ -7,6 +7,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use super::admin::{invalid_state, status_of};
 use super::reads::{self as read, job_from_row, JOB_COLUMNS};
 use super::SqliteTx;
+use crate::dead_letter::Discarded;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::JobRecord;
 use crate::storage::dead_letter::DeadLetterStore;
@@ -65,13 +66,24 @@ pub(super) fn requeue(conn: &Connection, id: i64, by: &str, reason: &str, now: i
     Ok(new_id)
 }
 
-/// Deletes a dead job and its attempt history.
-pub(super) fn discard_dead(conn: &Connection, id: i64) -> Result<()> {
+/// Deletes a dead job and its attempt history; the newest job of the table becomes
+/// `cancelled` instead: see [`Discarded`].
+pub(super) fn discard_dead(conn: &Connection, id: i64, now: i64) -> Result<Discarded> {
     let (status, _) = status_of(conn, id)?;
     if status != "dead" {
         return Err(invalid_state(format!(
             "job {id} is {status}, not dead; only dead jobs can be discarded"
         )));
+    }
+    if super::jobs::is_newest(conn, id)? {
+        super::jobs::count_row(conn, id, -1)?;
+        conn.prepare_cached(
+            "UPDATE jobs SET status = 'cancelled', finished_at = ?2, updated_at = ?2
+             WHERE id = ?1 AND status = 'dead'",
+        )?
+        .execute(params![id, now])?;
+        super::jobs::count_row(conn, id, 1)?;
+        return Ok(Discarded::KeptCancelled);
     }
     // Explicit rather than through ON DELETE CASCADE, which only works on connections that
     // turned foreign keys on.
@@ -81,7 +93,7 @@ pub(super) fn discard_dead(conn: &Connection, id: i64) -> Result<()> {
     super::jobs::count_row(conn, id, -1)?;
     conn.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND status = 'dead'")?
         .execute([id])?;
-    Ok(())
+    Ok(Discarded::Deleted)
 }
 
 /// The `WHERE` of dead jobs that nobody has requeued yet, narrowed by a filter's type,
@@ -158,8 +170,8 @@ impl DeadLetterStore for SqliteTx<'_> {
         requeue(self.conn, id, by, reason, now)
     }
 
-    fn discard_dead(&self, id: i64) -> Result<()> {
-        discard_dead(self.conn, id)
+    fn discard_dead(&self, id: i64, now: i64) -> Result<Discarded> {
+        discard_dead(self.conn, id, now)
     }
 
     fn dead_awaiting(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {

@@ -15,67 +15,173 @@ const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, 
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10)
      ON CONFLICT DO NOTHING";
 
-/// Inserts validated jobs (payloads already JSON text) with one prepared statement, so a
-/// batch pays the statement-cache lookup once.
-pub(crate) struct Inserter<'conn> {
-    conn: &'conn Connection,
-    stmt: rusqlite::CachedStatement<'conn>,
-}
-
-impl<'conn> Inserter<'conn> {
-    pub(super) fn new(conn: &'conn Connection) -> Result<Inserter<'conn>> {
-        Ok(Inserter {
-            conn,
-            stmt: conn.prepare_cached(INSERT_SQL)?,
-        })
-    }
-
-    /// Inserts one job. A held or remembered idempotency key returns the holder's id
-    /// instead; the unique index makes this safe against racing writers in other processes.
-    pub(super) fn insert(&mut self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
-        let conn = self.conn;
-        if let Some(key) = job.idempotency_key.as_deref() {
-            if let Some(id) = find_key_holder(conn, key, now)? {
-                return Ok(Inserted { id, created: false });
-            }
-        }
-        let run_at = RunAt::resolve(job.run_at, now)?;
-        let changed = self.stmt.execute(params![
-            job.queue,
-            job.job_type,
-            payload,
-            job.priority,
-            job.max_attempts,
-            run_at,
-            now,
-            job.timeout_ms,
-            job.idempotency_key,
-            job.group_key,
-        ])?;
-        if changed == 1 {
-            return Ok(Inserted {
-                id: conn.last_insert_rowid(),
-                created: true,
-            });
-        }
-        // Only the idempotency index can conflict (ids come from AUTOINCREMENT).
-        let key = job.idempotency_key.as_deref().unwrap_or_default();
-        let id = find_key_holder(conn, key, now)?.ok_or_else(|| {
-            crate::Error::new(
-                crate::ErrorKind::Database,
-                format!(
-                    "insert of job type {:?} was ignored by a constraint",
-                    job.job_type
-                ),
-            )
-        })?;
-        Ok(Inserted { id, created: false })
-    }
-}
-
-/// Inserts one validated job; see [`Inserter::insert`].
+/// Inserts one validated job (its payload already JSON text). A held or remembered
+/// idempotency key returns the holder's id instead; the unique index makes this safe against
+/// racing writers in other processes.
 pub(super) fn insert(conn: &Connection, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
-    Inserter::new(conn)?.insert(job, payload, now)
+    if let Some(key) = job.idempotency_key.as_deref() {
+        if let Some(id) = find_key_holder(conn, key, now)? {
+            return Ok(Inserted { id, created: false });
+        }
+    }
+    let run_at = RunAt::resolve(job.run_at, now)?;
+    let changed = conn.prepare_cached(INSERT_SQL)?.execute(params![
+        job.queue,
+        job.job_type,
+        payload,
+        job.priority,
+        job.max_attempts,
+        run_at,
+        now,
+        job.timeout_ms,
+        job.idempotency_key,
+        job.group_key,
+    ])?;
+    if changed == 1 {
+        return Ok(Inserted {
+            id: conn.last_insert_rowid(),
+            created: true,
+        });
+    }
+    // Only the idempotency index can conflict (litejobs leaves the id to SQLite).
+    let key = job.idempotency_key.as_deref().unwrap_or_default();
+    let id = find_key_holder(conn, key, now)?.ok_or_else(|| {
+        crate::Error::new(
+            crate::ErrorKind::Database,
+            format!(
+                "insert of job type {:?} was ignored by a constraint",
+                job.job_type
+            ),
+        )
+    })?;
+    Ok(Inserted { id, created: false })
+}
+
+/// Jobs without an idempotency key go in by statements of up to this many rows: a
+/// statement's fixed cost is paid once per statement instead of once per job, which nearly
+/// doubled a batch's speed (measured with 25, 50, 100 and 200 rows: the gain stops at 25). Runs shorter than this are
+/// cut into powers of two, so at most six statements are ever prepared.
+const ROWS_PER_INSERT: usize = 32;
+
+/// The statement inserting `rows` (a power of two up to [`ROWS_PER_INSERT`]) jobs, built
+/// once per process: building it per statement cost 5 % of a batch.
+fn multi_insert_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (0..=ROWS_PER_INSERT.ilog2())
+            .map(|power| build_multi_insert_sql(1 << power))
+            .collect()
+    });
+    &all[rows.ilog2() as usize]
+}
+
+/// A statement inserting `rows` jobs without idempotency keys: `?1` is the time of the
+/// enqueue, then eight parameters per row.
+fn build_multi_insert_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
+            run_at, timeout_ms, group_key, created_at, updated_at) VALUES ",
+    );
+    for row in 0..rows {
+        let p = 2 + row * 8;
+        if row > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&format!(
+            "(?{},?{},?{},?{},?{},?{},?{},?{},?1,?1)",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6,
+            p + 7
+        ));
+    }
+    sql.push_str(" RETURNING id");
+    sql
+}
+
+/// Inserts validated jobs in order: a job with an idempotency key alone (it may find a
+/// holder instead), the runs of jobs between them by multi-row statements.
+pub(super) fn insert_many(
+    conn: &Connection,
+    jobs: &[NewJob],
+    payloads: &[String],
+    now: i64,
+) -> Result<Vec<Inserted>> {
+    let mut inserted = Vec::with_capacity(jobs.len());
+    let mut next = 0;
+    while next < jobs.len() {
+        if jobs[next].idempotency_key.is_some() {
+            inserted.push(insert(conn, &jobs[next], &payloads[next], now)?);
+            next += 1;
+            continue;
+        }
+        let run = jobs[next..]
+            .iter()
+            .take_while(|job| job.idempotency_key.is_none())
+            .count()
+            .min(ROWS_PER_INSERT);
+        let rows = 1 << run.ilog2();
+        let chunk = &jobs[next..next + rows];
+        let ids = insert_rows(conn, chunk, &payloads[next..next + rows], now).map_err(|e| {
+            // The statement does not say which of its rows broke a rule: name them all.
+            let mut types: Vec<&str> = chunk.iter().map(|job| job.job_type.as_str()).collect();
+            types.dedup();
+            e.prefixed(&format!(
+                "jobs {next} to {} of the batch (types {})",
+                next + rows - 1,
+                types.join(", ")
+            ))
+        })?;
+        inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
+        next += rows;
+    }
+    Ok(inserted)
+}
+
+/// Inserts jobs without idempotency keys by one statement; their ids in order.
+fn insert_rows(
+    conn: &Connection,
+    jobs: &[NewJob],
+    payloads: &[String],
+    now: i64,
+) -> Result<Vec<i64>> {
+    let mut stmt = conn.prepare_cached(multi_insert_sql(jobs.len()))?;
+    stmt.raw_bind_parameter(1, now)?;
+    for (row, (job, payload)) in jobs.iter().zip(payloads).enumerate() {
+        let p = 2 + row * 8;
+        stmt.raw_bind_parameter(p, &job.queue)?;
+        stmt.raw_bind_parameter(p + 1, &job.job_type)?;
+        stmt.raw_bind_parameter(p + 2, payload)?;
+        stmt.raw_bind_parameter(p + 3, job.priority)?;
+        stmt.raw_bind_parameter(p + 4, job.max_attempts)?;
+        stmt.raw_bind_parameter(p + 5, RunAt::resolve(job.run_at, now)?)?;
+        stmt.raw_bind_parameter(p + 6, job.timeout_ms)?;
+        stmt.raw_bind_parameter(p + 7, &job.group_key)?;
+    }
+    let mut ids = Vec::with_capacity(jobs.len());
+    let mut rows = stmt.raw_query();
+    while let Some(row) = rows.next()? {
+        ids.push(row.get::<_, i64>(0)?);
+    }
+    // SQLite numbers a statement's rows one after another (each takes one more than the
+    // largest id so far), so in id order they are the jobs in order. Anything else (ids
+    // near the end of the 64-bit range) is refused rather than guessed.
+    ids.sort_unstable();
+    let consecutive = ids.len() == jobs.len() && ids.windows(2).all(|pair| pair[1] == pair[0] + 1);
+    if !consecutive {
+        return Err(crate::Error::new(
+            crate::ErrorKind::Database,
+            format!(
+                "a batch insert of {} jobs gave ids {ids:?}, not one consecutive run",
+                jobs.len()
+            ),
+        ));
+    }
+    Ok(ids)
 }
 
 /// The job holding `key`: a live or succeeded job, or a remembered key of a pruned job.
@@ -398,6 +504,16 @@ pub(super) fn add_count(
     Ok(())
 }
 
+/// True when `id` is the largest id in the table. That row is never deleted: without
+/// AUTOINCREMENT, SQLite gives a new row one more than the largest id, so keeping the newest
+/// row is what keeps ids from being reused (schema.sql, `jobs_newest_kept`).
+pub(super) fn is_newest(conn: &Connection, id: i64) -> Result<bool> {
+    let newest: Option<i64> = conn
+        .prepare_cached("SELECT MAX(id) FROM jobs")?
+        .query_row([], |row| row.get(0))?;
+    Ok(newest == Some(id))
+}
+
 /// Counts job `id` in `job_counts` under its current (finished) status, by the row's own
 /// values (whatever another program stored there). For the rarer finishing writes.
 pub(super) fn count_row(conn: &Connection, id: i64, n: i64) -> Result<()> {
@@ -600,11 +716,7 @@ impl JobStore for SqliteTx<'_> {
     }
 
     fn insert_jobs(&self, jobs: &[NewJob], payloads: &[String], now: i64) -> Result<Vec<Inserted>> {
-        let mut inserter = Inserter::new(self.conn)?;
-        jobs.iter()
-            .zip(payloads)
-            .map(|(job, payload)| inserter.insert(job, payload, now))
-            .collect()
+        insert_many(self.conn, jobs, payloads, now)
     }
 
     fn claim(&self, req: &ClaimRequest<'_>, now: i64) -> Result<Claimed> {

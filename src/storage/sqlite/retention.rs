@@ -6,12 +6,16 @@ use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::retention::RetentionStore;
 
-/// Ids of at most `limit` succeeded or cancelled jobs finished before `cutoff`.
+/// Ids of at most `limit` succeeded or cancelled jobs finished before `cutoff`, never the
+/// newest job of the table (it keeps ids from being reused; see [`super::jobs::is_newest`]).
 pub(super) fn prunable_jobs(conn: &Connection, cutoff: i64, limit: usize) -> Result<Vec<i64>> {
     // (status, finished_at) is indexed for finished rows (every finishing write sets
-    // finished_at; a row another program wrote as finished without one is kept).
+    // finished_at; a row another program wrote as finished without one is kept). The newest
+    // row stays newest until it is deleted, which nothing does, so an id below it here is
+    // still below it when delete_finished runs.
     let mut stmt = conn.prepare_cached(
         "SELECT id FROM jobs WHERE status IN ('succeeded', 'cancelled') AND finished_at < ?1
+           AND id < (SELECT MAX(id) FROM jobs)
          LIMIT CAST(?2 AS INTEGER)",
     )?;
     let rows = stmt.query_map(

@@ -7,6 +7,7 @@ use crate::web::app::{App, Ctx};
 use crate::web::flash;
 use crate::web::html::error_page;
 use crate::web::http::{Request, Response};
+use crate::Discarded;
 
 use super::error_response;
 use super::job::DEFAULT_REQUEUED_BY;
@@ -31,13 +32,15 @@ pub(crate) fn job_action(app: &App, ctx: &Ctx, req: &Request, id: i64, action: &
             .queue
             .cancel(id)
             .map(|()| done(format!("Job {id} cancelled."))),
-        "discard" => app.queue.discard_dead(id).map(|()| {
-            flash::redirect(
-                &app.secret,
-                "/dead",
-                true,
-                &format!("Dead job {id} discarded."),
-            )
+        "discard" => app.queue.discard_dead(id).map(|discarded| {
+            let message = match discarded {
+                Discarded::Deleted => format!("Dead job {id} discarded."),
+                Discarded::KeptCancelled => format!(
+                    "Dead job {id} discarded: as the newest job (it keeps ids from being \
+                     reused) it is cancelled, not deleted."
+                ),
+            };
+            flash::redirect(&app.secret, "/dead", true, &message)
         }),
         "requeue" => {
             let form = req.form();

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use litejobs::{JobFilter, JobRecord, JobStatus};
+use litejobs::{Discarded, JobFilter, JobRecord, JobStatus};
 use serde::Serialize;
 
 use super::{CliError, Ctx, Exit};
@@ -174,13 +174,29 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
 #[derive(Serialize)]
 struct DiscardJson {
     discarded: i64,
+    /// True when the job was the newest and was cancelled instead of deleted.
+    kept_cancelled: bool,
 }
 
 fn discard(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
-    queue.discard_dead(args.id)?;
+    let discarded = queue.discard_dead(args.id)?;
+    let kept = discarded == Discarded::KeptCancelled;
     if ctx.json {
-        write_json(out, &DiscardJson { discarded: args.id })?;
+        write_json(
+            out,
+            &DiscardJson {
+                discarded: args.id,
+                kept_cancelled: kept,
+            },
+        )?;
+    } else if kept {
+        writeln!(
+            out,
+            "dead job {} discarded: it is the newest job, which keeps ids from being reused, \
+             so it is now cancelled instead of deleted (retention removes it once newer jobs exist)",
+            args.id
+        )?;
     } else {
         writeln!(
             out,
