@@ -7,7 +7,7 @@ use litejobs::maintenance::PruneOptions;
 use litejobs::{Event, JobContext, JobError, JobStatus, NewJob, Worker};
 use serde_json::json;
 
-use crate::support::{setup, START_MS};
+use crate::support::{setup, TestEnv, START_MS};
 
 const DAY_MS: i64 = 24 * 3600 * 1000;
 
@@ -115,4 +115,43 @@ fn prune_keeps_the_newest_job_until_a_newer_one_exists_so_ids_are_never_reused()
         "the old newest goes once a newer job exists"
     );
     assert!(env.queue.job(ids[2]).expect("read").is_none());
+}
+
+/// Commits do not checkpoint (that cost every hundredth enqueue or claim a copy and an
+/// fsync); litejobs' own thread copies the write-ahead log into the database soon after, and
+/// the last connection to close leaves no log behind.
+#[test]
+fn the_write_ahead_log_is_checkpointed_in_the_background_and_removed_at_close() {
+    let env = setup();
+    let db_size = || {
+        std::fs::metadata(&env.path)
+            .map(|m| m.len())
+            .expect("db size")
+    };
+    let before = db_size();
+    let text = "x".repeat(8_000);
+    for i in 0..300 {
+        env.queue
+            .enqueue(NewJob::new("other", json!({ "i": i, "text": text })))
+            .expect("enqueue");
+    }
+    // 2.4 MB of payloads reach the database file only through a checkpoint; nobody here
+    // asks for one. Bounded wait: the thread checkpoints a quarter of a second after writes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while db_size() < before + 2_000_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint within 20 s: the database file is {} bytes",
+            db_size()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let wal = env.path.with_file_name("jobs.db-wal");
+    let TestEnv { dir, queue, .. } = env;
+    drop(queue);
+    assert!(
+        std::fs::metadata(&wal).is_err(),
+        "the last connection's close checkpoints and removes the log"
+    );
+    drop(dir);
 }

@@ -7,6 +7,7 @@
 //! processes are waited out by SQLite's busy timeout.
 
 mod admin;
+mod checkpointer;
 mod dead_letter;
 mod errors;
 mod history;
@@ -81,6 +82,9 @@ pub(crate) struct SqliteDb {
     open_more: Box<dyn Fn() -> rusqlite::Result<Connection> + Send + Sync>,
     /// The database file, for a watch on its writes (`None` in memory).
     file: Option<PathBuf>,
+    /// Checkpoints the WAL of a writable file off the writers' path (after the pool in
+    /// this struct, so that it closes the last connection).
+    checkpointer: Option<checkpointer::Checkpointer>,
 }
 
 impl std::fmt::Debug for SqliteDb {
@@ -155,6 +159,14 @@ impl SqliteDb {
         let path = file.clone();
         let opener = move || Connection::open_with_flags(&path, OPEN_FLAGS);
         let mut db = SqliteDb::with_pool(manager, config, None, false, Box::new(opener))?;
+        db.checkpointer = Some(
+            checkpointer::Checkpointer::start(file.clone(), OPEN_FLAGS).map_err(|e| {
+                Error::new(
+                    ErrorKind::Database,
+                    format!("cannot start the checkpoint thread: {e}"),
+                )
+            })?,
+        );
         db.file = Some(file);
         Ok(db)
     }
@@ -264,6 +276,7 @@ impl SqliteDb {
             read_only: false,
             open_more,
             file: None,
+            checkpointer: None,
         })
     }
 
@@ -304,7 +317,11 @@ impl Backend for SqliteDb {
         let handle = SqliteTx::new(&conn);
         f(&handle)?;
         handle.write_succeeded_counts()?;
-        tx.commit()
+        tx.commit()?;
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.wrote();
+        }
+        Ok(())
     }
 
     fn is_read_only(&self) -> bool {
@@ -454,9 +471,39 @@ fn configure(
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         // Bounds the WAL file left behind after a checkpoint (R17): 64 MiB.
         conn.query_row("PRAGMA journal_size_limit = 67108864", [], |_| Ok(()))?;
+        // Commits never checkpoint: the checkpoint thread does (see checkpointer.rs).
+        conn.query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))?;
     }
     conn.pragma_update(None, "synchronous", synchronous.pragma_value())?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes through a file database never checkpoint in the committing thread (the
+    /// checkpoint thread does, off the writers' path); databases without a log have none.
+    #[test]
+    fn pooled_connections_leave_checkpoints_to_the_checkpoint_thread() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = DbConfig {
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            pool_size: 2,
+            create: true,
+        };
+        let db = SqliteDb::open(&dir.path().join("q.db"), &config).expect("open");
+        let autocheckpoint: i64 = db
+            .conn()
+            .expect("a pooled connection")
+            .query_row("PRAGMA wal_autocheckpoint", [], |row| row.get(0))
+            .expect("the pragma");
+        assert_eq!(autocheckpoint, 0);
+        assert!(db.checkpointer.is_some());
+        let memory = SqliteDb::open_in_memory(&config).expect("in memory");
+        assert!(memory.checkpointer.is_none());
+    }
 }
