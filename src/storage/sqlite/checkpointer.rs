@@ -6,10 +6,15 @@
 //! connections turn that off (`wal_autocheckpoint = 0`) and this thread checkpoints instead,
 //! on a connection of its own, shortly after writes. `PASSIVE` checkpoints never wait for or
 //! block a reader or a writer; the last connection to close checkpoints as usual.
+//!
+//! The log only starts over from its beginning when a writer finds it wholly copied, which a
+//! checkpoint racing a steady stream of commits never achieves: the log would grow without
+//! end. So once it passes [`CATCH_UP_FRAMES`], the thread checkpoints again holding the
+//! process's write gate, and the next commit starts the log over.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,6 +24,10 @@ use rusqlite::{Connection, OpenFlags};
 /// How long the thread gathers commits before one checkpoint: under a steady load at most
 /// one checkpoint per this much time, each copying the pages of many commits once.
 const GATHER: Duration = Duration::from_millis(250);
+
+/// A log this long (frames of one page, 16 MiB with 4 KiB pages) is copied out with this
+/// process's writers held back, so that it starts over.
+const CATCH_UP_FRAMES: i64 = 4096;
 
 /// The checkpoint thread of one database file; stops (after a last checkpoint) when dropped.
 #[derive(Debug)]
@@ -32,13 +41,17 @@ pub(super) struct Checkpointer {
 
 impl Checkpointer {
     /// Starts the thread; it opens its connection to `path` at the first write.
-    pub(super) fn start(path: PathBuf, flags: OpenFlags) -> std::io::Result<Checkpointer> {
+    pub(super) fn start(
+        path: PathBuf,
+        flags: OpenFlags,
+        write_gate: Arc<Mutex<()>>,
+    ) -> std::io::Result<Checkpointer> {
         let (wrote, writes) = bounded(1);
         let due = Arc::new(AtomicBool::new(false));
         let thread_due = Arc::clone(&due);
         let thread = std::thread::Builder::new()
             .name("litejobs-checkpoint".into())
-            .spawn(move || run(&path, flags, &writes, &thread_due))?;
+            .spawn(move || run(&path, flags, &writes, &thread_due, &write_gate))?;
         Ok(Checkpointer {
             wrote: Some(wrote),
             due,
@@ -67,7 +80,13 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(path: &std::path::Path, flags: OpenFlags, writes: &Receiver<()>, due: &AtomicBool) {
+fn run(
+    path: &std::path::Path,
+    flags: OpenFlags,
+    writes: &Receiver<()>,
+    due: &AtomicBool,
+    write_gate: &Mutex<()>,
+) {
     let mut conn: Option<Connection> = None;
     while writes.recv().is_ok() {
         // Nothing is sent while a checkpoint is due, so this waits out the gathering time,
@@ -87,7 +106,12 @@ fn run(path: &std::path::Path, flags: OpenFlags, writes: &Receiver<()>, due: &At
             }
         }
         if let Some(conn) = &conn {
-            checkpoint(conn);
+            if checkpoint(conn).is_some_and(|frames| frames > CATCH_UP_FRAMES) {
+                let _gate = write_gate
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                checkpoint(conn);
+            }
         }
         if !open {
             return;
@@ -96,15 +120,20 @@ fn run(path: &std::path::Path, flags: OpenFlags, writes: &Receiver<()>, due: &At
 }
 
 /// One `PASSIVE` checkpoint: copies what it can of the log into the database without
-/// waiting for anyone. A failure is only logged; the next write brings another try.
-fn checkpoint(conn: &Connection) {
+/// waiting for anyone. Returns the log's length in frames. A failure is only logged; the
+/// next write brings another try.
+fn checkpoint(conn: &Connection) -> Option<i64> {
     let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
         Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
     });
     match done {
         Ok((frames, copied)) => {
             log::trace!("litejobs: checkpoint copied {copied} of {frames} WAL frames");
+            Some(frames)
         }
-        Err(e) => log::warn!("litejobs: WAL checkpoint failed: {e}"),
+        Err(e) => {
+            log::warn!("litejobs: WAL checkpoint failed: {e}");
+            None
+        }
     }
 }

@@ -25,7 +25,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use r2d2_sqlite::SqliteConnectionManager;
@@ -70,7 +70,8 @@ type Pool = r2d2::Pool<SqliteConnectionManager>;
 /// A pooled SQLite database with the queue's pragmas and a write gate.
 pub(crate) struct SqliteDb {
     pool: Pool,
-    write_gate: Mutex<()>,
+    /// Shared with the checkpoint thread, which holds it to let the log catch up.
+    write_gate: Arc<Mutex<()>>,
     /// An in-memory database lives while a connection is open; this one keeps it alive
     /// when the pool drops idle connections.
     _anchor: Option<Mutex<Connection>>,
@@ -160,12 +161,13 @@ impl SqliteDb {
         let opener = move || Connection::open_with_flags(&path, OPEN_FLAGS);
         let mut db = SqliteDb::with_pool(manager, config, None, false, Box::new(opener))?;
         db.checkpointer = Some(
-            checkpointer::Checkpointer::start(file.clone(), OPEN_FLAGS).map_err(|e| {
-                Error::new(
-                    ErrorKind::Database,
-                    format!("cannot start the checkpoint thread: {e}"),
-                )
-            })?,
+            checkpointer::Checkpointer::start(file.clone(), OPEN_FLAGS, Arc::clone(&db.write_gate))
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Database,
+                        format!("cannot start the checkpoint thread: {e}"),
+                    )
+                })?,
         );
         db.file = Some(file);
         Ok(db)
@@ -270,7 +272,7 @@ impl SqliteDb {
             .build(manager)?;
         Ok(SqliteDb {
             pool,
-            write_gate: Mutex::new(()),
+            write_gate: Arc::new(Mutex::new(())),
             _anchor: anchor,
             in_memory,
             read_only: false,
