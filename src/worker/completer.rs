@@ -156,6 +156,19 @@ impl Completer {
         // Successes in a row are written together (one statement for many jobs); anything
         // else is written in its place, so the order of writes stays the order of outcomes.
         let mut successes: Vec<(&Completion, Success<'_>)> = Vec::new();
+        let flush = |successes: &mut Vec<(&Completion, Success<'_>)>,
+                     applied: &mut Vec<bool>|
+         -> Result<()> {
+            applied.extend(write_successes(
+                tx,
+                worker_id,
+                successes,
+                now,
+                idempotency_window_ms,
+            )?);
+            successes.clear();
+            Ok(())
+        };
         for msg in &self.pending {
             if let WriterMsg::Complete(c) = msg {
                 if let Some(success) = success_of(c, worker_id) {
@@ -165,14 +178,7 @@ impl Completer {
                     }
                 }
             }
-            applied.extend(write_successes(
-                tx,
-                worker_id,
-                &successes,
-                now,
-                idempotency_window_ms,
-            )?);
-            successes.clear();
+            flush(&mut successes, &mut applied)?;
             applied.push(match msg {
                 WriterMsg::Complete(c) => {
                     write_completion(tx, worker_id, c, now, idempotency_window_ms)?
@@ -185,13 +191,7 @@ impl Completer {
                 } => tx.extend_lease(lease_of(row, worker_id), *until, progress.as_deref(), now)?,
             });
         }
-        applied.extend(write_successes(
-            tx,
-            worker_id,
-            &successes,
-            now,
-            idempotency_window_ms,
-        )?);
+        flush(&mut successes, &mut applied)?;
         Ok(applied)
     }
 
