@@ -34,7 +34,7 @@ const CATCH_UP_FRAMES: i64 = 4096;
 pub(super) struct Checkpointer {
     wrote: Option<Sender<()>>,
     /// A checkpoint is already coming: later commits need not wake the thread (a wake-up
-    /// per commit cost the pickup path a tenth of a millisecond).
+    /// at every commit would be a system call and a context switch for nothing).
     due: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
