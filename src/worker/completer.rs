@@ -319,6 +319,25 @@ fn lease_of<'a>(row: &ClaimedRow, worker_id: &'a str) -> Lease<'a> {
     }
 }
 
+/// The history row of `c`'s attempt.
+fn attempt_row<'a>(
+    c: &'a Completion,
+    worker_id: &'a str,
+    outcome: AttemptOutcome,
+    error: Option<&'a str>,
+) -> AttemptRow<'a> {
+    AttemptRow {
+        job_id: c.row.id,
+        attempt: c.row.attempt,
+        worker: worker_id,
+        started_at: c.started_at,
+        finished_at: c.finished_at,
+        outcome,
+        error,
+        status_code: None,
+    }
+}
+
 /// The success to write for `c`, if it succeeded.
 fn success_of<'a>(c: &'a Completion, worker_id: &'a str) -> Option<Success<'a>> {
     match &c.outcome {
@@ -350,16 +369,7 @@ fn write_successes(
         if c.row.attempt > 1 {
             // A success after failures belongs in the history; a first-try success is
             // recorded on the job row alone (the fast path writes one row).
-            tx.insert_attempt(&AttemptRow {
-                job_id: c.row.id,
-                attempt: c.row.attempt,
-                worker: worker_id,
-                started_at: c.started_at,
-                finished_at: c.finished_at,
-                outcome: AttemptOutcome::Succeeded,
-                error: None,
-                status_code: None,
-            })?;
+            tx.insert_attempt(&attempt_row(c, worker_id, AttemptOutcome::Succeeded, None))?;
         }
         if let Some(key) = &c.row.idempotency_key {
             tx.remember_key(key, c.row.id, now, idempotency_window_ms)?;
@@ -378,16 +388,6 @@ pub(crate) fn write_completion(
     idempotency_window_ms: i64,
 ) -> Result<bool> {
     let lease = lease_of(&c.row, worker_id);
-    let attempt_row = |outcome: AttemptOutcome, error: Option<&'static str>| AttemptRow {
-        job_id: c.row.id,
-        attempt: c.row.attempt,
-        worker: worker_id,
-        started_at: c.started_at,
-        finished_at: c.finished_at,
-        outcome,
-        error,
-        status_code: None,
-    };
     match &c.outcome {
         Outcome::Succeeded { result, progress } => {
             let success = Success {
@@ -414,9 +414,8 @@ pub(crate) fn write_completion(
                 AttemptOutcome::Failed
             };
             tx.insert_attempt(&AttemptRow {
-                error: Some(error),
                 status_code: *status_code,
-                ..attempt_row(outcome, None)
+                ..attempt_row(c, worker_id, outcome, Some(error))
             })?;
         }
         Outcome::Snoozed { until } => {
@@ -426,16 +425,20 @@ pub(crate) fn write_completion(
             if !tx.cancel_running(lease, reason, now)? {
                 return Ok(false);
             }
-            tx.insert_attempt(&AttemptRow {
-                error: Some(reason),
-                ..attempt_row(AttemptOutcome::Cancelled, None)
-            })?;
+            tx.insert_attempt(&attempt_row(
+                c,
+                worker_id,
+                AttemptOutcome::Cancelled,
+                Some(reason),
+            ))?;
         }
         Outcome::Released => {
             if !tx.put_back(lease, now, now)? {
                 return Ok(false);
             }
             tx.insert_attempt(&attempt_row(
+                c,
+                worker_id,
                 AttemptOutcome::Released,
                 Some("released unfinished at worker shutdown"),
             ))?;
