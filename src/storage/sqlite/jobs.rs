@@ -60,49 +60,66 @@ pub(super) fn insert(conn: &Connection, job: &NewJob, payload: &str, now: i64) -
 
 /// Jobs without an idempotency key go in by statements of up to this many rows: a
 /// statement's fixed cost is paid once per statement instead of once per job, which nearly
-/// doubled a batch's speed (measured with 25, 50, 100 and 200 rows: the gain stops at 25). Runs shorter than this are
-/// cut into powers of two, so at most six statements are ever prepared.
+/// doubled a batch's speed (measured with 25, 50, 100 and 200 rows: the gain stops at 25).
 const ROWS_PER_INSERT: usize = 32;
 
-/// The statement inserting `rows` (a power of two up to [`ROWS_PER_INSERT`]) jobs, built
-/// once per process: building it per statement cost 5 % of a batch.
-fn multi_insert_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=ROWS_PER_INSERT.ilog2())
-            .map(|power| build_multi_insert_sql(1 << power))
-            .collect()
-    });
-    &all[rows.ilog2() as usize]
+/// The texts of a multi-row statement for 1, 2, 4, … up to `max` rows, built once per
+/// process (building one per statement cost 5 % of a batch), and how a run of rows is cut
+/// into them: cutting into powers of two keeps the statements a connection ever prepares to
+/// a handful.
+struct RowStatements {
+    max: usize,
+    build: fn(usize) -> String,
+    texts: std::sync::OnceLock<Vec<String>>,
 }
 
-/// A statement inserting `rows` jobs without idempotency keys: `?1` is the time of the
-/// enqueue, then eight parameters per row.
-fn build_multi_insert_sql(rows: usize) -> String {
-    let mut sql = String::from(
-        "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
-            run_at, timeout_ms, group_key, created_at, updated_at) VALUES ",
-    );
-    for row in 0..rows {
-        let p = 2 + row * 8;
-        if row > 0 {
-            sql.push(',');
+impl RowStatements {
+    const fn new(max: usize, build: fn(usize) -> String) -> RowStatements {
+        RowStatements {
+            max,
+            build,
+            texts: std::sync::OnceLock::new(),
         }
-        sql.push_str(&format!(
-            "(?{},?{},?{},?{},?{},?{},?{},?{},?1,?1)",
-            p,
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5,
-            p + 6,
-            p + 7
-        ));
     }
-    sql.push_str(" RETURNING id");
-    sql
+
+    /// How many of `left` rows (at least one) the next statement takes.
+    fn next_rows(&self, left: usize) -> usize {
+        1 << left.min(self.max).ilog2()
+    }
+
+    /// The statement for `rows`, a count [`RowStatements::next_rows`] gave.
+    fn sql(&self, rows: usize) -> &str {
+        let texts = self.texts.get_or_init(|| {
+            (0..=self.max.ilog2())
+                .map(|power| (self.build)(1 << power))
+                .collect()
+        });
+        &texts[rows.ilog2() as usize]
+    }
 }
+
+/// `rows` parenthesised rows of `per_row` parameters numbered from `?2` (`?1` is the one
+/// all rows share), each ending with `tail`.
+fn value_rows(rows: usize, per_row: usize, tail: &str) -> String {
+    (0..rows)
+        .map(|row| {
+            let first = 2 + row * per_row;
+            let params: Vec<String> = (first..first + per_row).map(|p| format!("?{p}")).collect();
+            format!("({}{tail})", params.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Inserts of jobs without idempotency keys: `?1` is the time of the enqueue, then eight
+/// parameters per row.
+static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
+    format!(
+        "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
+            run_at, timeout_ms, group_key, created_at, updated_at) VALUES {} RETURNING id",
+        value_rows(rows, 8, ",?1,?1")
+    )
+});
 
 /// From this many jobs without keys, a batch is inserted with the schema's CHECK rules
 /// switched off for the connection: they guard rows from other programs, and a job litejobs
@@ -153,9 +170,8 @@ fn insert_in_order(
         let run = jobs[next..]
             .iter()
             .take_while(|job| job.idempotency_key.is_none())
-            .count()
-            .min(ROWS_PER_INSERT);
-        let rows = 1 << run.ilog2();
+            .count();
+        let rows = INSERTS.next_rows(run);
         let chunk = &jobs[next..next + rows];
         let ids = insert_rows(conn, chunk, &payloads[next..next + rows], now).map_err(|e| {
             // The statement does not say which of its rows broke a rule: name them all.
@@ -181,7 +197,7 @@ fn insert_rows(
     payloads: &[String],
     now: i64,
 ) -> Result<Vec<i64>> {
-    let mut stmt = conn.prepare_cached(multi_insert_sql(jobs.len()))?;
+    let mut stmt = conn.prepare_cached(INSERTS.sql(jobs.len()))?;
     stmt.raw_bind_parameter(1, now)?;
     for (row, (job, payload)) in jobs.iter().zip(payloads).enumerate() {
         let p = 2 + row * 8;
@@ -494,38 +510,23 @@ pub(super) fn extend_lease(
 /// as fast as a statement per job.
 const ROWS_PER_SUCCEED: usize = 32;
 
-/// The statement marking `rows` jobs (a power of two up to [`ROWS_PER_SUCCEED`]) succeeded,
-/// built once per process. `?1` is the time; then per job its id, attempt, worker, result and
-/// progress. Each row is fenced by its own lease; `RETURNING` says which held, with the
+/// Marking jobs succeeded: `?1` is the time; then per job its id, attempt, worker, result
+/// and progress. Each row is fenced by its own lease; `RETURNING` says which held, with the
 /// queue and type as stored (for the finished-job counts).
-fn succeed_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=ROWS_PER_SUCCEED.ilog2())
-            .map(|power| {
-                let values: Vec<String> = (0..1usize << power)
-                    .map(|row| {
-                        let p = 2 + row * 5;
-                        format!("(?{p},?{},?{},?{},?{})", p + 1, p + 2, p + 3, p + 4)
-                    })
-                    .collect();
-                format!(
-                    "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1,
-                            locked_by = NULL, locked_until = NULL, result = done.result,
-                            progress = COALESCE(done.progress, jobs.progress)
-                     FROM (SELECT column1 AS id, column2 AS attempt, column3 AS worker,
-                                  column4 AS result, column5 AS progress
-                           FROM (VALUES {})) AS done
-                     WHERE jobs.id = done.id AND jobs.status = 'running'
-                       AND jobs.locked_by = done.worker AND jobs.attempts = done.attempt
-                     RETURNING jobs.id, jobs.queue, jobs.job_type",
-                    values.join(",")
-                )
-            })
-            .collect()
-    });
-    &all[rows.ilog2() as usize]
-}
+static SUCCESSES: RowStatements = RowStatements::new(ROWS_PER_SUCCEED, |rows| {
+    format!(
+        "UPDATE jobs SET status = 'succeeded', finished_at = ?1, updated_at = ?1,
+                locked_by = NULL, locked_until = NULL, result = done.result,
+                progress = COALESCE(done.progress, jobs.progress)
+         FROM (SELECT column1 AS id, column2 AS attempt, column3 AS worker,
+                      column4 AS result, column5 AS progress
+               FROM (VALUES {})) AS done
+         WHERE jobs.id = done.id AND jobs.status = 'running'
+           AND jobs.locked_by = done.worker AND jobs.attempts = done.attempt
+         RETURNING jobs.id, jobs.queue, jobs.job_type",
+        value_rows(rows, 5, "")
+    )
+});
 
 /// Marks jobs succeeded, each fenced by its lease (see [`JobStore::succeed`]). Returns, per
 /// job in order, the (queue, job type) it was counted under, or `None` when its lease was
@@ -538,9 +539,9 @@ pub(super) fn succeed(
     let mut written = vec![None; jobs.len()];
     let mut next = 0;
     while next < jobs.len() {
-        let rows = 1 << (jobs.len() - next).min(ROWS_PER_SUCCEED).ilog2();
+        let rows = SUCCESSES.next_rows(jobs.len() - next);
         let chunk = &jobs[next..next + rows];
-        let mut stmt = conn.prepare_cached(succeed_sql(rows))?;
+        let mut stmt = conn.prepare_cached(SUCCESSES.sql(rows))?;
         stmt.raw_bind_parameter(1, now)?;
         for (row, job) in chunk.iter().enumerate() {
             let p = 2 + row * 5;
