@@ -166,10 +166,7 @@ impl ChangeWatch {
             (Some(files), Some(at)) if !files.is_active() => Some(at + LOCAL_QUIET),
             _ => None,
         };
-        match (self.next_check, back_on) {
-            (Some(check), Some(on)) => Some(check.min(on)),
-            (check, on) => check.or(on),
-        }
+        self.next_check.into_iter().chain(back_on).min()
     }
 
     /// Looks when a look is due: true when another connection committed since the last
