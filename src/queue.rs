@@ -72,6 +72,7 @@ pub struct QueueBuilder {
     idempotency_window: Duration,
     clock: Arc<dyn Clock>,
     create: bool,
+    pg_schema: Option<String>,
 }
 
 impl std::fmt::Debug for QueueBuilder {
@@ -95,6 +96,7 @@ impl Default for QueueBuilder {
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
             clock: Arc::new(SystemClock),
             create: true,
+            pg_schema: None,
         }
     }
 }
@@ -151,6 +153,14 @@ impl QueueBuilder {
         self
     }
 
+    /// On PostgreSQL (a `postgres://` URL, feature `postgres`): the schema litejobs' tables
+    /// live in, created if missing. Defaults to `litejobs`. Letters, digits and `_` only.
+    /// Ignored for SQLite files.
+    pub fn pg_schema(mut self, schema: impl Into<String>) -> Self {
+        self.pg_schema = Some(schema.into());
+        self
+    }
+
     fn db_config(&self) -> Result<DbConfig> {
         if self.pool_size == 0 {
             return Err(Error::invalid_config("pool_size must be at least 1, got 0"));
@@ -160,6 +170,7 @@ impl QueueBuilder {
             busy_timeout: self.busy_timeout,
             pool_size: self.pool_size,
             create: self.create,
+            pg_schema: self.pg_schema.clone(),
         })
     }
 

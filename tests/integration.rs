@@ -37,6 +37,9 @@ mod limits;
 mod model;
 // two worker processes on one file; another process hammering the lock
 mod multiprocess;
+// PostgreSQL (feature `postgres`, a server from LITEJOBS_TEST_PG): schema and migrations, each store, several hosts
+#[cfg(feature = "postgres")]
+mod postgres;
 // worker runtime: priority, group keys (R13), queue isolation (R14), wake-up and polling
 mod ordering;
 // worker runtime: attempt outcomes (R5), panics, invalid rows, unknown types

@@ -23,6 +23,8 @@ pub(crate) mod dead_letter;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod periodic;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod reads;
 pub(crate) mod reports;
 pub(crate) mod retention;
@@ -113,13 +115,21 @@ pub(crate) struct Db {
 }
 
 impl Db {
-    /// Opens (creating or migrating) a SQLite file; see [`SqliteDb::open`].
+    /// Opens (creating or migrating) a SQLite file, see [`SqliteDb::open`], or, for a
+    /// `postgres://` URL, a PostgreSQL schema.
     pub(crate) fn open(path: &Path, config: &DbConfig) -> Result<Db> {
+        if let Some(url) = server_url(path)? {
+            return open_server(url, config, false);
+        }
         Ok(Db::on(SqliteDb::open(path, config)?))
     }
 
-    /// Opens an existing SQLite file for reading only; see [`SqliteDb::open_read_only`].
+    /// Opens an existing SQLite file (or PostgreSQL schema) for reading only; see
+    /// [`SqliteDb::open_read_only`].
     pub(crate) fn open_read_only(path: &Path, config: &DbConfig) -> Result<Db> {
+        if let Some(url) = server_url(path)? {
+            return open_server(url, config, true);
+        }
         Ok(Db::on(SqliteDb::open_read_only(path, config)?))
     }
 
@@ -178,6 +188,37 @@ impl Db {
     pub(crate) fn commit_files(&self) -> Option<CommitFiles> {
         self.backend.commit_files()
     }
+}
+
+/// The URL when `target` names a database server rather than a file.
+fn server_url(target: &Path) -> Result<Option<&str>> {
+    let Some(text) = target.to_str() else {
+        return Ok(None);
+    };
+    let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
+    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        return Ok(Some(text));
+    }
+    Ok(None)
+}
+
+#[cfg(feature = "postgres")]
+fn open_server(url: &str, config: &DbConfig, read_only: bool) -> Result<Db> {
+    let db = if read_only {
+        postgres::PgDb::open_read_only(url, config)?
+    } else {
+        postgres::PgDb::open(url, config)?
+    };
+    Ok(Db::on(db))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_server(_url: &str, _config: &DbConfig, _read_only: bool) -> Result<Db> {
+    Err(Error::new(
+        ErrorKind::InvalidConfig,
+        "a postgres:// URL needs litejobs built with the `postgres` feature \
+         (cargo build --features postgres)",
+    ))
 }
 
 /// A backend that returned without running the closure: a bug in the backend.

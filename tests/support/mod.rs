@@ -231,6 +231,8 @@ pub fn have_tool(name: &str) -> bool {
 pub mod child;
 #[cfg(feature = "webhook")]
 pub mod http;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod scripted;
 #[cfg(feature = "email")]
 pub mod smtp;

@@ -63,6 +63,8 @@ pub(crate) struct DbConfig {
     pub(crate) pool_size: u32,
     /// Whether [`SqliteDb::open`] may create the file or add the schema to a file without it.
     pub(crate) create: bool,
+    /// The PostgreSQL schema litejobs' tables live in (`None`: `litejobs`); SQLite ignores it.
+    pub(crate) pg_schema: Option<String>,
 }
 
 type Pool = r2d2::Pool<SqliteConnectionManager>;
@@ -496,6 +498,7 @@ mod tests {
             busy_timeout: Duration::from_secs(5),
             pool_size: 2,
             create: true,
+            pg_schema: None,
         };
         let db = SqliteDb::open(&dir.path().join("q.db"), &config).expect("open");
         let autocheckpoint: i64 = db

@@ -1,0 +1,301 @@
+//! The PostgreSQL implementation of the storage interface (feature `postgres`): [`PgDb`] (an
+//! r2d2 pool of diesel `PgConnection`s, each with the queue's schema on its search path)
+//! hands out [`PgTx`]s, which implement every store of [`crate::storage`] in this folder's
+//! files, by raw SQL through diesel's `sql_query` (no ORM schema).
+//!
+//! What SQLite's single writer gave for free is spelled out here: claims lock their rows
+//! with `FOR UPDATE SKIP LOCKED`, one running job per group key is a unique index,
+//! read-then-write paths take a transaction-level advisory lock on their key
+//! ([`Tx::lock_key`]), and the counts of finished jobs and attempts are kept by the schema's
+//! statement-level triggers for every writer alike.
+
+mod admin;
+mod dead_letter;
+mod jobs;
+mod limits;
+mod migrate;
+mod periodic;
+mod reads;
+mod reports;
+mod retention;
+pub(crate) mod sql;
+mod webhooks;
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use diesel::connection::SimpleConnection;
+use diesel::pg::PgConnection;
+use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, PooledConnection};
+use diesel::Connection;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::sqlite::DbConfig;
+use crate::storage::{Backend, ChangeSignal, CommitFiles, Tx};
+
+/// The PostgreSQL schema litejobs' tables live in unless the queue is opened with another.
+pub(crate) const DEFAULT_SCHEMA: &str = "litejobs";
+
+/// The channel the schema's insert trigger notifies (at commit) and workers listen on.
+pub(crate) const JOBS_CHANNEL: &str = "litejobs_jobs";
+
+/// A schema name as an SQL identifier, refused unless it is a plain name (letters, digits,
+/// `_`; not starting with a digit), so it can be quoted into statements safely.
+pub(crate) fn quoted_schema(name: &str) -> Result<String> {
+    let plain = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !plain {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            format!(
+                "PostgreSQL schema name {name:?}: use letters, digits and '_' (at most 63, not \
+                 starting with a digit)"
+            ),
+        ));
+    }
+    Ok(format!("\"{name}\""))
+}
+
+/// The URL without its password, for messages.
+pub(crate) fn redacted(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match (authority.rfind('@'), authority.find(':')) {
+        (Some(at), Some(colon)) if colon < at => format!(
+            "{}{}:***{}",
+            &url[..scheme_end + 3],
+            &authority[..colon],
+            &url[scheme_end + 3 + at..]
+        ),
+        _ => url.to_string(),
+    }
+}
+
+type PgPool = Pool<ConnectionManager<PgConnection>>;
+
+/// Settings every pooled connection gets when it is made: the schema on the search path,
+/// and the busy timeout as the longest wait for a row or advisory lock.
+#[derive(Debug)]
+struct Session {
+    setup: String,
+}
+
+impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for Session {
+    fn on_acquire(&self, conn: &mut PgConnection) -> std::result::Result<(), diesel::r2d2::Error> {
+        conn.batch_execute(&self.setup)
+            .map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
+/// A pooled PostgreSQL database in one schema.
+pub(crate) struct PgDb {
+    pool: PgPool,
+    url: String,
+    setup: String,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for PgDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgDb")
+            .field("url", &redacted(&self.url))
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl PgDb {
+    /// Connects, creates or migrates the schema (refusing a newer one), and builds the pool.
+    pub(crate) fn open(url: &str, config: &DbConfig) -> Result<PgDb> {
+        PgDb::connect(url, config, false)
+    }
+
+    /// Connects to an existing litejobs schema for reading only.
+    pub(crate) fn open_read_only(url: &str, config: &DbConfig) -> Result<PgDb> {
+        PgDb::connect(url, config, true)
+    }
+
+    fn connect(url: &str, config: &DbConfig, read_only: bool) -> Result<PgDb> {
+        let schema = config.pg_schema.as_deref().unwrap_or(DEFAULT_SCHEMA);
+        let quoted = quoted_schema(schema)?;
+        let lock_ms = config.busy_timeout.as_millis().max(1);
+        let setup = format!(
+            "SET search_path TO {quoted}; SET lock_timeout = {lock_ms}; SET TIME ZONE 'UTC'"
+        );
+        let mut first = PgConnection::establish(url).map_err(|e| {
+            Error::new(
+                ErrorKind::Database,
+                format!("cannot connect to {}: {e}", redacted(url)),
+            )
+        })?;
+        if read_only {
+            migrate::check_current(&mut first, schema)?;
+        } else {
+            migrate::migrate(&mut first, schema, config.create)?;
+        }
+        drop(first);
+        let pool = Pool::builder()
+            .max_size(config.pool_size.max(2))
+            .min_idle(Some(0))
+            .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
+            .connection_customizer(Box::new(Session {
+                setup: setup.clone(),
+            }))
+            .build(ConnectionManager::<PgConnection>::new(url))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Database,
+                    format!("cannot connect to {}: {e}", redacted(url)),
+                )
+            })?;
+        Ok(PgDb {
+            pool,
+            url: url.to_string(),
+            setup,
+            read_only,
+        })
+    }
+
+    fn conn(&self) -> Result<PooledConnection<ConnectionManager<PgConnection>>> {
+        self.pool.get().map_err(|e| {
+            Error::new(
+                ErrorKind::Busy,
+                format!("no PostgreSQL connection available: {e}"),
+            )
+        })
+    }
+}
+
+impl Backend for PgDb {
+    /// A `REPEATABLE READ, READ ONLY` transaction: every statement sees one snapshot.
+    fn read_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        let mut conn = self.conn()?;
+        conn.build_transaction()
+            .repeatable_read()
+            .read_only()
+            .run(|c| {
+                let tx = PgTx::new(c);
+                f(&tx)
+            })
+    }
+
+    /// A `READ COMMITTED` transaction, committed when `f` returns `Ok`. Row locks and
+    /// [`Tx::lock_key`] wait up to the busy timeout (`lock_timeout`), then
+    /// [`ErrorKind::Busy`].
+    fn write_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "this queue was opened read-only (Queue::open_read_only); nothing was written",
+            ));
+        }
+        let mut conn = self.conn()?;
+        conn.transaction(|c| {
+            let tx = PgTx::new(c);
+            f(&tx)
+        })
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// `LISTEN` on a connection of its own: the schema's insert trigger notifies at commit.
+    fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {
+        let mut conn = PgConnection::establish(&self.url).map_err(|e| {
+            Error::new(
+                ErrorKind::Database,
+                format!("cannot connect to {}: {e}", redacted(&self.url)),
+            )
+        })?;
+        conn.batch_execute(&self.setup)?;
+        conn.batch_execute(&format!("LISTEN {JOBS_CHANNEL}"))?;
+        Ok(Box::new(Notifications { conn }))
+    }
+
+    /// A server has no files to watch.
+    fn commit_files(&self) -> Option<CommitFiles> {
+        None
+    }
+}
+
+/// [`ChangeSignal`] on PostgreSQL: notifications already received on the listening
+/// connection (reading them costs no round trip).
+struct Notifications {
+    conn: PgConnection,
+}
+
+impl ChangeSignal for Notifications {
+    fn changed(&mut self) -> Result<bool> {
+        let mut any = false;
+        for n in self.conn.notifications_iter() {
+            n?;
+            any = true;
+        }
+        Ok(any)
+    }
+}
+
+/// The storage interface on one PostgreSQL connection, inside the transaction the [`PgDb`]
+/// opened.
+pub(crate) struct PgTx<'c> {
+    pub(crate) conn: RefCell<&'c mut PgConnection>,
+}
+
+impl<'c> PgTx<'c> {
+    /// The interface on `conn`, e.g. the caller's own transaction (`enqueue_in`).
+    pub(crate) fn new(conn: &'c mut PgConnection) -> PgTx<'c> {
+        PgTx {
+            conn: RefCell::new(conn),
+        }
+    }
+}
+
+impl Tx for PgTx<'_> {
+    /// A transaction-level advisory lock on the key's hash: held until commit or rollback.
+    fn lock_key(&self, key: &str) -> Result<()> {
+        self.execute(
+            sql::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))").text(key),
+        )?;
+        Ok(())
+    }
+}
+
+/// A store operation not yet written for PostgreSQL.
+pub(crate) fn pending(operation: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidState,
+        format!("{operation} is not available on PostgreSQL yet"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert_eq!(
+            quoted_schema("litejobs").ok().as_deref(),
+            Some("\"litejobs\"")
+        );
+        for bad in ["", "a\"b", "a b", "1abc", "a;drop"] {
+            assert!(quoted_schema(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_left_out_of_messages() {
+        assert_eq!(
+            redacted("postgres://app:s3cr:et@db.local:5432/jobs"),
+            "postgres://app:***@db.local:5432/jobs"
+        );
+        assert_eq!(redacted("postgres://app@db/jobs"), "postgres://app@db/jobs");
+    }
+}

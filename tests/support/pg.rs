@@ -1,0 +1,90 @@
+//! A PostgreSQL fixture (feature `postgres`): each test gets a schema of its own on the
+//! server named by `LITEJOBS_TEST_PG` (`.ci/run` starts a throwaway one), dropped when the
+//! test ends. Without the variable the test is skipped with a note, except under `CI=true`,
+//! where a missing server fails the test rather than hiding it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use diesel::connection::SimpleConnection;
+use diesel::{Connection, PgConnection};
+use litejobs::{ManualClock, Queue};
+
+use super::START_MS;
+
+/// The test server's URL, or `None` (skip) outside CI.
+pub fn server() -> Option<String> {
+    match std::env::var("LITEJOBS_TEST_PG") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "CI=true but LITEJOBS_TEST_PG is not set: the PostgreSQL tests need the server \
+                 .ci/run starts"
+            );
+            eprintln!("skipped: set LITEJOBS_TEST_PG=postgres://… to run the PostgreSQL tests");
+            None
+        }
+    }
+}
+
+/// A schema of its own for one test, dropped (with everything in it) when this is dropped.
+pub struct PgSchema {
+    pub url: String,
+    pub name: String,
+}
+
+impl PgSchema {
+    /// A fresh, unique schema name on the test server (not yet created).
+    pub fn new(url: &str) -> PgSchema {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let schema = PgSchema {
+            url: url.to_string(),
+            name,
+        };
+        schema.drop_schema();
+        schema
+    }
+
+    /// A raw diesel connection with this schema on its search path.
+    pub fn raw(&self) -> PgConnection {
+        let mut conn = PgConnection::establish(&self.url).expect("connecting to the test server");
+        conn.batch_execute(&format!("SET search_path TO \"{}\"", self.name))
+            .expect("setting the search path");
+        conn
+    }
+
+    /// A queue in this schema, on `clock`.
+    pub fn queue(&self, clock: &ManualClock) -> Queue {
+        Queue::builder()
+            .clock(clock.clone())
+            .pg_schema(&self.name)
+            .open(&self.url)
+            .expect("Queue::open on the test server")
+    }
+
+    fn drop_schema(&self) {
+        if let Ok(mut conn) = PgConnection::establish(&self.url) {
+            let _ = conn.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name));
+        }
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        self.drop_schema();
+    }
+}
+
+/// A queue in a fresh schema on a `ManualClock` at [`START_MS`], or `None` (skip).
+pub fn setup() -> Option<(PgSchema, Queue, ManualClock)> {
+    let url = server()?;
+    let schema = PgSchema::new(&url);
+    let clock = ManualClock::new(START_MS);
+    let queue = schema.queue(&clock);
+    Some((schema, queue, clock))
+}
