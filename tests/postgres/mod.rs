@@ -1,4 +1,15 @@
 //! litejobs on PostgreSQL (feature `postgres`), against the server named by
 //! `LITEJOBS_TEST_PG`; each test in a schema of its own (tests/support/pg.rs).
 
+// AdminStore and DeadLetterStore: cancel, retry now, pause, requeue and discard dead jobs
+mod admin_dead_letter;
+// JobStore: insert, idempotency keys, claim with SKIP LOCKED, group keys, fenced writes, reaper
+mod jobs;
+// LimitStore and PeriodicStore: rate limits, breakers, periodic slots
+mod limits_periodic;
+// ReadStore and RetentionStore: job, attempts, lists, counts, health, errors, pruning
+mod reads;
+// ReportStore and WebhookStore: report runs and chunks, webhook endpoints
+mod reports_webhooks;
+// schema.pg.sql against the migrations, refusals, URLs
 mod schema;
