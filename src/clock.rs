@@ -24,6 +24,19 @@ impl Clock for SystemClock {
     }
 }
 
+/// The wall clock moved by a fixed offset: a database server's clock, as measured when a
+/// queue opened on it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OffsetClock {
+    pub(crate) offset_ms: i64,
+}
+
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        system_time_to_ms(SystemTime::now()).saturating_add(self.offset_ms)
+    }
+}
+
 /// A clock that stands still until told to move. Clones share one time.
 ///
 /// ```

@@ -155,6 +155,14 @@ pub use moved::*;
 /// The schema version this build of litejobs writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = storage::sqlite::migrate::SCHEMA_VERSION;
 
+#[cfg(feature = "postgres")]
+pub use storage::postgres::copy::{copy_sqlite_to_postgres, CopyReport};
+
+/// The PostgreSQL schema version this build writes (`schema_version` table; feature
+/// `postgres`). PostgreSQL's migrations count on their own from 1.
+#[cfg(feature = "postgres")]
+pub const PG_SCHEMA_VERSION: i64 = storage::postgres::migrate::SCHEMA_VERSION;
+
 #[cfg(test)]
 mod tests {
     fn assert_traits<T: Clone + Send + Sync + 'static>() {}

@@ -73,6 +73,8 @@ pub struct QueueBuilder {
     clock: Arc<dyn Clock>,
     create: bool,
     pg_schema: Option<String>,
+    /// Set by [`QueueBuilder::clock`]: a given clock is used as is, also on a server.
+    clock_given: bool,
 }
 
 impl std::fmt::Debug for QueueBuilder {
@@ -97,6 +99,7 @@ impl Default for QueueBuilder {
             clock: Arc::new(SystemClock),
             create: true,
             pg_schema: None,
+            clock_given: false,
         }
     }
 }
@@ -139,6 +142,7 @@ impl QueueBuilder {
     /// [`ManualClock`](crate::ManualClock).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
+        self.clock_given = true;
         self
     }
 
@@ -211,10 +215,18 @@ impl QueueBuilder {
     }
 
     fn into_queue(self, db: Db) -> Queue {
+        // On a database server the wall clock is the server's, so that hosts with skewed
+        // clocks agree on run times and leases (read once, when the queue opens).
+        let clock = match db.clock_offset_ms() {
+            Some(offset_ms) if !self.clock_given => {
+                Arc::new(crate::clock::OffsetClock { offset_ms }) as Arc<dyn Clock>
+            }
+            _ => self.clock,
+        };
         Queue {
             inner: Arc::new(Inner {
                 db,
-                clock: self.clock,
+                clock,
                 max_payload_bytes: self.max_payload_bytes,
                 idempotency_window: self.idempotency_window,
                 wake: WakeList::default(),
@@ -377,6 +389,14 @@ impl Queue {
     /// nobody listens are not kept; a dropped receiver unsubscribes.
     pub fn subscribe(&self) -> crossbeam_channel::Receiver<Event> {
         self.inner.events.subscribe()
+    }
+
+    /// The schema version this build keeps the queue's database at: [`SCHEMA_VERSION`]
+    /// for a SQLite file, `PG_SCHEMA_VERSION` on PostgreSQL (feature `postgres`).
+    ///
+    /// [`SCHEMA_VERSION`]: crate::SCHEMA_VERSION
+    pub fn schema_version(&self) -> i64 {
+        self.db().schema_version()
     }
 
     pub(crate) fn db(&self) -> &Db {

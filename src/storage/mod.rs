@@ -81,6 +81,15 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
     fn is_read_only(&self) -> bool;
 
+    /// The schema version this build writes on this kind of database.
+    fn schema_version(&self) -> i64;
+
+    /// How far the database server's clock is ahead of this host's (ms), for a backend
+    /// whose times come from the server; `None` for a file.
+    fn clock_offset_ms(&self) -> Option<i64> {
+        None
+    }
+
     /// A cheap way to learn that another connection committed; see [`ChangeSignal`].
     fn change_signal(&self) -> Result<Box<dyn ChangeSignal>>;
 
@@ -177,6 +186,16 @@ impl Db {
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
     pub(crate) fn is_read_only(&self) -> bool {
         self.backend.is_read_only()
+    }
+
+    /// See [`Backend::clock_offset_ms`].
+    pub(crate) fn clock_offset_ms(&self) -> Option<i64> {
+        self.backend.clock_offset_ms()
+    }
+
+    /// The schema version this build writes on this kind of database.
+    pub(crate) fn schema_version(&self) -> i64 {
+        self.backend.schema_version()
     }
 
     /// A new [`ChangeSignal`] on this database.

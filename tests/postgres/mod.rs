@@ -3,6 +3,9 @@
 
 // AdminStore and DeadLetterStore: cancel, retry now, pause, requeue and discard dead jobs
 mod admin_dead_letter;
+// `litejobs copy-to`: a SQLite file moved into PostgreSQL
+#[cfg(feature = "cli")]
+mod copy;
 // JobStore: insert, idempotency keys, claim with SKIP LOCKED, group keys, fenced writes, reaper
 mod jobs;
 // LimitStore and PeriodicStore: rate limits, breakers, periodic slots

@@ -18,9 +18,14 @@ use crate::duration;
                         database (with one line on stderr)."
 )]
 pub struct Cli {
-    /// The database file.
-    #[arg(long, env = "LITEJOBS_DB", global = true, value_name = "FILE")]
+    /// The database: a SQLite file, or a PostgreSQL URL (postgres://user@host/db) when built
+    /// with the `postgres` feature.
+    #[arg(long, env = "LITEJOBS_DB", global = true, value_name = "FILE|URL")]
     pub db: Option<PathBuf>,
+
+    /// On PostgreSQL: the schema litejobs' tables live in (default: litejobs).
+    #[arg(long, env = "LITEJOBS_PG_SCHEMA", global = true, value_name = "NAME")]
+    pub pg_schema: Option<String>,
 
     /// Print JSON (stable field names, times in ms since the Unix epoch) instead of tables.
     #[arg(long, global = true)]
@@ -73,6 +78,21 @@ pub enum Command {
     /// Serve the web dashboard until SIGINT or SIGTERM.
     #[cfg(feature = "web")]
     Web(WebArgs),
+    /// Copy the live and dead jobs (with their history), webhook endpoints, periodic
+    /// schedules, paused queues and remembered idempotency keys of the SQLite file (--db)
+    /// into an empty PostgreSQL schema (--pg-schema, default litejobs), ids kept. Stop the
+    /// workers on the file first; running jobs arrive queued.
+    #[cfg(feature = "postgres")]
+    CopyTo(CopyToArgs),
+}
+
+/// `copy-to`.
+#[cfg(feature = "postgres")]
+#[derive(Debug, Args)]
+pub struct CopyToArgs {
+    /// The PostgreSQL server: postgres://user[:password]@host[:port]/database.
+    #[arg(value_name = "URL")]
+    pub url: String,
 }
 
 /// `enqueue`.

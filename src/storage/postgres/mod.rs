@@ -10,10 +10,11 @@
 //! statement-level triggers for every writer alike.
 
 mod admin;
+pub(crate) mod copy;
 mod dead_letter;
 mod jobs;
 mod limits;
-mod migrate;
+pub(crate) mod migrate;
 mod periodic;
 mod reads;
 mod reports;
@@ -99,6 +100,8 @@ pub(crate) struct PgDb {
     url: String,
     setup: String,
     read_only: bool,
+    /// The server's clock less this host's, measured at open.
+    clock_offset_ms: i64,
 }
 
 impl std::fmt::Debug for PgDb {
@@ -139,6 +142,7 @@ impl PgDb {
         } else {
             migrate::migrate(&mut first, schema, config.create)?;
         }
+        let clock_offset_ms = measure_clock_offset(&mut first)?;
         drop(first);
         let pool = Pool::builder()
             .max_size(config.pool_size.max(2))
@@ -159,6 +163,7 @@ impl PgDb {
             url: url.to_string(),
             setup,
             read_only,
+            clock_offset_ms,
         })
     }
 
@@ -219,10 +224,41 @@ impl Backend for PgDb {
         Ok(Box::new(Notifications { conn }))
     }
 
+    fn schema_version(&self) -> i64 {
+        migrate::SCHEMA_VERSION
+    }
+
+    fn clock_offset_ms(&self) -> Option<i64> {
+        Some(self.clock_offset_ms)
+    }
+
     /// A server has no files to watch.
     fn commit_files(&self) -> Option<CommitFiles> {
         None
     }
+}
+
+/// The server's clock less this host's (ms): the fastest of three round trips, the server's
+/// reading set against the middle of its round trip.
+fn measure_clock_offset(conn: &mut PgConnection) -> Result<i64> {
+    let local = || crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+    let mut best: Option<(i64, i64)> = None;
+    for _ in 0..3 {
+        let before = local();
+        let tx = PgTx::new(conn);
+        let server = tx
+            .row::<sql::IntRow>(sql::query(
+                "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS v",
+            ))?
+            .map_or(before, |r| r.v);
+        let after = local();
+        let round_trip = after - before;
+        let offset = server - (before + round_trip / 2);
+        if best.is_none_or(|(rt, _)| round_trip < rt) {
+            best = Some((round_trip, offset));
+        }
+    }
+    Ok(best.map_or(0, |(_, offset)| offset))
 }
 
 /// [`ChangeSignal`] on PostgreSQL: notifications already received on the listening

@@ -332,6 +332,10 @@ impl Backend for SqliteDb {
         self.read_only
     }
 
+    fn schema_version(&self) -> i64 {
+        migrate::SCHEMA_VERSION
+    }
+
     /// Every commit writes the write-ahead log (`-wal`); the database file itself and a
     /// rollback `-journal` are written by checkpoints and by programs that open the file in
     /// another journal mode.

@@ -17,30 +17,24 @@ struct InitJson<'a> {
 /// Creates or migrates the file and says which.
 pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
     let path = ctx.db_path()?;
-    let created = !path.exists();
-    drop(ctx.open_or_create()?);
-    let shown = path.display().to_string();
+    let created = !ctx.is_server() && !path.exists();
+    let queue = ctx.open_or_create()?;
+    let schema_version = queue.schema_version();
+    drop(queue);
+    let shown = ctx.shown_db()?;
     if ctx.json {
         write_json(
             out,
             &InitJson {
                 path: &shown,
                 created,
-                schema_version: litejobs::SCHEMA_VERSION,
+                schema_version,
             },
         )?;
     } else if created {
-        writeln!(
-            out,
-            "created {shown} (schema version {})",
-            litejobs::SCHEMA_VERSION
-        )?;
+        writeln!(out, "created {shown} (schema version {schema_version})")?;
     } else {
-        writeln!(
-            out,
-            "{shown} is ready (schema version {})",
-            litejobs::SCHEMA_VERSION
-        )?;
+        writeln!(out, "{shown} is ready (schema version {schema_version})")?;
     }
     Ok(Exit::Ok)
 }

@@ -5,6 +5,8 @@
 
 pub mod cancel;
 pub mod check;
+#[cfg(feature = "postgres")]
+pub mod copy_to;
 pub mod dead;
 pub mod enqueue;
 pub mod init;
@@ -101,6 +103,8 @@ impl From<io::Error> for CliError {
 pub struct Ctx {
     /// `--db` or `LITEJOBS_DB`.
     pub db: Option<PathBuf>,
+    /// `--pg-schema` or `LITEJOBS_PG_SCHEMA`.
+    pub pg_schema: Option<String>,
     /// `--json`.
     pub json: bool,
     /// Masks secret payload fields in every view.
@@ -112,6 +116,7 @@ impl Ctx {
     pub fn new(cli: &Cli) -> Ctx {
         Ctx {
             db: cli.db.clone(),
+            pg_schema: cli.pg_schema.clone(),
             json: cli.json,
             redactor: Redactor::from_env().with_fields(&cli.secret_fields),
         }
@@ -125,10 +130,42 @@ impl Ctx {
             .ok_or_else(|| CliError::new("no database: pass --db FILE or set LITEJOBS_DB"))
     }
 
+    /// True when `--db` is a PostgreSQL URL rather than a file.
+    pub fn is_server(&self) -> bool {
+        self.db.as_deref().and_then(Path::to_str).is_some_and(|s| {
+            let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
+            lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+        })
+    }
+
+    /// The database as people may see it: a URL's password replaced by `***`.
+    pub fn shown_db(&self) -> Result<String, CliError> {
+        let path = self.db_path()?;
+        if !self.is_server() {
+            return Ok(path.display().to_string());
+        }
+        let text = path.to_string_lossy();
+        Ok(match url::Url::parse(&text) {
+            Ok(mut url) if url.password().is_some() => {
+                let _ = url.set_password(Some("***"));
+                url.to_string()
+            }
+            Ok(url) => url.to_string(),
+            Err(_) => "(a PostgreSQL URL that does not parse)".to_string(),
+        })
+    }
+
+    fn builder(&self) -> litejobs::QueueBuilder {
+        match &self.pg_schema {
+            Some(schema) => Queue::builder().pg_schema(schema),
+            None => Queue::builder(),
+        }
+    }
+
     /// The database path, refusing a directory.
     fn file_path(&self) -> Result<&Path, CliError> {
         let path = self.db_path()?;
-        if path.is_dir() {
+        if !self.is_server() && path.is_dir() {
             return Err(CliError::new(format!(
                 "database path {} is a directory, not a file",
                 path.display()
@@ -142,19 +179,19 @@ impl Ctx {
     /// unchanged; a read-only file, mount or backup works; a file an older litejobs still
     /// writes to is read without being migrated.
     pub fn open_read_only(&self) -> Result<Queue, CliError> {
-        Ok(Queue::open_read_only(self.file_path()?)?)
+        Ok(self.builder().open_read_only(self.file_path()?)?)
     }
 
     /// Opens an existing litejobs database to act on its jobs (cancel, retry, requeue, ...):
     /// never creates a file or adds the schema to another program's database (a typo in the
     /// path would otherwise show an empty queue); an older schema is migrated.
     pub fn open_existing(&self) -> Result<Queue, CliError> {
-        Ok(Queue::builder().create(false).open(self.file_path()?)?)
+        Ok(self.builder().create(false).open(self.file_path()?)?)
     }
 
     /// Opens the database, creating (or migrating) it.
     pub fn open_or_create(&self) -> Result<Queue, CliError> {
-        Ok(Queue::open(self.file_path()?)?)
+        Ok(self.builder().open(self.file_path()?)?)
     }
 
     /// A job as people and scripts may see it: secrets masked.
@@ -183,5 +220,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Work(args) => work::run(&ctx, args, out),
         #[cfg(feature = "web")]
         Command::Web(args) => web::run(&ctx, args, out),
+        #[cfg(feature = "postgres")]
+        Command::CopyTo(args) => copy_to::run(&ctx, args, out),
     }
 }

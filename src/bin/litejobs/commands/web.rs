@@ -34,7 +34,7 @@ pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         out,
         "litejobs web: serving {} on {}{}; stop with SIGINT or SIGTERM",
         dashboard.url(),
-        ctx.db_path()?.display(),
+        ctx.shown_db()?,
         if read_only { " (read-only)" } else { "" }
     )?;
     // Scripts (and tests) read the address as soon as it is there.

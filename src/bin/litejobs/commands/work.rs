@@ -32,7 +32,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     log::info!(
         "litejobs work: worker {} running on {}; stop with SIGINT or SIGTERM",
         worker.id(),
-        ctx.db_path()?.display()
+        ctx.shown_db()?
     );
     serve(worker, &signals, args.grace)
 }

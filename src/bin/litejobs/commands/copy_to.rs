@@ -1,0 +1,36 @@
+//! `litejobs copy-to URL`: move a queue from its SQLite file to PostgreSQL.
+
+use std::io::Write;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::CopyToArgs;
+use crate::output::write_json;
+
+/// Copies the file's live state into the server and says what moved.
+pub fn run(ctx: &Ctx, args: &CopyToArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    if ctx.is_server() {
+        return Err(CliError::new(
+            "copy-to copies from a SQLite file: pass the file as --db and the server as URL",
+        ));
+    }
+    let file = ctx.db_path()?;
+    let report = litejobs::copy_sqlite_to_postgres(file, &args.url, ctx.pg_schema.as_deref())?;
+    if ctx.json {
+        write_json(out, &report)?;
+    } else {
+        writeln!(
+            out,
+            "copied {} live and {} dead jobs ({} attempts), {} webhook endpoints, {} schedules, \
+             {} paused queues, {} remembered keys from {}",
+            report.live_jobs,
+            report.dead_jobs,
+            report.attempts,
+            report.endpoints,
+            report.schedules,
+            report.paused_queues,
+            report.remembered_keys,
+            file.display()
+        )?;
+    }
+    Ok(Exit::Ok)
+}

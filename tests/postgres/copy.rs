@@ -1,0 +1,198 @@
+//! `litejobs copy-to URL`: a queue moves from its SQLite file to PostgreSQL with its live and
+//! dead jobs, history, endpoints, schedules, paused queues and remembered keys, ids kept.
+
+use std::process::Command;
+
+use diesel::connection::SimpleConnection;
+use diesel::sql_types::{BigInt, Nullable, Text};
+use diesel::{sql_query, QueryableByName, RunQueryDsl};
+use litejobs::{JobError, NewJob, Worker};
+use serde_json::json;
+
+use crate::support::pg::{server, PgSchema};
+use crate::support::setup as sqlite_setup;
+
+#[derive(QueryableByName, Debug, PartialEq, Eq)]
+struct JobRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    attempts: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    locked_by: Option<String>,
+}
+
+#[derive(QueryableByName, Debug)]
+struct N {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+fn count(conn: &mut diesel::PgConnection, sql: &str) -> i64 {
+    sql_query(sql)
+        .load::<N>(conn)
+        .expect("counting")
+        .first()
+        .map_or(-1, |r| r.n)
+}
+
+#[test]
+fn copy_to_moves_the_live_state_with_its_ids() {
+    let Some(url) = server() else { return };
+    let env = sqlite_setup();
+    let q = &env.queue;
+    // Finished history that stays behind, a dead job with attempts, live jobs of each kind.
+    let done = q
+        .enqueue(NewJob::new("done", json!({})).idempotency_key("once"))
+        .expect("enqueue");
+    env.raw()
+        .execute_batch(
+            "INSERT INTO webhook_endpoints (id, url, secret) VALUES (7, 'https://crm.example/hook', 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0');
+             INSERT INTO periodic_schedules (name, schedule, last_slot_at) VALUES ('nightly', '0 3 * * *', 1700000000000);",
+        )
+        .expect("an endpoint and a schedule");
+    let dead = q
+        .enqueue(NewJob::new("flaky", json!({"n": 1})).max_attempts(2))
+        .expect("enqueue");
+    let worker = |q: &litejobs::Queue| {
+        Worker::builder(q)
+            .handler("done", |_ctx: &litejobs::JobContext| Ok(()))
+            .handler("flaky", |_ctx: &litejobs::JobContext| {
+                Err(JobError::retry("boom"))
+            })
+    };
+    litejobs::testing::drain(&worker(q)).expect("first attempts");
+    env.clock.advance(std::time::Duration::from_secs(3600));
+    litejobs::testing::drain(&worker(q)).expect("second attempts");
+    let queued = q
+        .enqueue(NewJob::new("later", json!({"x": "y"})).idempotency_key("k-1"))
+        .expect("enqueue");
+    let grouped = q
+        .enqueue(NewJob::new("later", json!({})).queue("mail").group_key("g"))
+        .expect("enqueue");
+    q.pause_queue("mail").expect("pause");
+    assert_eq!(
+        q.job(dead).expect("job").map(|j| j.status),
+        Some(litejobs::JobStatus::Dead)
+    );
+
+    let target = PgSchema::new(&url);
+    let out = Command::new(env!("CARGO_BIN_EXE_litejobs"))
+        .args(["--db"])
+        .arg(&env.path)
+        .args(["--pg-schema", &target.name, "--json", "copy-to", &url])
+        .output()
+        .expect("running litejobs copy-to");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["live_jobs"], 2, "{report}");
+    assert_eq!(report["dead_jobs"], 1, "{report}");
+    assert_eq!(
+        report["attempts"], 2,
+        "the dead job's two attempts: {report}"
+    );
+    assert_eq!(report["paused_queues"], 1, "{report}");
+    assert_eq!(report["endpoints"], 1, "{report}");
+    assert_eq!(report["schedules"], 1, "{report}");
+    assert_eq!(
+        report["remembered_keys"], 1,
+        "the succeeded job's key: {report}"
+    );
+
+    let mut conn = target.raw();
+    let jobs: Vec<JobRow> =
+        sql_query("SELECT id, job_type, status, attempts, locked_by FROM jobs ORDER BY id")
+            .load(&mut conn)
+            .expect("reading the copied jobs");
+    let summary: Vec<(i64, &str, &str)> = jobs
+        .iter()
+        .map(|j| (j.id, j.job_type.as_str(), j.status.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (dead, "flaky", "dead"),
+            (queued, "later", "queued"),
+            (grouped, "later", "queued")
+        ],
+        "the succeeded job {done} stays behind, the rest keep their ids"
+    );
+    assert_eq!(jobs[0].attempts, 2);
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM queues WHERE paused = 1"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&mut conn, "SELECT n FROM job_counts WHERE status = 'dead'"),
+        1,
+        "the counting triggers saw the copied dead job"
+    );
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT sum(n)::bigint AS n FROM attempt_counts WHERE job_type = 'flaky'"
+        ),
+        2,
+        "the counting triggers saw the copied attempts"
+    );
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT id AS n FROM webhook_endpoints WHERE secret LIKE 'whsec_%'"
+        ),
+        7,
+        "the endpoint keeps its id and secret"
+    );
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT last_slot_at AS n FROM periodic_schedules WHERE name = 'nightly'"
+        ),
+        1_700_000_000_000
+    );
+    assert_eq!(
+        count(
+            &mut conn,
+            &format!("SELECT job_id AS n FROM idempotency_keys WHERE key = 'once'")
+        ),
+        done
+    );
+    // New rows continue after every id the file handed out.
+    conn.batch_execute("INSERT INTO jobs (job_type, payload) VALUES ('new', '{}')")
+        .expect("a plain insert");
+    assert_eq!(
+        count(&mut conn, "SELECT max(id) AS n FROM jobs"),
+        grouped + 1
+    );
+
+    // A second copy into the same schema is refused and writes nothing.
+    let again = Command::new(env!("CARGO_BIN_EXE_litejobs"))
+        .arg("--db")
+        .arg(&env.path)
+        .args(["--pg-schema", &target.name, "copy-to", &url])
+        .output()
+        .expect("running litejobs copy-to again");
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already holds jobs"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM jobs"), 4);
+}
