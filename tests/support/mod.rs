@@ -24,31 +24,67 @@ pub struct TestEnv {
     pub queue: Queue,
     /// The queue's clock, standing at [`START_MS`] until moved.
     pub clock: ManualClock,
+    /// On the PostgreSQL pass of the test matrix: the test's schema (dropped at the end);
+    /// `path` then holds the server's URL.
+    #[cfg(feature = "postgres")]
+    pub pg: Option<pg::PgSchema>,
 }
 
 impl TestEnv {
     /// A second, separately opened `Queue` on the same file and clock (its own pool and
     /// write gate, as another process would have).
     pub fn open_another(&self) -> Queue {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self.pg {
+            return schema.queue(&self.clock);
+        }
         Queue::builder()
             .clock(self.clock.clone())
             .open(&self.path)
             .expect("opening a second Queue on the test database")
     }
 
-    /// A raw connection on the test database.
+    /// A raw connection on the test database (SQLite only: a test that needs one returns
+    /// early on the PostgreSQL pass, see [`sqlite_only`]).
     pub fn raw(&self) -> Connection {
+        #[cfg(feature = "postgres")]
+        assert!(
+            self.pg.is_none(),
+            "a SQLite-only test ran on the PostgreSQL pass: start it with `if sqlite_only() {{ return; }}`"
+        );
         raw_conn(&self.path)
     }
 
-    /// Rows in the `jobs` table, counted through a raw connection.
+    /// Rows in the `jobs` table, counted behind the library's back.
     pub fn count_jobs(&self) -> i64 {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self.pg {
+            return schema.count("SELECT count(*) AS n FROM jobs");
+        }
         count_rows(&self.path, "jobs")
     }
 }
 
+/// The test matrix: `LITEJOBS_TEST_BACKEND=postgres` runs the backend-agnostic tests on
+/// PostgreSQL (`.ci/run` does, after the SQLite pass); unset, they run on SQLite files.
+pub fn on_postgres() -> bool {
+    std::env::var("LITEJOBS_TEST_BACKEND").is_ok_and(|v| v == "postgres")
+}
+
+/// True (the test should return at once) on the PostgreSQL pass, for a test of something
+/// only a SQLite file has (its bytes, WAL, raw connections, `schema.sql`).
+pub fn sqlite_only() -> bool {
+    on_postgres()
+}
+
 /// A fresh temp dir with `jobs.db` opened by a queue on a `ManualClock` at [`START_MS`].
 pub fn setup() -> TestEnv {
+    if on_postgres() {
+        #[cfg(feature = "postgres")]
+        return pg::matrix_env();
+        #[cfg(not(feature = "postgres"))]
+        panic!("LITEJOBS_TEST_BACKEND=postgres needs --features postgres");
+    }
     let dir = temp_dir();
     let path = dir.path().join("jobs.db");
     let clock = ManualClock::new(START_MS);
@@ -61,6 +97,8 @@ pub fn setup() -> TestEnv {
         path,
         queue,
         clock,
+        #[cfg(feature = "postgres")]
+        pg: None,
     }
 }
 

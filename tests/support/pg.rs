@@ -9,7 +9,7 @@ use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection};
 use litejobs::{ManualClock, Queue};
 
-use super::START_MS;
+use super::{temp_dir, TestEnv, START_MS};
 
 /// The test server's URL, or `None` (skip) outside CI.
 pub fn server() -> Option<String> {
@@ -87,4 +87,43 @@ pub fn setup() -> Option<(PgSchema, Queue, ManualClock)> {
     let clock = ManualClock::new(START_MS);
     let queue = schema.queue(&clock);
     Some((schema, queue, clock))
+}
+
+impl PgSchema {
+    /// A single `bigint` (named `n`) read by `sql` in this schema.
+    pub fn count(&self, sql: &str) -> i64 {
+        use diesel::sql_types::BigInt;
+        use diesel::{sql_query, QueryableByName, RunQueryDsl};
+        #[derive(QueryableByName)]
+        struct N {
+            #[diesel(sql_type = BigInt)]
+            n: i64,
+        }
+        let mut conn = self.raw();
+        sql_query(sql)
+            .load::<N>(&mut conn)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .first()
+            .map_or(0, |r| r.n)
+    }
+}
+
+/// The PostgreSQL pass of the test matrix: a [`TestEnv`] whose queue lives in a fresh
+/// schema on the test server (`path` holds the URL; `dir` is an empty temp dir for files a
+/// test writes beside the database).
+pub fn matrix_env() -> TestEnv {
+    let url = std::env::var("LITEJOBS_TEST_PG")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .expect("LITEJOBS_TEST_BACKEND=postgres needs LITEJOBS_TEST_PG=postgres://… (.ci/run sets both)");
+    let schema = PgSchema::new(&url);
+    let clock = ManualClock::new(START_MS);
+    let queue = schema.queue(&clock);
+    TestEnv {
+        dir: temp_dir(),
+        path: std::path::PathBuf::from(&url),
+        queue,
+        clock,
+        pg: Some(schema),
+    }
 }
