@@ -158,8 +158,9 @@ impl QueueBuilder {
     }
 
     /// On PostgreSQL (a `postgres://` URL, feature `postgres`): the schema litejobs' tables
-    /// live in, created if missing. Defaults to `litejobs`. Letters, digits and `_` only.
-    /// Ignored for SQLite files.
+    /// live in, created if missing. Defaults to `litejobs`, or to the URL's own `schema=NAME`
+    /// parameter (`postgres://app@db/prod?schema=jobs`), which litejobs takes off the URL
+    /// before connecting. Letters, digits and `_` only. Ignored for SQLite files.
     pub fn pg_schema(mut self, schema: impl Into<String>) -> Self {
         self.pg_schema = Some(schema.into());
         self

@@ -164,7 +164,7 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     assert_eq!(
         count(
             &mut conn,
-            &format!("SELECT job_id AS n FROM idempotency_keys WHERE key = 'once'")
+            "SELECT job_id AS n FROM idempotency_keys WHERE key = 'once'"
         ),
         done
     );

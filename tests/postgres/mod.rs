@@ -6,6 +6,8 @@ mod admin_dead_letter;
 // `litejobs copy-to`: a SQLite file moved into PostgreSQL
 #[cfg(feature = "cli")]
 mod copy;
+// several hosts, simulated: four worker processes on one schema, SIGKILL at random, restarts
+mod hosts;
 // JobStore: insert, idempotency keys, claim with SKIP LOCKED, group keys, fenced writes, reaper
 mod jobs;
 // LimitStore and PeriodicStore: rate limits, breakers, periodic slots

@@ -65,6 +65,38 @@ impl TestEnv {
     }
 }
 
+impl TestEnv {
+    /// The first column of the first row of `sql` as an integer (0 when there is no row),
+    /// read behind the library's back on either backend. Keep `sql` portable (plain
+    /// `SELECT count(*) …`, no SQLite-only functions).
+    pub fn sql_i64(&self, sql: &str) -> i64 {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self.pg {
+            return schema.first_i64(sql);
+        }
+        raw_conn(&self.path)
+            .query_row(sql, [], |row| row.get::<_, Option<i64>>(0))
+            .map(|v| v.unwrap_or(0))
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(0),
+                e => Err(e),
+            })
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Runs `sql` (one or more statements) behind the library's back on either backend.
+    pub fn sql_exec(&self, sql: &str) {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self.pg {
+            schema.exec(sql);
+            return;
+        }
+        raw_conn(&self.path)
+            .execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
 /// The test matrix: `LITEJOBS_TEST_BACKEND=postgres` runs the backend-agnostic tests on
 /// PostgreSQL (`.ci/run` does, after the SQLite pass); unset, they run on SQLite files.
 pub fn on_postgres() -> bool {

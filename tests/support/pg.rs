@@ -108,6 +108,22 @@ impl PgSchema {
     }
 }
 
+impl PgSchema {
+    /// The first column of the first row of `sql`, cast to bigint (0 without a row).
+    pub fn first_i64(&self, sql: &str) -> i64 {
+        self.count(&format!(
+            "SELECT coalesce((SELECT ({sql}))::bigint, 0) AS n"
+        ))
+    }
+
+    /// Runs `sql` (one or more statements).
+    pub fn exec(&self, sql: &str) {
+        self.raw()
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
 /// The PostgreSQL pass of the test matrix: a [`TestEnv`] whose queue lives in a fresh
 /// schema on the test server (`path` holds the URL; `dir` is an empty temp dir for files a
 /// test writes beside the database).
@@ -119,9 +135,12 @@ pub fn matrix_env() -> TestEnv {
     let schema = PgSchema::new(&url);
     let clock = ManualClock::new(START_MS);
     let queue = schema.queue(&clock);
+    // The schema rides in the URL, so that everything opening `path` (the CLI, child
+    // processes, the dashboard's tests) lands in this test's schema.
+    let sep = if url.contains('?') { '&' } else { '?' };
     TestEnv {
         dir: temp_dir(),
-        path: std::path::PathBuf::from(&url),
+        path: std::path::PathBuf::from(format!("{url}{sep}schema={}", schema.name)),
         queue,
         clock,
         pg: Some(schema),

@@ -1,25 +1,146 @@
-//! [`AdminStore`] on PostgreSQL.
+//! [`AdminStore`] on PostgreSQL: cancel, retry now, pause and resume a queue. Each action
+//! locks the job's row (`FOR UPDATE`) before it looks at the status, so it cannot interleave
+//! with another process's claim, requeue or retry of the same job.
 
-#![allow(unused_variables)]
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel::sql_types::{BigInt, Nullable, Text};
+use diesel::{QueryableByName, RunQueryDsl};
 
+use super::sql::{query, IntRow, TextRow};
 use super::PgTx;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::storage::admin::*;
+
+#[derive(QueryableByName)]
+struct StatusRow {
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    requeued_as: Option<i64>,
+}
+
+/// A job's status and `requeued_as`, its row locked for the rest of the transaction (a
+/// concurrent change is waited for and then seen), or `NotFound`.
+pub(super) fn lock_status(tx: &PgTx<'_>, id: i64) -> Result<(String, Option<i64>)> {
+    tx.row::<StatusRow>(
+        query("SELECT status, requeued_as FROM jobs WHERE id = $1 FOR UPDATE").int(id),
+    )?
+    .map(|r| (r.status, r.requeued_as))
+    .ok_or_else(|| Error::not_found("job", id))
+}
+
+pub(super) fn invalid_state(message: String) -> Error {
+    Error::new(ErrorKind::InvalidState, message)
+}
+
+/// Runs `sql` (an `UPDATE` or `INSERT` with `RETURNING id AS v`, parameters `$1 = a`,
+/// `$2 = b`) and returns the ids; `None` when it would have given a job an idempotency key
+/// another live or succeeded job holds. The transaction is then aborted: the caller must
+/// fail it.
+pub(super) fn returning_unless_key_held(
+    tx: &PgTx<'_>,
+    sql: &str,
+    a: i64,
+    b: i64,
+) -> Result<Option<Vec<i64>>> {
+    let mut conn = tx.conn.borrow_mut();
+    let loaded = diesel::sql_query(sql)
+        .bind::<BigInt, _>(a)
+        .bind::<BigInt, _>(b)
+        .load::<IntRow>(&mut **conn);
+    match loaded {
+        Ok(rows) => Ok(Some(rows.into_iter().map(|r| r.v).collect())),
+        Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, info))
+            if info.constraint_name() == Some("jobs_idempotency_key_idx") =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
 impl AdminStore for PgTx<'_> {
     fn cancel(&self, id: i64, now: i64) -> Result<()> {
-        Err(super::pending("cancel"))
+        let (status, _) = lock_status(self, id)?;
+        match status.as_str() {
+            "queued" | "failed" => {}
+            "running" => {
+                return Err(invalid_state(format!(
+                    "job {id} is running; a running job cannot be cancelled from outside (its \
+                     handler can return JobError::cancel), try again once it has finished"
+                )))
+            }
+            other => {
+                return Err(invalid_state(format!(
+                    "job {id} is {other}; only queued or failed jobs can be cancelled"
+                )))
+            }
+        }
+        self.execute(
+            query(
+                "UPDATE jobs SET status = 'cancelled', finished_at = $1, updated_at = $1
+                 WHERE id = $2 AND status IN ('queued', 'failed')",
+            )
+            .int(now)
+            .int(id),
+        )?;
+        Ok(())
     }
 
     fn retry_now(&self, id: i64, now: i64) -> Result<()> {
-        Err(super::pending("retry_now"))
+        let (status, requeued_as) = lock_status(self, id)?;
+        let sql = match status.as_str() {
+            "queued" | "failed" => {
+                "UPDATE jobs SET run_at = $1, updated_at = $1 WHERE id = $2 RETURNING id AS v"
+            }
+            "dead" => {
+                if let Some(new_id) = requeued_as {
+                    return Err(invalid_state(format!(
+                        "job {id} was already requeued as job {new_id}; retry that one instead"
+                    )));
+                }
+                super::reads::refuse_unusable(self, id, "retried")?;
+                "UPDATE jobs SET status = 'failed', run_at = $1, updated_at = $1,
+                        finished_at = NULL, max_attempts = attempts + 1
+                 WHERE id = $2 RETURNING id AS v"
+            }
+            other => {
+                return Err(invalid_state(format!(
+                    "job {id} is {other}; only queued, failed or dead jobs can be retried"
+                )))
+            }
+        };
+        match returning_unless_key_held(self, sql, now, id)? {
+            Some(_) => Ok(()),
+            None => Err(invalid_state(format!(
+                "job {id} cannot be retried: its idempotency key is held by another live or \
+                 succeeded job"
+            ))),
+        }
     }
 
     fn set_paused(&self, queue: &str, paused: bool, now: i64) -> Result<()> {
-        Err(super::pending("set_paused"))
+        self.execute(
+            query(
+                "INSERT INTO queues (name, paused, updated_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE
+                 SET paused = excluded.paused, updated_at = excluded.updated_at",
+            )
+            .text(queue)
+            .int(i64::from(paused))
+            .int(now),
+        )?;
+        Ok(())
     }
 
     fn paused_queues(&self) -> Result<Vec<String>> {
-        Err(super::pending("paused_queues"))
+        let mut names: Vec<String> = self
+            .rows::<TextRow>(query("SELECT name AS v FROM queues WHERE paused = 1"))?
+            .into_iter()
+            .map(|r| r.v)
+            .collect();
+        // In byte order, as SQLite sorts, whatever the database's collation.
+        names.sort();
+        Ok(names)
     }
 }

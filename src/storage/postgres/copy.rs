@@ -144,7 +144,9 @@ pub fn copy_sqlite_to_postgres(
         sqlite,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    let schema = pg_schema.unwrap_or(DEFAULT_SCHEMA);
+    let (url, in_url) = super::split_schema(url);
+    let url = url.as_str();
+    let schema = pg_schema.or(in_url.as_deref()).unwrap_or(DEFAULT_SCHEMA);
     let quoted = quoted_schema(schema)?;
     // Creates or migrates the target schema.
     drop(

@@ -59,6 +59,31 @@ pub(crate) fn quoted_schema(name: &str) -> Result<String> {
     Ok(format!("\"{name}\""))
 }
 
+/// Splits litejobs' own `schema=NAME` query parameter off a URL (libpq refuses parameters it
+/// does not know): the URL for libpq, and the schema if one was named.
+pub(crate) fn split_schema(url: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut schema = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.strip_prefix("schema=") {
+            Some(name) => {
+                schema = Some(name.to_string());
+                false
+            }
+            None => !pair.is_empty(),
+        })
+        .collect();
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    (url, schema)
+}
+
 /// The URL without its password, for messages.
 pub(crate) fn redacted(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
@@ -125,7 +150,22 @@ impl PgDb {
     }
 
     fn connect(url: &str, config: &DbConfig, read_only: bool) -> Result<PgDb> {
-        let schema = config.pg_schema.as_deref().unwrap_or(DEFAULT_SCHEMA);
+        let (url, in_url) = split_schema(url);
+        let url = url.as_str();
+        let schema = match (config.pg_schema.as_deref(), in_url.as_deref()) {
+            (Some(given), Some(named)) if given != named => {
+                return Err(Error::new(
+                    ErrorKind::InvalidConfig,
+                    format!(
+                        "two PostgreSQL schemas given: {given:?} (pg_schema) and {named:?} (the \
+                         URL's schema=); give one"
+                    ),
+                ))
+            }
+            (Some(given), _) => given,
+            (None, Some(named)) => named,
+            (None, None) => DEFAULT_SCHEMA,
+        };
         let quoted = quoted_schema(schema)?;
         let lock_ms = config.busy_timeout.as_millis().max(1);
         let setup = format!(
@@ -303,14 +343,6 @@ impl Tx for PgTx<'_> {
     }
 }
 
-/// A store operation not yet written for PostgreSQL.
-pub(crate) fn pending(operation: &str) -> Error {
-    Error::new(
-        ErrorKind::InvalidState,
-        format!("{operation} is not available on PostgreSQL yet"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,6 +356,25 @@ mod tests {
         for bad in ["", "a\"b", "a b", "1abc", "a;drop"] {
             assert!(quoted_schema(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_schema_parameter_is_taken_off_the_url() {
+        assert_eq!(
+            split_schema("postgres://u@h/db?schema=jobs_a"),
+            ("postgres://u@h/db".to_string(), Some("jobs_a".to_string()))
+        );
+        assert_eq!(
+            split_schema("postgres://u@h/db?sslmode=disable&schema=x&connect_timeout=5"),
+            (
+                "postgres://u@h/db?sslmode=disable&connect_timeout=5".to_string(),
+                Some("x".to_string())
+            )
+        );
+        assert_eq!(
+            split_schema("postgres://u@h/db"),
+            ("postgres://u@h/db".to_string(), None)
+        );
     }
 
     #[test]

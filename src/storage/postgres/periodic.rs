@@ -1,14 +1,42 @@
-//! [`PeriodicStore`] on PostgreSQL.
+//! [`PeriodicStore`] on PostgreSQL: the `periodic_schedules` table.
+//!
+//! Each slot is enqueued once with schedulers in several processes: the scheduler takes
+//! [`Tx::lock_key`](crate::storage::Tx::lock_key) on `periodic:<name>` before it reads the
+//! last slot, and [`advance_schedule`](PeriodicStore::advance_schedule) is itself a
+//! conditional `UPDATE` that only moves `last_slot_at` forward, so a stale reader changes
+//! nothing even without the lock. A first sighting is `INSERT … ON CONFLICT DO NOTHING`.
 
-#![allow(unused_variables)]
+use diesel::sql_types::{BigInt, Nullable, Text};
+use diesel::QueryableByName;
 
+use super::sql::{query, IntRow};
 use super::PgTx;
 use crate::error::Result;
-use crate::storage::periodic::*;
+use crate::storage::periodic::{PeriodicStore, ScheduleRow};
+
+/// A `periodic_schedules` row as read.
+#[derive(QueryableByName)]
+struct Schedule {
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    schedule: String,
+    #[diesel(sql_type = BigInt)]
+    last_slot_at: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    last_job_id: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    next_slot_at: Option<i64>,
+    #[diesel(sql_type = BigInt)]
+    updated_at: i64,
+}
 
 impl PeriodicStore for PgTx<'_> {
     fn last_slot(&self, name: &str) -> Result<Option<i64>> {
-        Err(super::pending("last_slot"))
+        let row: Option<IntRow> = self.row(
+            query("SELECT last_slot_at AS v FROM periodic_schedules WHERE name = $1").text(name),
+        )?;
+        Ok(row.map(|r| r.v))
     }
 
     fn insert_baseline(
@@ -19,7 +47,20 @@ impl PeriodicStore for PgTx<'_> {
         next_slot_at: Option<i64>,
         now: i64,
     ) -> Result<()> {
-        Err(super::pending("insert_baseline"))
+        self.execute(
+            query(
+                "INSERT INTO periodic_schedules
+                     (name, schedule, last_slot_at, next_slot_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (name) DO NOTHING",
+            )
+            .text(name)
+            .text(schedule)
+            .int(handled_until)
+            .opt_int(next_slot_at)
+            .int(now),
+        )?;
+        Ok(())
     }
 
     fn advance_schedule(
@@ -31,7 +72,23 @@ impl PeriodicStore for PgTx<'_> {
         next_slot_at: Option<i64>,
         now: i64,
     ) -> Result<bool> {
-        Err(super::pending("advance_schedule"))
+        // READ COMMITTED re-checks `last_slot_at < $1` on the latest row version after
+        // waiting for a concurrent writer of the row: only one of two can move it to `slot`.
+        let n = self.execute(
+            query(
+                "UPDATE periodic_schedules
+                 SET last_slot_at = $1, last_job_id = $2, next_slot_at = $3, schedule = $4,
+                     updated_at = $5
+                 WHERE name = $6 AND last_slot_at < $1",
+            )
+            .int(slot)
+            .opt_int(job_id)
+            .opt_int(next_slot_at)
+            .text(schedule)
+            .int(now)
+            .text(name),
+        )?;
+        Ok(n == 1)
     }
 
     fn set_next_slot(
@@ -41,10 +98,34 @@ impl PeriodicStore for PgTx<'_> {
         next_slot_at: Option<i64>,
         now: i64,
     ) -> Result<()> {
-        Err(super::pending("set_next_slot"))
+        self.execute(
+            query(
+                "UPDATE periodic_schedules SET next_slot_at = $1, schedule = $2, updated_at = $3
+                 WHERE name = $4 AND (next_slot_at IS DISTINCT FROM $1 OR schedule <> $2)",
+            )
+            .opt_int(next_slot_at)
+            .text(schedule)
+            .int(now)
+            .text(name),
+        )?;
+        Ok(())
     }
 
     fn schedules(&self) -> Result<Vec<ScheduleRow>> {
-        Err(super::pending("schedules"))
+        let rows: Vec<Schedule> = self.rows(query(
+            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at
+             FROM periodic_schedules ORDER BY name COLLATE \"C\"",
+        ))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ScheduleRow {
+                name: r.name,
+                schedule: r.schedule,
+                last_slot_at: r.last_slot_at,
+                last_job_id: r.last_job_id,
+                next_slot_at: r.next_slot_at,
+                updated_at: r.updated_at,
+            })
+            .collect())
     }
 }

@@ -1,47 +1,630 @@
-//! [`ReadStore`] on PostgreSQL.
+//! [`ReadStore`] on PostgreSQL: one job, its attempts, filtered lists, counts, health
+//! figures, grouped errors, activity. Finished jobs and attempt outcomes are read from the
+//! counts the schema's triggers keep (`job_counts`, `attempt_counts`), as on SQLite.
+//!
+//! Column types are enforced by PostgreSQL, so a row another program wrote can only be
+//! unusable through its payload (text that is not JSON): that is the one problem a
+//! [`JobRecord`] read here reports.
 
-#![allow(unused_variables)]
+use diesel::sql_types::{Array, BigInt, Nullable, Text};
+use diesel::QueryableByName;
 
+use super::sql::{query, IntRow, Query};
 use super::PgTx;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::job::{AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::*;
 
+/// The columns [`JobRow`] reads.
+pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
+     max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
+     locked_until, last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
+     result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
+
+/// Attempt outcomes that count as failures in rates and error figures.
+const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
+
+/// One `jobs` row as [`JOB_COLUMNS`] selects it.
+#[derive(QueryableByName, Debug)]
+pub(crate) struct JobRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    payload: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    priority: i64,
+    #[diesel(sql_type = BigInt)]
+    attempts: i64,
+    #[diesel(sql_type = BigInt)]
+    max_attempts: i64,
+    #[diesel(sql_type = BigInt)]
+    run_at: i64,
+    #[diesel(sql_type = BigInt)]
+    created_at: i64,
+    #[diesel(sql_type = BigInt)]
+    updated_at: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    started_at: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    finished_at: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    locked_by: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    locked_until: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    last_error: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    last_status_code: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    idempotency_key: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    group_key: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    timeout_ms: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    result: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    progress: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    requeued_by: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    requeued_at: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    requeue_reason: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    requeued_as: Option<i64>,
+}
+
+/// JSON text from the database as a value; text that is not JSON (a row written by hand)
+/// is shown as a JSON string rather than hidden.
+fn json_column(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+impl JobRow {
+    /// The record, with what another program wrote that litejobs cannot use listed in its
+    /// problems (as on SQLite: reading never fails on it).
+    pub(crate) fn into_record(self) -> JobRecord {
+        let mut problems = Vec::new();
+        let status = self.status.parse::<JobStatus>().unwrap_or_else(|_| {
+            problems.push(format!(
+                "column status holds TEXT '{}', not one of the six status words",
+                self.status.escape_default()
+            ));
+            JobStatus::Dead
+        });
+        let payload = serde_json::from_str(&self.payload).unwrap_or_else(|e| {
+            problems.push(format!("column payload is not valid JSON ({e})"));
+            serde_json::Value::String(self.payload.clone())
+        });
+        JobRecord {
+            id: self.id,
+            queue: self.queue,
+            job_type: self.job_type,
+            payload,
+            status,
+            priority: self.priority,
+            attempts: self.attempts,
+            max_attempts: self.max_attempts,
+            run_at: self.run_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            locked_by: self.locked_by,
+            locked_until: self.locked_until,
+            last_error: self.last_error,
+            last_status_code: self.last_status_code,
+            idempotency_key: self.idempotency_key,
+            group_key: self.group_key,
+            timeout_ms: self.timeout_ms,
+            result: json_column(self.result),
+            progress: json_column(self.progress),
+            requeued_by: self.requeued_by,
+            requeued_at: self.requeued_at,
+            requeue_reason: self.requeue_reason,
+            requeued_as: self.requeued_as,
+            problems,
+        }
+    }
+}
+
+/// A `usize` limit as a bigint (a limit past `i64::MAX` is no limit).
+pub(crate) fn limit_int(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// `expr` with ASCII letters lowered, the way SQLite's `lower()` does (other letters are
+/// left as they are, whatever the database's collation).
+fn ascii_lower(expr: &str) -> String {
+    format!("translate({expr}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')")
+}
+
+/// The condition "`last_error` contains parameter `$n`", ASCII letters matching in either
+/// case, as plain text (no wildcards), as on SQLite.
+pub(crate) fn error_contains(n: usize) -> String {
+    format!(
+        "strpos({}, {}) > 0",
+        ascii_lower("last_error"),
+        ascii_lower(&format!("${n}"))
+    )
+}
+
+/// A parameter of a [`Clause`].
+enum Param {
+    Int(i64),
+    Text(String),
+}
+
+/// A `WHERE` clause built up with its parameters, numbered in the order they are bound.
+#[derive(Default)]
+pub(crate) struct Clause {
+    pub(crate) sql: String,
+    params: Vec<Param>,
+}
+
+impl Clause {
+    /// A clause starting with fixed text.
+    pub(crate) fn new(sql: &str) -> Clause {
+        Clause {
+            sql: sql.to_string(),
+            ..Clause::default()
+        }
+    }
+
+    /// Appends `text` with its `?` standing for a new bigint parameter.
+    pub(crate) fn int(&mut self, text: &str, v: i64) {
+        self.params.push(Param::Int(v));
+        self.sql
+            .push_str(&text.replace('?', &format!("${}", self.params.len())));
+    }
+
+    /// Appends `text` with its `?` standing for a new text parameter.
+    pub(crate) fn text(&mut self, text: &str, v: &str) {
+        self.params.push(Param::Text(v.to_string()));
+        self.sql
+            .push_str(&text.replace('?', &format!("${}", self.params.len())));
+    }
+
+    /// Appends "`last_error` contains `search`" (see [`error_contains`]).
+    pub(crate) fn search(&mut self, search: &str) {
+        self.params.push(Param::Text(search.to_string()));
+        self.sql
+            .push_str(&format!(" AND {}", error_contains(self.params.len())));
+    }
+
+    /// The narrowing of a filter shared by the lists: type, queue, search text, page.
+    pub(crate) fn narrow(&mut self, filter: &JobFilter) {
+        if let Some(job_type) = &filter.job_type {
+            self.text(" AND job_type = ?", job_type);
+        }
+        if let Some(queue) = &filter.queue {
+            self.text(" AND queue = ?", queue);
+        }
+        if let Some(search) = &filter.search {
+            self.search(search);
+        }
+        if let Some(before) = filter.before_id {
+            self.int(" AND id < ?", before);
+        }
+    }
+
+    /// The statement `head` followed by the clause (and `tail`), with every parameter bound.
+    pub(crate) fn query(&self, head: &str, tail: &str) -> Query<'static> {
+        let mut q = query(&format!("{head}{}{tail}", self.sql));
+        for p in &self.params {
+            q = match p {
+                Param::Int(v) => q.int(*v),
+                Param::Text(v) => q.text(v),
+            };
+        }
+        q
+    }
+
+    /// The number the next parameter gets.
+    pub(crate) fn next_param(&self) -> usize {
+        self.params.len() + 1
+    }
+}
+
+/// One job by id.
+pub(crate) fn job(tx: &PgTx<'_>, id: i64) -> Result<Option<JobRecord>> {
+    Ok(tx
+        .row::<JobRow>(query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1")).int(id))?
+        .map(JobRow::into_record))
+}
+
+/// Refuses to `act` on job `id` (requeue it, retry it) when its row holds values another
+/// program wrote that no handler could use: the new attempt would only go dead again.
+pub(crate) fn refuse_unusable(tx: &PgTx<'_>, id: i64, act: &str) -> Result<()> {
+    let Some(job) = job(tx, id)? else {
+        return Ok(());
+    };
+    if job.problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidState,
+        format!(
+            "job {id} cannot be {act}: {}; fix the row with SQL (see the rules in \
+             schema.pg.sql) or discard it",
+            job.problems.join("; ")
+        ),
+    ))
+}
+
+/// Jobs matching `clause`, newest first, at most `limit`.
+pub(crate) fn jobs_where(tx: &PgTx<'_>, clause: &Clause, limit: usize) -> Result<Vec<JobRecord>> {
+    let n = clause.next_param();
+    let q = clause
+        .query(
+            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE "),
+            &format!(" ORDER BY id DESC LIMIT ${n}"),
+        )
+        .int(limit_int(limit));
+    Ok(tx
+        .rows::<JobRow>(q)?
+        .into_iter()
+        .map(JobRow::into_record)
+        .collect())
+}
+
+#[derive(QueryableByName)]
+struct AttemptRow {
+    #[diesel(sql_type = BigInt)]
+    job_id: i64,
+    #[diesel(sql_type = BigInt)]
+    attempt: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    worker: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    started_at: Option<i64>,
+    #[diesel(sql_type = BigInt)]
+    finished_at: i64,
+    #[diesel(sql_type = Text)]
+    outcome: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    error: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    status_code: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    duration_ms: Option<i64>,
+}
+
+/// A live group of jobs: (queue, type, status), how many, how many are due, the oldest due
+/// run time.
+#[derive(QueryableByName)]
+struct LiveRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+    #[diesel(sql_type = BigInt)]
+    due: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    oldest: Option<i64>,
+}
+
+#[derive(QueryableByName)]
+struct CountRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+#[derive(QueryableByName)]
+struct GroupRow {
+    #[diesel(sql_type = Text)]
+    last_error: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+    #[diesel(sql_type = BigInt)]
+    failed: i64,
+    #[diesel(sql_type = BigInt)]
+    dead: i64,
+    #[diesel(sql_type = Array<Text>)]
+    types: Vec<String>,
+    #[diesel(sql_type = BigInt)]
+    first_seen: i64,
+    #[diesel(sql_type = BigInt)]
+    last_change: i64,
+}
+
+#[derive(QueryableByName)]
+struct HealthCounts {
+    #[diesel(sql_type = BigInt)]
+    due_now: i64,
+    #[diesel(sql_type = BigInt)]
+    scheduled: i64,
+    #[diesel(sql_type = BigInt)]
+    running: i64,
+    #[diesel(sql_type = BigInt)]
+    dead_awaiting: i64,
+    #[diesel(sql_type = BigInt)]
+    failed_attempts: i64,
+    #[diesel(sql_type = BigInt)]
+    succeeded: i64,
+}
+
+#[derive(QueryableByName)]
+struct QueueTime {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = BigInt)]
+    at: i64,
+}
+
+#[derive(QueryableByName)]
+struct OutcomeRow {
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    outcome: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+#[derive(QueryableByName)]
+struct BucketRow {
+    #[diesel(sql_type = BigInt)]
+    bucket: i64,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+impl PgTx<'_> {
+    fn buckets(&self, sql: &str, since: i64, bucket_ms: i64) -> Result<BucketCounts> {
+        Ok(self
+            .rows::<BucketRow>(query(sql).int(since).int(bucket_ms))?
+            .into_iter()
+            .map(|r| (r.bucket, r.n))
+            .collect())
+    }
+}
+
 impl ReadStore for PgTx<'_> {
     fn job(&self, id: i64) -> Result<Option<JobRecord>> {
-        Err(super::pending("job"))
+        job(self, id)
     }
 
     fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>> {
-        Err(super::pending("attempts"))
+        let rows = self.rows::<AttemptRow>(
+            query(
+                "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error,
+                        status_code, duration_ms
+                 FROM job_attempts WHERE job_id = $1 ORDER BY attempt, id",
+            )
+            .int(job_id),
+        )?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(AttemptRecord {
+                    job_id: r.job_id,
+                    attempt: r.attempt,
+                    worker: r.worker,
+                    started_at: r.started_at,
+                    finished_at: r.finished_at,
+                    outcome: r.outcome.parse()?,
+                    error: r.error,
+                    status_code: r.status_code,
+                    duration_ms: r.duration_ms,
+                })
+            })
+            .collect()
     }
 
     fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        Err(super::pending("list_jobs"))
+        // The status word is written into the SQL (one of six fixed words), so the planner
+        // can match a partial index; the extra conditions are those of the SQLite backend
+        // (a dead or cancelled row without finished_at is not listed by status).
+        let mut clause = Clause::new(match filter.status {
+            None => "TRUE",
+            Some(JobStatus::Queued) => "status = 'queued' AND status IN ('queued', 'failed')",
+            Some(JobStatus::Failed) => "status = 'failed' AND status IN ('queued', 'failed')",
+            Some(JobStatus::Running) => "status = 'running'",
+            Some(JobStatus::Succeeded) => "status = 'succeeded'",
+            Some(JobStatus::Dead) => "status = 'dead' AND finished_at IS NOT NULL",
+            Some(JobStatus::Cancelled) => "status = 'cancelled' AND finished_at IS NOT NULL",
+        });
+        clause.narrow(filter);
+        jobs_where(self, &clause, filter.limit)
     }
 
     fn status_counts(&self, now: i64) -> Result<(Vec<StatusCount>, LiveSummary)> {
-        Err(super::pending("status_counts"))
+        // Live jobs are grouped here, in one pass over them that also sums up what is due,
+        // scheduled and running; finished ones come from the counts the triggers keep.
+        let live_rows = self.rows::<LiveRow>(
+            query(
+                "SELECT queue, job_type, status, COUNT(*) AS n,
+                        COUNT(*) FILTER (WHERE status <> 'running' AND run_at <= $1) AS due,
+                        MIN(run_at) FILTER (WHERE status <> 'running' AND run_at <= $1) AS oldest
+                 FROM jobs WHERE status IN ('queued', 'failed', 'running')
+                 GROUP BY queue, job_type, status",
+            )
+            .int(now),
+        )?;
+        let mut counts: Vec<(String, String, String, i64)> = Vec::new();
+        let mut live = LiveSummary::default();
+        for r in live_rows {
+            if r.status == "running" {
+                live.running += r.n;
+            } else {
+                live.due_now += r.due;
+                live.scheduled += r.n - r.due;
+                if let Some(at) = r.oldest {
+                    match live.oldest_due.iter_mut().find(|(q, _)| *q == r.queue) {
+                        Some((_, oldest)) => *oldest = (*oldest).min(at),
+                        None => live.oldest_due.push((r.queue.clone(), at)),
+                    }
+                }
+            }
+            counts.push((r.queue, r.job_type, r.status, r.n));
+        }
+        live.oldest_due.sort();
+        let finished = self.rows::<CountRow>(query(
+            "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
+        ))?;
+        counts.extend(
+            finished
+                .into_iter()
+                .map(|r| (r.queue, r.job_type, r.status, r.n)),
+        );
+        counts.sort();
+        let counts = counts
+            .into_iter()
+            .filter_map(|(queue, job_type, status, count)| {
+                let status = status.parse().ok()?;
+                Some(StatusCount {
+                    queue,
+                    job_type,
+                    status,
+                    count,
+                })
+            })
+            .collect();
+        Ok((counts, live))
     }
 
     fn dead_since(&self, since: i64) -> Result<i64> {
-        Err(super::pending("dead_since"))
+        Ok(self
+            .row::<IntRow>(
+                query("SELECT COUNT(*) AS v FROM jobs WHERE status = 'dead' AND finished_at >= $1")
+                    .int(since),
+            )?
+            .map_or(0, |r| r.v))
     }
 
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {
-        Err(super::pending("error_groups"))
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // The groups come from the error index; "first seen" is one probe per group into
+        // the attempts' error index, bounded by the group's own earliest change (a row
+        // refused at the claim has no attempt). LEAST ignores a NULL probe.
+        let rows = self.rows::<GroupRow>(
+            query(
+                "SELECT g.last_error, g.n, g.failed, g.dead, g.types,
+                        LEAST((SELECT MIN(a.finished_at) FROM job_attempts a
+                               WHERE a.error = g.last_error AND a.error IS NOT NULL),
+                              g.first_change) AS first_seen,
+                        g.last_change
+                 FROM (SELECT last_error, COUNT(*) AS n,
+                              COUNT(*) FILTER (WHERE status = 'failed') AS failed,
+                              COUNT(*) FILTER (WHERE status = 'dead') AS dead,
+                              array_agg(DISTINCT job_type) AS types,
+                              MIN(updated_at) AS first_change,
+                              MAX(updated_at) AS last_change
+                       FROM jobs
+                       WHERE last_error IS NOT NULL AND status IN ('failed', 'dead')
+                         AND requeued_as IS NULL
+                       GROUP BY last_error
+                       ORDER BY n DESC, last_change DESC
+                       LIMIT $1) AS g
+                 ORDER BY g.n DESC, g.last_change DESC",
+            )
+            .int(limit_int(limit)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut job_types = r.types;
+                job_types.sort();
+                ErrorGroup {
+                    error: r.last_error,
+                    count: r.n,
+                    failed: r.failed,
+                    dead: r.dead,
+                    job_types,
+                    first_seen_at: r.first_seen,
+                    last_seen_at: r.last_change,
+                }
+            })
+            .collect())
     }
 
     fn health(&self, now: i64, since: i64, count_live: bool) -> Result<HealthRow> {
-        Err(super::pending("health"))
+        let live = if count_live {
+            "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= $1)
+                AS due_now,
+             (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > $1)
+                AS scheduled,
+             (SELECT COUNT(*) FROM jobs WHERE status = 'running') AS running"
+        } else {
+            "0::bigint AS due_now, 0::bigint AS scheduled, 0::bigint AS running"
+        };
+        // Dead jobs awaiting a person: the kept dead count less the few requeued ones (an
+        // index holds those), instead of reading every dead row.
+        let sql = format!(
+            "SELECT {live},
+                (SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE status = 'dead')::bigint
+                  - (SELECT COUNT(*) FROM jobs WHERE requeued_as IS NOT NULL AND status = 'dead')
+                  AS dead_awaiting,
+                (SELECT COUNT(*) FROM job_attempts
+                  WHERE finished_at >= $2 AND outcome IN {FAILED_OUTCOMES}) AS failed_attempts,
+                (SELECT COUNT(*) FROM jobs WHERE status = 'succeeded' AND finished_at >= $2)
+                  AS succeeded"
+        );
+        let row = self
+            .row::<HealthCounts>(query(&sql).int(now).int(since))?
+            .ok_or_else(|| Error::new(ErrorKind::Database, "the health query returned no row"))?;
+        Ok(HealthRow {
+            due_now: row.due_now,
+            scheduled: row.scheduled,
+            running: row.running,
+            dead_awaiting: row.dead_awaiting,
+            failed_attempts: row.failed_attempts,
+            succeeded: row.succeeded,
+        })
     }
 
     fn oldest_due_by_queue(&self, now: i64) -> Result<Vec<(String, i64)>> {
-        Err(super::pending("oldest_due_by_queue"))
+        let mut rows: Vec<(String, i64)> = self
+            .rows::<QueueTime>(
+                query(
+                    "SELECT queue, MIN(run_at) AS at FROM jobs
+                     WHERE status IN ('queued', 'failed') AND run_at <= $1
+                     GROUP BY queue",
+                )
+                .int(now),
+            )?
+            .into_iter()
+            .map(|r| (r.queue, r.at))
+            .collect();
+        // In byte order, as SQLite sorts, whatever the database's collation.
+        rows.sort();
+        Ok(rows)
     }
 
     fn attempt_outcomes(&self) -> Result<Vec<(String, String, i64)>> {
-        Err(super::pending("attempt_outcomes"))
+        let mut rows: Vec<(String, String, i64)> = self
+            .rows::<OutcomeRow>(query(
+                "SELECT job_type, outcome, n FROM attempt_counts
+                 WHERE outcome <> 'succeeded' AND n <> 0
+                 UNION ALL
+                 SELECT job_type, 'succeeded', SUM(n)::bigint FROM job_counts
+                 WHERE status = 'succeeded'
+                 GROUP BY job_type HAVING SUM(n) <> 0",
+            ))?
+            .into_iter()
+            .map(|r| (r.job_type, r.outcome, r.n))
+            .collect();
+        rows.sort();
+        Ok(rows)
     }
 
     fn activity(
@@ -49,6 +632,58 @@ impl ReadStore for PgTx<'_> {
         since: i64,
         bucket_ms: i64,
     ) -> Result<(BucketCounts, BucketCounts, BucketCounts)> {
-        Err(super::pending("activity"))
+        // (status, finished_at) is indexed for finished rows; attempts by finished_at.
+        let succeeded = self.buckets(
+            "SELECT (finished_at - $1) / $2 AS bucket, COUNT(*) AS n FROM jobs
+             WHERE status = 'succeeded' AND finished_at >= $1
+             GROUP BY 1 ORDER BY 1",
+            since,
+            bucket_ms,
+        )?;
+        // The same outcomes the health figures count as failures.
+        let failed = self.buckets(
+            &format!(
+                "SELECT (finished_at - $1) / $2 AS bucket, COUNT(*) AS n FROM job_attempts
+                 WHERE finished_at >= $1 AND outcome IN {FAILED_OUTCOMES}
+                 GROUP BY 1 ORDER BY 1"
+            ),
+            since,
+            bucket_ms,
+        )?;
+        // Requeued dead jobs stay dead (with `requeued_as`), so they still count when they
+        // died.
+        let dead = self.buckets(
+            "SELECT (finished_at - $1) / $2 AS bucket, COUNT(*) AS n FROM jobs
+             WHERE status = 'dead' AND finished_at >= $1
+             GROUP BY 1 ORDER BY 1",
+            since,
+            bucket_ms,
+        )?;
+        Ok((succeeded, failed, dead))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clauses_number_their_parameters_in_order() {
+        let mut c = Clause::new("status = 'dead'");
+        c.narrow(
+            &JobFilter::new()
+                .job_type("t")
+                .queue("q")
+                .search("x")
+                .before_id(9),
+        );
+        assert_eq!(
+            c.sql,
+            format!(
+                "status = 'dead' AND job_type = $1 AND queue = $2 AND {} AND id < $4",
+                error_contains(3)
+            )
+        );
+        assert_eq!(c.next_param(), 5);
     }
 }

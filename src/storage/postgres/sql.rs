@@ -106,6 +106,20 @@ impl PgTx<'_> {
     pub(crate) fn row<T: QueryableByName<Pg> + 'static>(&self, q: Query<'_>) -> Result<Option<T>> {
         Ok(self.rows(q)?.into_iter().next())
     }
+
+    /// Runs a query inside a savepoint (a nested diesel transaction): when the database
+    /// refuses it, only this statement is undone and the transaction goes on. The error
+    /// comes back as diesel gave it, so the caller can tell a refusal it can recover from (a
+    /// unique violation, a deadlock) from the rest. Only inside a transaction diesel opened
+    /// ([`super::PgDb`]'s `read_tx` and `write_tx`).
+    pub(crate) fn rows_in_savepoint<T: QueryableByName<Pg> + 'static>(
+        &self,
+        q: Query<'_>,
+    ) -> std::result::Result<Vec<T>, DieselError> {
+        use diesel::Connection;
+        let mut conn = self.conn.borrow_mut();
+        conn.transaction(|c| q.inner.load::<T>(c))
+    }
 }
 
 /// A single `bigint` column named `v`.
@@ -113,13 +127,6 @@ impl PgTx<'_> {
 pub(crate) struct IntRow {
     #[diesel(sql_type = BigInt)]
     pub(crate) v: i64,
-}
-
-/// A single nullable `bigint` column named `v`.
-#[derive(QueryableByName, Debug)]
-pub(crate) struct OptIntRow {
-    #[diesel(sql_type = Nullable<BigInt>)]
-    pub(crate) v: Option<i64>,
 }
 
 /// A single `text` column named `v`.
