@@ -337,6 +337,48 @@ impl Queue {
         self.enqueue_on(&SqliteTx::new(conn), job)
     }
 
+    /// Enqueues inside the caller's own PostgreSQL transaction on their diesel connection
+    /// (feature `postgres`), with this queue's schema, payload limit and clock: the job
+    /// commits with the caller's change, or not at all. Workers hear of it at the commit
+    /// (the schema's insert trigger notifies them).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use diesel::{Connection, PgConnection, RunQueryDsl};
+    /// use litejobs::{NewJob, Queue};
+    /// use serde_json::json;
+    /// let url = "postgres://app@127.0.0.1/app";
+    /// let queue = Queue::open(url)?;
+    /// let mut conn = PgConnection::establish(url)?;
+    /// conn.transaction(|conn| {
+    ///     diesel::sql_query("INSERT INTO users (email) VALUES ('ada@example.com')").execute(conn)?;
+    ///     queue.enqueue_in_pg(conn, NewJob::new("send_email", json!({"email": "ada@example.com"})))?;
+    ///     Ok::<_, Box<dyn std::error::Error>>(())
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// An invalid job, a database error, or [`ErrorKind::InvalidState`](crate::ErrorKind)
+    /// when this queue is on a SQLite file (use [`Queue::enqueue_in`]). The caller's
+    /// transaction is usable after an invalid job (nothing was sent to the server); after a
+    /// database error PostgreSQL has aborted it, as with any failed statement.
+    #[cfg(feature = "postgres")]
+    pub fn enqueue_in_pg(&self, conn: &mut diesel::PgConnection, job: NewJob) -> Result<i64> {
+        let Some(schema) = self.db().pg_schema() else {
+            return Err(Error::new(
+                crate::ErrorKind::InvalidState,
+                "this queue is on a SQLite file: use Queue::enqueue_in with a rusqlite transaction",
+            ));
+        };
+        let payload = validate(&job, self.inner.max_payload_bytes)?;
+        let now = self.now_ms();
+        crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
+            Ok(crate::storage::jobs::JobStore::insert_job(tx, &job, &payload, now)?.id)
+        })
+    }
+
     /// Enqueues inside a transaction litejobs opened itself (a handler's report plan, a
     /// periodic slot), with this queue's payload limit and clock.
     pub(crate) fn enqueue_on(&self, tx: &dyn Tx, job: NewJob) -> Result<i64> {

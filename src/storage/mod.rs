@@ -90,6 +90,11 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The PostgreSQL schema litejobs' tables live in; `None` for a file.
+    fn pg_schema(&self) -> Option<&str> {
+        None
+    }
+
     /// A cheap way to learn that another connection committed; see [`ChangeSignal`].
     fn change_signal(&self) -> Result<Box<dyn ChangeSignal>>;
 
@@ -186,6 +191,12 @@ impl Db {
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
     pub(crate) fn is_read_only(&self) -> bool {
         self.backend.is_read_only()
+    }
+
+    /// See [`Backend::pg_schema`].
+    #[cfg(feature = "postgres")]
+    pub(crate) fn pg_schema(&self) -> Option<&str> {
+        self.backend.pg_schema()
     }
 
     /// See [`Backend::clock_offset_ms`].

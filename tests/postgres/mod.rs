@@ -8,6 +8,8 @@ mod admin_dead_letter;
 mod copy;
 // several hosts, simulated: four worker processes on one schema, SIGKILL at random, restarts
 mod hosts;
+// Queue::enqueue_in_pg: the caller's own transaction
+mod enqueue_in;
 // JobStore: insert, idempotency keys, claim with SKIP LOCKED, group keys, fenced writes, reaper
 mod jobs;
 // LimitStore and PeriodicStore: rate limits, breakers, periodic slots

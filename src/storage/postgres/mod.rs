@@ -127,6 +127,8 @@ pub(crate) struct PgDb {
     read_only: bool,
     /// The server's clock less this host's, measured at open.
     clock_offset_ms: i64,
+    /// The schema litejobs' tables live in.
+    schema: String,
 }
 
 impl std::fmt::Debug for PgDb {
@@ -204,6 +206,7 @@ impl PgDb {
             setup,
             read_only,
             clock_offset_ms,
+            schema: schema.to_string(),
         })
     }
 
@@ -270,6 +273,10 @@ impl Backend for PgDb {
 
     fn clock_offset_ms(&self) -> Option<i64> {
         Some(self.clock_offset_ms)
+    }
+
+    fn pg_schema(&self) -> Option<&str> {
+        Some(&self.schema)
     }
 
     /// A server has no files to watch.
@@ -341,6 +348,33 @@ impl Tx for PgTx<'_> {
         )?;
         Ok(())
     }
+}
+
+/// Runs `f` on the caller's connection, inside the caller's transaction, with litejobs'
+/// schema first on the search path; the caller's own search path is back when `f` returns
+/// (also on an error).
+pub(crate) fn in_callers_transaction<T>(
+    conn: &mut PgConnection,
+    schema: &str,
+    f: impl FnOnce(&PgTx<'_>) -> Result<T>,
+) -> Result<T> {
+    let quoted = quoted_schema(schema)?;
+    let tx = PgTx::new(conn);
+    let old = tx
+        .row::<sql::TextRow>(sql::query("SELECT current_setting('search_path') AS v"))?
+        .map(|r| r.v)
+        .unwrap_or_default();
+    let path = if old.trim().is_empty() {
+        quoted
+    } else {
+        format!("{quoted}, {old}")
+    };
+    tx.execute(sql::query("SELECT set_config('search_path', $1, true)").text(&path))?;
+    let out = f(&tx);
+    let restored = tx.execute(sql::query("SELECT set_config('search_path', $1, true)").text(&old));
+    let out = out?;
+    restored?;
+    Ok(out)
 }
 
 #[cfg(test)]
