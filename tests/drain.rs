@@ -236,19 +236,25 @@ fn a_succeeded_jobs_idempotency_key_is_remembered_after_its_row_is_gone() {
     let builder = Worker::builder(&env.queue).handler("generate_report", ScriptedHandler::new());
     assert_eq!(testing::drain(&builder).expect("drain").succeeded, 2);
 
-    let conn = env.raw();
-    let remembered: (i64, i64) = conn
-        .query_row(
-            "SELECT job_id, completed_at FROM idempotency_keys WHERE key = ?1",
-            [key],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .expect("the key of the succeeded job is remembered");
-    assert_eq!(remembered, (id, START_MS));
+    let remembered = |column: &str| {
+        env.sql_i64(&format!(
+            "SELECT {column} FROM idempotency_keys WHERE key = '{key}'"
+        ))
+    };
+    assert_eq!(
+        env.sql_i64(&format!(
+            "SELECT COUNT(*) FROM idempotency_keys WHERE key = '{key}'"
+        )),
+        1,
+        "the key of the succeeded job is remembered"
+    );
+    assert_eq!(
+        (remembered("job_id"), remembered("completed_at")),
+        (id, START_MS)
+    );
 
     // Pruned (or deleted by hand): the key still answers with the old job.
-    conn.execute("DELETE FROM jobs WHERE id = ?1", [id])
-        .expect("deleting the job row by SQL");
+    env.sql_exec(&format!("DELETE FROM jobs WHERE id = {id}"));
     assert_eq!(env.count_jobs(), 1);
     let again = env
         .queue

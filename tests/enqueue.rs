@@ -8,7 +8,7 @@ use litejobs::defaults::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES};
 use litejobs::{ErrorKind, Event, JobFilter, JobStatus, NewJob, Queue};
 use serde_json::{json, Value};
 
-use crate::support::{setup, TestEnv, START_MS};
+use crate::support::{on_postgres, setup, sqlite_only, TestEnv, START_MS};
 
 fn job(job_type: &str) -> NewJob {
     NewJob::new(job_type, json!({"n": 1}))
@@ -29,22 +29,30 @@ fn payload_of_len(bytes: usize) -> Value {
     v
 }
 
+/// Jobs holding `key` (the tests' keys are plain words, safe to quote in SQL).
 fn key_rows(env: &TestEnv, key: &str) -> i64 {
-    env.raw()
-        .query_row(
-            "SELECT COUNT(*) FROM jobs WHERE idempotency_key = ?1",
-            [key],
-            |row| row.get(0),
-        )
-        .expect("counting jobs with a key")
+    assert!(!key.contains('\''), "key_rows quotes the key: {key:?}");
+    env.sql_i64(&format!(
+        "SELECT COUNT(*) FROM jobs WHERE idempotency_key = '{key}'"
+    ))
 }
 
 fn set_status(env: &TestEnv, id: i64, status: &str) {
-    let changed = env
-        .raw()
-        .execute("UPDATE jobs SET status = ?1 WHERE id = ?2", (status, id))
-        .expect("setting a status by SQL");
-    assert_eq!(changed, 1);
+    assert_eq!(
+        env.sql_i64(&format!("SELECT COUNT(*) FROM jobs WHERE id = {id}")),
+        1,
+        "job {id} exists"
+    );
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = '{status}' WHERE id = {id}"
+    ));
+    assert_eq!(
+        env.sql_i64(&format!(
+            "SELECT COUNT(*) FROM jobs WHERE id = {id} AND status = '{status}'"
+        )),
+        1,
+        "job {id} is {status} now"
+    );
 }
 
 #[test]
@@ -255,13 +263,16 @@ fn a_custom_payload_limit_is_honoured() {
         NewJob::new("t", payload_of_len(101)),
         &["payload", "101", "100"],
     );
-    let mut conn = env.raw();
-    let tx = conn.transaction().expect("begin");
-    let err = small
-        .enqueue_in(&tx, NewJob::new("t", payload_of_len(101)))
-        .expect_err("enqueue_in honours the queue's limit");
-    assert_eq!(err.kind(), ErrorKind::InvalidJob);
-    tx.commit().expect("commit");
+    // `enqueue_in` takes the caller's rusqlite transaction: SQLite only.
+    if !on_postgres() {
+        let mut conn = env.raw();
+        let tx = conn.transaction().expect("begin");
+        let err = small
+            .enqueue_in(&tx, NewJob::new("t", payload_of_len(101)))
+            .expect_err("enqueue_in honours the queue's limit");
+        assert_eq!(err.kind(), ErrorKind::InvalidJob);
+        tx.commit().expect("commit");
+    }
     let err = small
         .enqueue_batch(vec![job("a"), NewJob::new("t", payload_of_len(101))])
         .expect_err("a batch honours the queue's limit");
@@ -370,18 +381,23 @@ fn a_batch_that_fails_in_the_database_inserts_nothing() {
     // Another program's unique index refuses a second 'boom' job: the batch's third job
     // fails in the database (the first two are in the same insert statement, or would be
     // rolled back with the transaction).
-    env.raw()
-        .execute_batch(
-            "INSERT INTO jobs (job_type, payload) VALUES ('boom', '{}');
-             CREATE UNIQUE INDEX one_boom ON jobs (job_type) WHERE job_type = 'boom';",
-        )
-        .expect("the other program's index");
+    env.sql_exec(
+        "INSERT INTO jobs (job_type, payload) VALUES ('boom', '{}');
+         CREATE UNIQUE INDEX one_boom ON jobs (job_type) WHERE job_type = 'boom';",
+    );
     let err = env
         .queue
         .enqueue_batch(vec![job("a"), job("b"), job("boom"), job("d")])
         .expect_err("the index refuses the batch");
     let msg = err.to_string();
-    assert!(msg.contains("boom") && msg.contains("UNIQUE"), "{msg}");
+    // Each database words it its own way: SQLite "UNIQUE constraint failed: jobs.job_type",
+    // PostgreSQL "duplicate key value violates unique constraint \"one_boom\"".
+    let unique = if on_postgres() {
+        "unique constraint"
+    } else {
+        "UNIQUE"
+    };
+    assert!(msg.contains("boom") && msg.contains(unique), "{msg}");
     assert_eq!(env.count_jobs(), 1, "a failed batch left rows behind");
     // The queue still works afterwards (the transaction was rolled back, the gate released).
     env.queue
@@ -402,6 +418,10 @@ fn count_users(env: &TestEnv) -> i64 {
 
 #[test]
 fn enqueue_in_a_rolled_back_transaction_leaves_nothing() {
+    // `enqueue_in` takes the caller's rusqlite transaction: SQLite only.
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     users_table(&env);
     let mut conn = env.raw();
@@ -433,6 +453,10 @@ fn enqueue_in_a_rolled_back_transaction_leaves_nothing() {
 
 #[test]
 fn enqueue_in_a_committed_transaction_commits_both() {
+    // `enqueue_in` takes the caller's rusqlite transaction: SQLite only.
+    if sqlite_only() {
+        return;
+    }
     for use_queue in [false, true] {
         let env = setup();
         users_table(&env);
@@ -468,6 +492,10 @@ fn enqueue_in_a_committed_transaction_commits_both() {
 
 #[test]
 fn an_invalid_job_in_enqueue_in_leaves_the_callers_transaction_usable() {
+    // `enqueue_in` takes the caller's rusqlite transaction: SQLite only.
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     users_table(&env);
     let mut conn = env.raw();
@@ -521,13 +549,15 @@ fn the_same_idempotency_key_twice_returns_the_same_job() {
     assert_eq!(ids[1], first);
     assert_eq!(env.count_jobs(), 2);
 
-    // Also inside the caller's transaction.
-    let mut conn = env.raw();
-    let tx = conn.transaction().expect("begin");
-    let again = litejobs::enqueue_in(&tx, job("t").idempotency_key("k1")).expect("enqueue_in");
-    tx.commit().expect("commit");
-    assert_eq!(again, first);
-    assert_eq!(env.count_jobs(), 2);
+    // Also inside the caller's transaction (a rusqlite one: SQLite only).
+    if !on_postgres() {
+        let mut conn = env.raw();
+        let tx = conn.transaction().expect("begin");
+        let again = litejobs::enqueue_in(&tx, job("t").idempotency_key("k1")).expect("enqueue_in");
+        tx.commit().expect("commit");
+        assert_eq!(again, first);
+        assert_eq!(env.count_jobs(), 2);
+    }
 }
 
 #[test]
@@ -576,13 +606,13 @@ fn keys_of_live_and_succeeded_jobs_dedupe_dead_and_cancelled_do_not() {
 fn remembered_keys_dedupe_until_they_expire() {
     let env = setup();
     let now = env.clock.now();
-    env.raw()
-        .execute(
-            "INSERT INTO idempotency_keys (key, job_id, completed_at, expires_at)
-             VALUES ('pruned', 999, ?1, ?2), ('expired', 998, ?1, ?3)",
-            (now - 60_000, now + 1_000, now - 1),
-        )
-        .expect("remembering keys by SQL");
+    env.sql_exec(&format!(
+        "INSERT INTO idempotency_keys (key, job_id, completed_at, expires_at)
+         VALUES ('pruned', 999, {completed}, {live}), ('expired', 998, {completed}, {gone})",
+        completed = now - 60_000,
+        live = now + 1_000,
+        gone = now - 1,
+    ));
 
     let id = env
         .queue
@@ -656,6 +686,10 @@ fn racing_enqueues_of_one_key_create_one_job() {
 
 #[test]
 fn a_locked_database_gives_busy_and_writes_nothing() {
+    // SQLite's write lock, held by a raw connection's BEGIN IMMEDIATE.
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     let queue = Queue::builder()
         .clock(env.clock.clone())
@@ -688,6 +722,10 @@ fn a_locked_database_gives_busy_and_writes_nothing() {
 
 #[test]
 fn a_queue_opens_while_another_connection_holds_the_write_lock() {
+    // SQLite's write lock, held by a raw connection's BEGIN IMMEDIATE.
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     let raw = env.raw();
     raw.execute_batch("BEGIN IMMEDIATE; INSERT INTO jobs (job_type, payload) VALUES ('x', '{}');")

@@ -14,7 +14,7 @@ use crate::support::child::{
     self, AppendLog, ChildProc, Deadline, Prng, CHILD_LIFETIME_CAP, DB_VAR, LOG_VAR, READY_VAR,
     SEED_VAR, SIGNAL_VAR,
 };
-use crate::support::{raw_conn, temp_dir};
+use crate::support::{on_postgres, raw_conn, setup, sqlite_only, temp_dir};
 
 /// The whole of each test, children included.
 const TEST_CAP: Duration = Duration::from_secs(120);
@@ -77,8 +77,14 @@ fn two_worker_processes_share_ten_thousand_jobs_and_each_runs_exactly_once() {
         return;
     }
     let deadline = Deadline::new("two-process test", TEST_CAP);
+    // On the PostgreSQL pass the test's schema (its URL, which the children open too);
+    // else a new file.
+    let env = on_postgres().then(setup);
     let dir = temp_dir();
-    let db = dir.path().join("jobs.db");
+    let db = match &env {
+        Some(env) => env.path.clone(),
+        None => dir.path().join("jobs.db"),
+    };
     let log_path = dir.path().join("runs.log");
     let go = dir.path().join("go");
     let queue = Queue::open(&db).expect("opening the queue");
@@ -169,7 +175,8 @@ fn two_worker_processes_share_ten_thousand_jobs_and_each_runs_exactly_once() {
 
 #[test]
 fn another_process_hammering_the_write_lock_causes_waits_not_failures() {
-    if child::is_child(LOCKER_ROLE) {
+    // SQLite's write lock, taken by another process's BEGIN IMMEDIATE.
+    if child::is_child(LOCKER_ROLE) || sqlite_only() {
         return;
     }
     let deadline = Deadline::new("busy-lock test", TEST_CAP);

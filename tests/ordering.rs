@@ -14,7 +14,20 @@ use crate::support::scripted::{
     at_ms, job, stop, wait_all, wait_finished, wait_finished_within, Latch, Rendezvous,
     ScriptedHandler, Step, WAIT,
 };
-use crate::support::{setup, START_MS};
+use crate::support::{on_postgres, setup, TestEnv, START_MS};
+
+/// Inserts a `t` job by plain SQL on a connection of its own, as another program would;
+/// returns its id (the largest: nothing else inserts meanwhile).
+fn insert_elsewhere(env: &TestEnv, payload: &str, run_at: i64) -> i64 {
+    assert!(
+        !payload.contains('\''),
+        "insert_elsewhere quotes {payload:?}"
+    );
+    env.sql_exec(&format!(
+        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{payload}', {run_at})"
+    ));
+    env.sql_i64("SELECT MAX(id) FROM jobs")
+}
 
 /// How the jobs of an ordering test are run.
 #[derive(Debug, Clone, Copy)]
@@ -269,14 +282,8 @@ fn a_commit_by_another_connection_wakes_an_idle_worker_without_waiting_for_the_p
         .reap_interval(Duration::from_secs(3600))
         .start()
         .expect("worker starts");
-    let conn = env.raw();
     for n in 0..3 {
-        conn.execute(
-            "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', ?1, ?2)",
-            (json!({ "n": n }).to_string(), START_MS),
-        )
-        .expect("plain SQL insert");
-        let id = conn.last_insert_rowid();
+        let id = insert_elsewhere(&env, &json!({ "n": n }).to_string(), START_MS);
         assert_eq!(
             wait_finished_within(&events, id, Duration::from_secs(10)).status,
             JobStatus::Succeeded,
@@ -319,19 +326,22 @@ fn an_in_process_enqueue_wakes_an_idle_worker_without_waiting_for_the_poll() {
         wait_finished_within(&events, second, within).status,
         JobStatus::Succeeded
     );
-    // A job written in the caller's own transaction, then `notify`.
-    let mut conn = env.raw();
-    let tx = conn.transaction().expect("begin");
-    let third = env
-        .queue
-        .enqueue_in(&tx, NewJob::new("t", json!({"n": 3})))
-        .expect("enqueue_in");
-    tx.commit().expect("commit");
-    env.queue.notify();
-    assert_eq!(
-        wait_finished_within(&events, third, within).status,
-        JobStatus::Succeeded
-    );
+    // A job written in the caller's own transaction, then `notify` (`enqueue_in` takes a
+    // rusqlite transaction: SQLite only).
+    if !on_postgres() {
+        let mut conn = env.raw();
+        let tx = conn.transaction().expect("begin");
+        let third = env
+            .queue
+            .enqueue_in(&tx, NewJob::new("t", json!({"n": 3})))
+            .expect("enqueue_in");
+        tx.commit().expect("commit");
+        env.queue.notify();
+        assert_eq!(
+            wait_finished_within(&events, third, within).status,
+            JobStatus::Succeeded
+        );
+    }
     stop(worker);
 }
 
@@ -347,15 +357,7 @@ fn rows_inserted_by_another_connection_are_found_by_polling() {
         .change_check_interval(Duration::from_secs(3600))
         .start()
         .expect("worker starts");
-    let conn = env.raw();
-    let insert = |payload: &str, run_at: i64| {
-        conn.execute(
-            "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', ?1, ?2)",
-            (payload, run_at),
-        )
-        .expect("raw insert");
-        conn.last_insert_rowid()
-    };
+    let insert = |payload: &str, run_at: i64| insert_elsewhere(&env, payload, run_at);
     let now = insert(r#"{"from": "python"}"#, START_MS);
     let later = insert(r#"{"from": "cron"}"#, START_MS + 60_000);
     assert_eq!(wait_finished(&events, now).status, JobStatus::Succeeded);

@@ -44,6 +44,10 @@ fn set_clock(env: &TestEnv, ms: i64) {
 
 /// (run_at, idempotency_key, payload) of every job of `job_type`, oldest first.
 fn jobs(env: &TestEnv, job_type: &str) -> Vec<(i64, String, Value)> {
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = &env.pg {
+        return pg_jobs(schema, job_type);
+    }
     let conn = env.raw();
     let mut stmt = conn
         .prepare(
@@ -61,6 +65,35 @@ fn jobs(env: &TestEnv, job_type: &str) -> Vec<(i64, String, Value)> {
     .expect("query")
     .collect::<rusqlite::Result<Vec<_>>>()
     .expect("rows")
+}
+
+/// [`jobs`] on the PostgreSQL pass, read through a raw connection in the test's schema.
+#[cfg(feature = "postgres")]
+fn pg_jobs(schema: &crate::support::pg::PgSchema, job_type: &str) -> Vec<(i64, String, Value)> {
+    use diesel::sql_types::{BigInt, Text};
+    use diesel::{sql_query, QueryableByName, RunQueryDsl};
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = BigInt)]
+        run_at: i64,
+        #[diesel(sql_type = Text)]
+        idempotency_key: String,
+        #[diesel(sql_type = Text)]
+        payload: String,
+    }
+    sql_query("SELECT run_at, idempotency_key, payload FROM jobs WHERE job_type = $1 ORDER BY id")
+        .bind::<Text, _>(job_type)
+        .load::<Row>(&mut schema.raw())
+        .expect("reading the jobs of a type")
+        .into_iter()
+        .map(|r| {
+            (
+                r.run_at,
+                r.idempotency_key,
+                serde_json::from_str(&r.payload).unwrap_or(Value::Null),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -434,12 +467,10 @@ fn a_slot_the_database_refuses_is_retried_with_a_growing_back_off_until_it_goes_
         || Periodic::every(Duration::from_secs(1), NewJob::new("tick", json!({}))).expect("every");
     // The application's own rule: one queued `tick` at a time. A queued one far in the
     // future blocks the scheduler's insert until the application cancels it.
-    env.raw()
-        .execute_batch(
-            "CREATE UNIQUE INDEX one_queued_tick ON jobs(job_type)
-             WHERE job_type = 'tick' AND status = 'queued'",
-        )
-        .expect("the application's index");
+    env.sql_exec(
+        "CREATE UNIQUE INDEX one_queued_tick ON jobs(job_type)
+         WHERE job_type = 'tick' AND status = 'queued'",
+    );
     let blocker = env
         .queue
         .enqueue(NewJob::new("tick", json!({})).delay(Duration::from_secs(86_400)))
@@ -471,14 +502,7 @@ fn a_slot_the_database_refuses_is_retried_with_a_growing_back_off_until_it_goes_
     set_clock(&env, START_MS + 1_500);
     env.queue.notify();
     assert_eq!(failed("the second refused tick").1, Duration::from_secs(1));
-    let ticks: i64 = env
-        .raw()
-        .query_row(
-            "SELECT COUNT(*) FROM jobs WHERE job_type = 'tick'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("count");
+    let ticks = env.sql_i64("SELECT COUNT(*) FROM jobs WHERE job_type = 'tick'");
     assert_eq!(ticks, 1, "only the blocker");
 
     env.queue.cancel(blocker).expect("cancel the blocker");

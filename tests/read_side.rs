@@ -5,7 +5,7 @@ use std::time::Duration;
 use litejobs::{JobFilter, JobRecord, JobStatus, NewJob, Queue, Stats};
 use serde_json::json;
 
-use crate::support::{setup, TestEnv};
+use crate::support::{on_postgres, raw_conn, setup, TestEnv};
 
 const _: () = {
     const fn assert_clone_send_sync<T: Clone + Send + Sync + 'static>() {}
@@ -38,19 +38,91 @@ fn enqueue(env: &TestEnv, job: NewJob) -> i64 {
     env.queue.enqueue(job).expect("enqueue")
 }
 
+/// `s` as an SQL string literal.
+pub(crate) fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// Every row of `sql`, read behind the library's back on either backend, each row as the
+/// JSON array of its columns deserialized into `T` (a tuple, e.g. `(String, i64)`). Keep
+/// `sql` portable, like `TestEnv::sql_i64`'s. (A candidate for tests/support: the matrix
+/// has a portable single value, `sql_i64`, but no portable rows.)
+pub(crate) fn sql_rows<T: serde::de::DeserializeOwned>(env: &TestEnv, sql: &str) -> Vec<T> {
+    let rows: Vec<serde_json::Value> = sql_rows_json(env, sql);
+    rows.into_iter()
+        .map(|row| {
+            serde_json::from_value(row.clone())
+                .unwrap_or_else(|e| panic!("{sql}: row {row} does not fit: {e}"))
+        })
+        .collect()
+}
+
+fn sql_rows_json(env: &TestEnv, sql: &str) -> Vec<serde_json::Value> {
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = &env.pg {
+        use diesel::sql_types::Text;
+        use diesel::{sql_query, QueryableByName, RunQueryDsl};
+        #[derive(QueryableByName)]
+        struct Row {
+            #[diesel(sql_type = Text)]
+            row: String,
+        }
+        // Each row as a JSON array of its columns, in their order.
+        let wrapped = format!(
+            "SELECT (SELECT json_agg(e.value ORDER BY e.n)
+                       FROM json_each(row_to_json(t)) WITH ORDINALITY AS e (key, value, n))::text
+                    AS row
+               FROM ({sql}) AS t"
+        );
+        return sql_query(&wrapped)
+            .load::<Row>(&mut schema.raw())
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .into_iter()
+            .map(|r| serde_json::from_str(&r.row).expect("a row as JSON"))
+            .collect();
+    }
+    use rusqlite::types::ValueRef;
+    let conn = raw_conn(&env.path);
+    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let columns = stmt.column_count();
+    stmt.query_map([], |r| {
+        (0..columns)
+            .map(|i| {
+                Ok(match r.get_ref(i)? {
+                    ValueRef::Null => serde_json::Value::Null,
+                    ValueRef::Integer(v) => json!(v),
+                    ValueRef::Real(v) => json!(v),
+                    ValueRef::Text(t) => json!(String::from_utf8_lossy(t)),
+                    ValueRef::Blob(b) => panic!("{sql}: a BLOB in column {i}: {b:?}"),
+                })
+            })
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map(serde_json::Value::Array)
+    })
+    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// Moves a job to `status` at time `at` behind the library's back, as a worker would:
 /// last_error and updated_at set, finished_at set for the final statuses.
 fn set_row(env: &TestEnv, id: i64, status: &str, last_error: Option<&str>, at: i64) {
-    let changed = env
-        .raw()
-        .execute(
-            "UPDATE jobs SET status = ?1, last_error = ?2, updated_at = ?3,
-                 finished_at = CASE WHEN ?1 IN ('succeeded', 'dead', 'cancelled') THEN ?3 END
-             WHERE id = ?4",
-            (status, last_error, at, id),
-        )
-        .expect("updating a job by SQL");
-    assert_eq!(changed, 1, "job {id} not found");
+    assert_eq!(
+        env.sql_i64(&format!("SELECT COUNT(*) FROM jobs WHERE id = {id}")),
+        1,
+        "job {id} not found"
+    );
+    let finished_at = if ["succeeded", "dead", "cancelled"].contains(&status) {
+        at.to_string()
+    } else {
+        "NULL".to_string()
+    };
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = {}, last_error = {}, updated_at = {at},
+             finished_at = {finished_at}
+         WHERE id = {id}",
+        lit(status),
+        last_error.map_or("NULL".to_string(), lit),
+    ));
 }
 
 struct Fixture {
@@ -338,12 +410,10 @@ fn oldest_due_age_follows_the_queue_clock() {
     set_row(&env, due, "succeeded", None, env.clock.now());
     assert_eq!(env.queue.stats().expect("stats").oldest_due_age_ms, Some(0));
     let retry = enqueue(&env, NewJob::new("retry", json!({})));
-    env.raw()
-        .execute(
-            "UPDATE jobs SET status = 'failed', run_at = ?1 WHERE id = ?2",
-            (env.clock.now() - 30_000, retry),
-        )
-        .expect("scheduling a retry in the past");
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = 'failed', run_at = {} WHERE id = {retry}",
+        env.clock.now() - 30_000
+    ));
     assert_eq!(
         env.queue.stats().expect("stats").oldest_due_age_ms,
         Some(30_000)
@@ -378,38 +448,26 @@ fn dead_last_hour_counts_recent_dead_jobs_only() {
 
 /// Every (queue, type, status) count as a full scan of the table gives it.
 fn counted_by_scan(env: &TestEnv) -> Vec<(String, String, String, i64)> {
-    let conn = env.raw();
-    let mut stmt = conn
-        .prepare(
-            "SELECT queue, job_type, status, COUNT(*) FROM jobs
-             GROUP BY queue, job_type, status ORDER BY 1, 2, 3",
-        )
-        .expect("scan query");
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .expect("scan")
-        .collect::<Result<_, _>>()
-        .expect("scan rows")
+    sql_rows(
+        env,
+        "SELECT queue, job_type, status, COUNT(*) FROM jobs
+         GROUP BY queue, job_type, status ORDER BY 1, 2, 3",
+    )
 }
 
 /// Attempt outcomes by job type as a join of the whole history gives them (successes as
 /// the metrics count them: one per succeeded job).
 fn attempts_by_scan(env: &TestEnv) -> Vec<(String, String, i64)> {
-    let conn = env.raw();
-    let mut stmt = conn
-        .prepare(
-            "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a
-             JOIN jobs j ON j.id = a.job_id
-             WHERE a.outcome != 'succeeded' GROUP BY 1, 2
-             UNION ALL
-             SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
-             GROUP BY 1
-             ORDER BY 1, 2",
-        )
-        .expect("scan query");
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .expect("scan")
-        .collect::<Result<_, _>>()
-        .expect("scan rows")
+    sql_rows(
+        env,
+        "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a
+         JOIN jobs j ON j.id = a.job_id
+         WHERE a.outcome != 'succeeded' GROUP BY 1, 2
+         UNION ALL
+         SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
+         GROUP BY 1
+         ORDER BY 1, 2",
+    )
 }
 
 fn attempts_by_metrics(env: &TestEnv) -> Vec<(String, String, i64)> {
@@ -458,14 +516,8 @@ fn kept_counts_equal_a_full_count_through_every_path() {
             attempts_by_scan(&env),
             "attempt counts after {step}"
         );
-        let dead_awaiting: i64 = env
-            .raw()
-            .query_row(
-                "SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL",
-                [],
-                |r| r.get(0),
-            )
-            .expect("dead awaiting by scan");
+        let dead_awaiting =
+            env.sql_i64("SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL");
         assert_eq!(
             env.queue
                 .health(Duration::from_secs(3600))
@@ -476,34 +528,23 @@ fn kept_counts_equal_a_full_count_through_every_path() {
         );
         // The live figures, read in the same pass as the counts, equal a scan too.
         let now = env.queue.now_ms();
-        let raw = env.raw();
-        let live: (i64, i64, i64) = raw
-            .query_row(
-                "SELECT TOTAL(status IN ('queued', 'failed') AND run_at <= ?1),
-                        TOTAL(status IN ('queued', 'failed') AND run_at > ?1),
-                        TOTAL(status = 'running') FROM jobs",
-                [now],
-                |r| {
-                    Ok((
-                        r.get::<_, f64>(0)? as i64,
-                        r.get::<_, f64>(1)? as i64,
-                        r.get::<_, f64>(2)? as i64,
-                    ))
-                },
-            )
-            .expect("live by scan");
-        let mut stmt = raw
-            .prepare(
-                "SELECT queue, ?1 - MIN(run_at) FROM jobs
-                 WHERE status IN ('queued', 'failed') AND run_at <= ?1
-                 GROUP BY queue ORDER BY queue",
-            )
-            .expect("oldest due by scan");
-        let oldest: Vec<(String, i64)> = stmt
-            .query_map([now], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("oldest due")
-            .collect::<Result<_, _>>()
-            .expect("oldest due rows");
+        let live: (i64, i64, i64) = (
+            env.sql_i64(&format!(
+                "SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= {now}"
+            )),
+            env.sql_i64(&format!(
+                "SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > {now}"
+            )),
+            env.sql_i64("SELECT COUNT(*) FROM jobs WHERE status = 'running'"),
+        );
+        let oldest: Vec<(String, i64)> = sql_rows(
+            &env,
+            &format!(
+                "SELECT queue, {now} - MIN(run_at) FROM jobs
+                 WHERE status IN ('queued', 'failed') AND run_at <= {now}
+                 GROUP BY queue ORDER BY queue"
+            ),
+        );
         let overview = env
             .queue
             .overview(Duration::from_secs(3600), 0)
@@ -523,7 +564,6 @@ fn kept_counts_equal_a_full_count_through_every_path() {
             oldest.iter().map(|(_, age)| *age).max(),
             "the oldest due job's age after {step}"
         );
-        drop(stmt);
     };
     let q = &env.queue;
     for n in 0..6 {
@@ -589,33 +629,34 @@ fn kept_counts_equal_a_full_count_through_every_path() {
     let lost = q
         .enqueue(NewJob::new("ok", json!({})).max_attempts(1))
         .expect("enqueue");
-    env.raw()
-        .execute(
-            "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'gone',
-                    locked_until = 1 WHERE id = ?1",
-            [lost],
-        )
-        .expect("a lost lease");
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'gone',
+                locked_until = 1 WHERE id = {lost}"
+    ));
     check("a job left running");
     q.reap_expired_leases().expect("reap");
     check("reaping");
 
-    // Another program inserts, changes and deletes finished rows by plain SQL.
-    let conn = env.raw();
-    conn.execute_batch(
+    // Another program inserts, changes and deletes finished rows by plain SQL. (SQLite
+    // enforces foreign keys only where a connection asks; PostgreSQL always does.)
+    let foreign_keys = if on_postgres() {
+        ""
+    } else {
+        "PRAGMA foreign_keys = ON;"
+    };
+    env.sql_exec(
         "INSERT INTO jobs (job_type, payload, status, finished_at) VALUES ('import', '{}', 'succeeded', 1);
          INSERT INTO jobs (job_type, payload, status, finished_at) VALUES ('import', '{}', 'dead', 1);
          UPDATE jobs SET status = 'cancelled' WHERE job_type = 'import' AND status = 'dead';
          UPDATE jobs SET queue = 'other' WHERE job_type = 'ok' AND status = 'succeeded' AND id = (SELECT MIN(id) FROM jobs);
          DELETE FROM jobs WHERE job_type = 'import' AND status = 'cancelled';",
-    )
-    .expect("plain SQL");
+    );
     check("plain SQL on jobs from another program");
     // ... and on the history: an attempt added, one changed, a job renamed, a job deleted
     // with its history by the foreign key's cascade, and one attempt deleted alone.
-    conn.execute_batch(
-        "PRAGMA foreign_keys = ON;
-         INSERT INTO jobs (job_type, payload) VALUES ('import', '{}');
+    env.sql_exec(&format!(
+        "{foreign_keys}
+         INSERT INTO jobs (job_type, payload) VALUES ('import', '{{}}');
          INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
              VALUES ((SELECT MAX(id) FROM jobs), 1, 1, 'failed', 'x');
          INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
@@ -624,34 +665,35 @@ fn kept_counts_equal_a_full_count_through_every_path() {
              VALUES ((SELECT MAX(id) FROM jobs), 3, 3, 'failed', 'z');
          UPDATE job_attempts SET outcome = 'timed_out' WHERE error = 'y';
          UPDATE jobs SET job_type = 'import2' WHERE id = (SELECT MAX(id) FROM jobs);
-         DELETE FROM job_attempts WHERE error = 'z';",
-    )
-    .expect("plain SQL on the history");
+         DELETE FROM job_attempts WHERE error = 'z';"
+    ));
     check("plain SQL on the history");
     // A row that got in with the checks switched off is refused (made dead) at the claim.
-    conn.execute_batch(
-        "PRAGMA ignore_check_constraints = ON;
-         INSERT INTO jobs (job_type, payload, idempotency_key, run_at) VALUES ('ok', '{}', x'01', 0);
-         PRAGMA ignore_check_constraints = OFF;",
-    )
-    .expect("a rule-breaking row");
-    testing::drain(&worker).expect("drain the rule breaker");
-    let refused: String = conn
-        .query_row(
-            "SELECT status FROM jobs WHERE typeof(idempotency_key) = 'blob'",
-            [],
-            |r| r.get(0),
+    // (SQLite only: a PostgreSQL column cannot hold a BLOB key, nor its checks be switched off.)
+    if !on_postgres() {
+        let conn = env.raw();
+        conn.execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             INSERT INTO jobs (job_type, payload, idempotency_key, run_at) VALUES ('ok', '{}', x'01', 0);
+             PRAGMA ignore_check_constraints = OFF;",
         )
-        .expect("the rule breaker");
-    assert_eq!(refused, "dead");
-    check("a rule-breaking row refused at the claim");
-    let flaky: i64 = conn
-        .query_row("SELECT id FROM jobs WHERE job_type = 'flaky'", [], |r| {
-            r.get(0)
-        })
-        .expect("the flaky job");
-    conn.execute("DELETE FROM jobs WHERE id = ?1", [flaky])
-        .expect("a cascading delete");
+        .expect("a rule-breaking row");
+        testing::drain(&worker).expect("drain the rule breaker");
+        let refused: String = conn
+            .query_row(
+                "SELECT status FROM jobs WHERE typeof(idempotency_key) = 'blob'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("the rule breaker");
+        assert_eq!(refused, "dead");
+        check("a rule-breaking row refused at the claim");
+    }
+    let flaky = env.sql_i64("SELECT id FROM jobs WHERE job_type = 'flaky'");
+    assert!(flaky > 0, "the flaky job");
+    env.sql_exec(&format!(
+        "{foreign_keys} DELETE FROM jobs WHERE id = {flaky}"
+    ));
     check("plain SQL from another program");
 
     env.clock.advance(Duration::from_secs(30 * 86_400));
@@ -670,14 +712,13 @@ fn error_groups_count_failing_jobs_and_say_when_each_error_first_appeared() {
     let env = setup();
     let job = |t: &str| enqueue(&env, NewJob::new(t, json!({})));
     let attempt = |id: i64, n: i64, at: i64, outcome: &str, error: &str| {
-        env.raw()
-            .execute(
-                "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
-                                           outcome, error)
-                 VALUES (?1, ?2, 'w', ?3, ?3, ?4, ?5)",
-                (id, n, at, outcome, error),
-            )
-            .expect("inserting an attempt by SQL");
+        env.sql_exec(&format!(
+            "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
+                                       outcome, error)
+             VALUES ({id}, {n}, 'w', {at}, {at}, {}, {})",
+            lit(outcome),
+            lit(error)
+        ));
     };
     let smtp = "SMTP timeout after 10s";
     // A job that later succeeded: its failed attempt is the first sighting of the error.
@@ -702,12 +743,9 @@ fn error_groups_count_failing_jobs_and_say_when_each_error_first_appeared() {
     // A requeued dead job is no longer anybody's problem.
     let requeued = job("report");
     set_row(&env, requeued, "dead", Some("gone"), 5_000);
-    env.raw()
-        .execute(
-            "UPDATE jobs SET requeued_as = ?1 WHERE id = ?2",
-            (recovered, requeued),
-        )
-        .expect("marking a job requeued");
+    env.sql_exec(&format!(
+        "UPDATE jobs SET requeued_as = {recovered} WHERE id = {requeued}"
+    ));
 
     let groups = env.queue.error_groups(10).expect("error groups");
     let seen: Vec<_> = groups

@@ -18,10 +18,11 @@ use litejobs::testing::{self, DrainReport};
 use litejobs::{Event, JobContext, JobError, JobStatus, Queue, Worker, WorkerBuilder};
 use serde_json::{json, Value};
 
+use crate::read_side::{lit, sql_rows};
 use crate::support::scripted::{
     recv, signal_on_thread_exit, wait_bound, wait_event, Latch, Rendezvous, WAIT,
 };
-use crate::support::{setup, TestEnv};
+use crate::support::{on_postgres, setup, TestEnv};
 
 /// Called before a chunk produces its rows: fail, block, meet... as a test scripts it.
 type Hook = Arc<dyn Fn(&JobContext, &Chunk) -> Result<(), JobError> + Send + Sync>;
@@ -120,14 +121,13 @@ fn run(queue: &Queue, id: i64) -> ReportRun {
 }
 
 fn jobs_of_type(env: &TestEnv, job_type: &str) -> Vec<(i64, String)> {
-    let conn = env.raw();
-    let mut stmt = conn
-        .prepare("SELECT id, status FROM jobs WHERE job_type = ?1 ORDER BY id")
-        .expect("prepare");
-    stmt.query_map([job_type], |r| Ok((r.get(0)?, r.get(1)?)))
-        .expect("query")
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .expect("rows")
+    sql_rows(
+        env,
+        &format!(
+            "SELECT id, status FROM jobs WHERE job_type = {} ORDER BY id",
+            lit(job_type)
+        ),
+    )
 }
 
 #[test]
@@ -293,26 +293,26 @@ fn the_finisher_runs_once_when_the_last_chunks_finish_together_in_two_workers() 
             (r.state, r.chunks_done, r.rows_done),
             (ReportState::Ready, 2, 10)
         );
-        let conn = env.raw();
-        let finish_jobs: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM jobs WHERE job_type = 'report.pair.finish'
-                   AND json_extract(payload, '$.run_id') = ?1",
-                [id],
-                |row| row.get(0),
-            )
-            .expect("count");
+        let run_id = if on_postgres() {
+            "(payload::json ->> 'run_id')::bigint"
+        } else {
+            "json_extract(payload, '$.run_id')"
+        };
+        let finish_jobs = env.sql_i64(&format!(
+            "SELECT COUNT(*) FROM jobs WHERE job_type = 'report.pair.finish'
+               AND {run_id} = {id}"
+        ));
         assert_eq!(finish_jobs, 1, "one finishing job for run {id}");
-        let workers: HashSet<String> = conn
-            .prepare(
+        let workers: HashSet<String> = sql_rows::<(Option<String>,)>(
+            &env,
+            &format!(
                 "SELECT j.locked_by FROM report_chunks c JOIN jobs j ON j.id = c.job_id
-                 WHERE c.run_id = ?1",
-            )
-            .expect("prepare")
-            .query_map([id], |row| row.get::<_, Option<String>>(0))
-            .expect("query")
-            .filter_map(|r| r.ok().flatten())
-            .collect();
+                 WHERE c.run_id = {id}"
+            ),
+        )
+        .into_iter()
+        .filter_map(|(w,)| w)
+        .collect();
         assert!(
             workers.is_empty(),
             "finished jobs hold no lease: {workers:?}"
@@ -669,13 +669,20 @@ fn csv_field(s: &str) -> String {
 fn the_csv_is_complete_and_correct_when_chunks_fail_and_retry() {
     let env = setup();
     let total = 1_000;
-    create_activity(&env.path, total);
+    // The report's source table: in the test's own database file, or on the PostgreSQL
+    // pass in an application's SQLite file in the test's temp dir.
+    let source = if on_postgres() {
+        env.dir.path().join("app.db")
+    } else {
+        env.path.clone()
+    };
+    create_activity(&source, total);
     let out = env.dir.path().join("exports").join("activity.csv");
     let calls = Arc::new(Mutex::new(Vec::new()));
     let builder = Worker::builder(&env.queue).report(
         "activity",
         Activity {
-            db: env.path.clone(),
+            db: source.clone(),
             out: out.clone(),
             per_chunk: 100,
             calls: Arc::clone(&calls),
@@ -698,7 +705,7 @@ fn the_csv_is_complete_and_correct_when_chunks_fail_and_retry() {
     assert_eq!(r.result_rows, Some(total));
     let text = std::fs::read_to_string(&out).expect("the CSV exists");
     let mut expected = String::from("id,user_id,action,at\r\n");
-    let conn = env.raw();
+    let conn = crate::support::raw_conn(&source);
     let mut stmt = conn
         .prepare("SELECT id, user_id, action, at FROM activity ORDER BY id")
         .expect("prepare");

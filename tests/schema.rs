@@ -13,8 +13,8 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use crate::support::{
-    count_rows, create_from_schema_sql, create_from_sql, raw_conn, setup, temp_dir, user_version,
-    SCHEMA_SQL,
+    count_rows, create_from_schema_sql, create_from_sql, raw_conn, setup, sqlite_only, temp_dir,
+    user_version, TestEnv, SCHEMA_SQL,
 };
 
 /// SQL without `--` comments, with runs of whitespace collapsed to one space, trimmed.
@@ -517,6 +517,9 @@ fn opening_an_unmigrated_file_while_it_is_locked_gives_busy_and_changes_nothing(
 
 #[test]
 fn open_turns_on_wal_mode() {
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     let mode: String = env
         .raw()
@@ -563,14 +566,12 @@ fn wall_clock_ms() -> i64 {
 #[test]
 fn a_row_inserted_by_plain_sql_gets_the_documented_defaults() {
     let env = setup();
-    let conn = env.raw();
     let before = wall_clock_ms();
-    conn.execute(
+    // The smallest valid job from schema.sql's (and schema.pg.sql's) comment.
+    env.sql_exec(
         r#"INSERT INTO jobs (job_type, payload) VALUES ('deliver_webhook', '{"event_id": 7}')"#,
-        [],
-    )
-    .expect("the smallest valid job from schema.sql's comment");
-    let id = conn.last_insert_rowid();
+    );
+    let id = env.sql_i64("SELECT MAX(id) FROM jobs");
     let after = wall_clock_ms();
 
     let job = env
@@ -587,7 +588,8 @@ fn a_row_inserted_by_plain_sql_gets_the_documented_defaults() {
     assert_eq!(job.priority, 0);
     assert_eq!(job.attempts, 0);
     assert_eq!(job.max_attempts, i64::from(DEFAULT_MAX_ATTEMPTS));
-    // SQL defaults read SQLite's clock, not the queue's: compare with a generous margin.
+    // SQL defaults read the database's clock, not the queue's: compare with a generous
+    // margin.
     let margin = 60_000;
     for (name, at) in [
         ("run_at", job.run_at),
@@ -612,6 +614,10 @@ fn a_row_inserted_by_plain_sql_gets_the_documented_defaults() {
 
 #[test]
 fn a_plain_sql_delete_keeps_the_newest_job_so_ids_are_never_reused() {
+    // schema.sql's jobs_newest_kept rule; PostgreSQL's ids come from a sequence instead.
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     let conn = env.raw();
     for _ in 0..3 {
@@ -662,13 +668,8 @@ fn a_plain_sql_delete_keeps_the_newest_job_so_ids_are_never_reused() {
 #[test]
 fn a_row_whose_payload_is_not_json_is_still_readable() {
     let env = setup();
-    let conn = env.raw();
-    conn.execute(
-        "INSERT INTO jobs (job_type, payload) VALUES ('legacy', 'plain text')",
-        [],
-    )
-    .expect("insert by SQL");
-    let id = conn.last_insert_rowid();
+    env.sql_exec("INSERT INTO jobs (job_type, payload) VALUES ('legacy', 'plain text')");
+    let id = env.sql_i64("SELECT MAX(id) FROM jobs");
     let job = env
         .queue
         .job(id)
@@ -683,7 +684,10 @@ fn a_row_with_a_fractional_time_from_another_program_does_not_break_reads() {
     // A natural mistake in another language: run_at = time.time() * 1000 (a REAL). The
     // INTEGER column keeps a REAL that has a fraction. Either the schema refuses such a row
     // at INSERT with a clear error, or litejobs reads it; one bad row must not make every
-    // list fail.
+    // list fail. (SQLite only: a PostgreSQL bigint column rounds the value at INSERT.)
+    if sqlite_only() {
+        return;
+    }
     let env = setup();
     env.queue
         .enqueue(NewJob::new("good", json!({})))
@@ -720,30 +724,47 @@ fn a_row_with_a_fractional_time_from_another_program_does_not_break_reads() {
     env.queue.stats().expect("stats with one REAL run_at row");
 }
 
-#[test]
-fn an_invalid_status_is_refused_by_the_check_constraint() {
-    let env = setup();
-    let conn = env.raw();
-    let err = conn
-        .execute(
-            "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{}', 'done')",
-            [],
-        )
-        .expect_err("status 'done' must violate the CHECK constraint");
+/// Runs `sql` behind the library's back, which a CHECK constraint must refuse (`what` says
+/// why it must), and returns the error's text.
+fn refused_by_a_check(env: &TestEnv, sql: &str, what: &str) -> String {
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = &env.pg {
+        use diesel::connection::SimpleConnection;
+        use diesel::result::{DatabaseErrorKind, Error};
+        let err = schema.raw().batch_execute(sql).expect_err(what);
+        assert!(
+            matches!(
+                err,
+                Error::DatabaseError(DatabaseErrorKind::CheckViolation, _)
+            ),
+            "{err:?}"
+        );
+        return err.to_string();
+    }
+    let err = env.raw().execute(sql, []).expect_err(what);
     assert_eq!(
         err.sqlite_error_code(),
         Some(rusqlite::ErrorCode::ConstraintViolation),
         "{err}"
     );
-    assert!(err.to_string().contains("jobs_status_valid"), "{err}");
+    err.to_string()
+}
+
+#[test]
+fn an_invalid_status_is_refused_by_the_check_constraint() {
+    let env = setup();
+    let err = refused_by_a_check(
+        &env,
+        "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{}', 'done')",
+        "status 'done' must violate the CHECK constraint",
+    );
+    assert!(err.contains("jobs_status_valid"), "{err}");
     assert_eq!(env.count_jobs(), 0);
 
     for status in JobStatus::ALL {
-        conn.execute(
-            "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{}', ?1)",
-            [status.as_str()],
-        )
-        .unwrap_or_else(|e| panic!("status {status} must be accepted: {e}"));
+        env.sql_exec(&format!(
+            "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{{}}', '{status}')"
+        ));
     }
     assert_eq!(env.count_jobs(), JobStatus::ALL.len() as i64);
 }

@@ -91,6 +91,7 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     /// The PostgreSQL schema litejobs' tables live in; `None` for a file.
+    #[cfg(feature = "postgres")]
     fn pg_schema(&self) -> Option<&str> {
         None
     }

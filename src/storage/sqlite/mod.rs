@@ -64,6 +64,7 @@ pub(crate) struct DbConfig {
     /// Whether [`SqliteDb::open`] may create the file or add the schema to a file without it.
     pub(crate) create: bool,
     /// The PostgreSQL schema litejobs' tables live in (`None`: `litejobs`); SQLite ignores it.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) pg_schema: Option<String>,
 }
 
