@@ -90,9 +90,14 @@ CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id)
 CREATE UNIQUE INDEX jobs_idempotency_key_idx ON jobs (idempotency_key)
     WHERE idempotency_key IS NOT NULL AND status IN ('queued', 'running', 'failed', 'succeeded');
 
--- Per-key ordering: finds the running job and the next due job of a group key.
+-- Per-key ordering: finds the running job of a group key.
 CREATE INDEX jobs_group_key_idx ON jobs (group_key, status)
     WHERE group_key IS NOT NULL;
+
+-- Per-key ordering: the next due job of a group key, in claim order, without sorting the
+-- key's backlog at each claim.
+CREATE INDEX jobs_group_key_due_idx ON jobs (group_key, priority DESC, run_at, id)
+    WHERE group_key IS NOT NULL AND status IN ('queued', 'failed');
 
 -- One running job per group key, whatever the claims of other hosts do.
 CREATE UNIQUE INDEX jobs_group_key_running_idx ON jobs (group_key)
@@ -116,13 +121,17 @@ CREATE INDEX jobs_requeued_idx ON jobs (requeued_as) WHERE requeued_as IS NOT NU
 
 -- Counts of finished jobs by queue, type and status (stats read them instead of counting
 -- every finished row), kept by the triggers below for every writer. Never write to it by hand.
+-- A count is the sum of its shards: each database connection adds to the shard of its own
+-- process id, so workers on many hosts finishing jobs of one type at once do not queue on
+-- one row's lock until their commits.
 CREATE TABLE job_counts (
     queue TEXT NOT NULL,
     job_type TEXT NOT NULL,
     -- succeeded, dead or cancelled.
     status TEXT NOT NULL,
+    shard SMALLINT NOT NULL DEFAULT 0,
     n BIGINT NOT NULL,
-    PRIMARY KEY (queue, job_type, status)
+    PRIMARY KEY (queue, job_type, status, shard)
 );
 
 -- One row per failed, timed-out or released attempt, and per success that followed failures.
@@ -151,13 +160,15 @@ CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
 -- Attempts in a time window by outcome (health, activity).
 CREATE INDEX job_attempts_finished_idx ON job_attempts (finished_at, outcome);
 
--- Attempt outcomes by job type (the metrics' litejobs_attempts), kept by the triggers below.
+-- Attempt outcomes by job type (the metrics' litejobs_attempts), kept by the triggers below
+-- in shards as job_counts is.
 CREATE TABLE attempt_counts (
     job_type TEXT NOT NULL,
     -- An attempt outcome (see job_attempts.outcome).
     outcome TEXT NOT NULL,
+    shard SMALLINT NOT NULL DEFAULT 0,
     n BIGINT NOT NULL,
-    PRIMARY KEY (job_type, outcome)
+    PRIMARY KEY (job_type, outcome, shard)
 );
 
 -- The counting triggers run once per statement over its changed rows (transition tables):
@@ -165,18 +176,18 @@ CREATE TABLE attempt_counts (
 CREATE FUNCTION jobs_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
-        INSERT INTO job_counts (queue, job_type, status, n)
-        SELECT queue, job_type, status, COUNT(*) FROM new_rows
+        INSERT INTO job_counts (queue, job_type, status, shard, n)
+        SELECT queue, job_type, status, pg_backend_pid() % 64, COUNT(*) FROM new_rows
         WHERE status IN ('succeeded', 'dead', 'cancelled')
         GROUP BY queue, job_type, status
-        ON CONFLICT (queue, job_type, status) DO UPDATE SET n = job_counts.n + excluded.n;
+        ON CONFLICT (queue, job_type, status, shard) DO UPDATE SET n = job_counts.n + excluded.n;
     END IF;
     IF TG_OP = 'DELETE' OR TG_OP = 'UPDATE' THEN
-        INSERT INTO job_counts (queue, job_type, status, n)
-        SELECT queue, job_type, status, -COUNT(*) FROM old_rows
+        INSERT INTO job_counts (queue, job_type, status, shard, n)
+        SELECT queue, job_type, status, pg_backend_pid() % 64, -COUNT(*) FROM old_rows
         WHERE status IN ('succeeded', 'dead', 'cancelled')
         GROUP BY queue, job_type, status
-        ON CONFLICT (queue, job_type, status) DO UPDATE SET n = job_counts.n + excluded.n;
+        ON CONFLICT (queue, job_type, status, shard) DO UPDATE SET n = job_counts.n + excluded.n;
     END IF;
     IF TG_OP = 'INSERT' THEN
         PERFORM pg_notify('litejobs_jobs', '');
@@ -202,16 +213,16 @@ CREATE TRIGGER jobs_counted_delete AFTER DELETE ON jobs
 CREATE FUNCTION job_attempts_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
-        INSERT INTO attempt_counts (job_type, outcome, n)
-        SELECT j.job_type, a.outcome, COUNT(*) FROM new_rows a JOIN jobs j ON j.id = a.job_id
+        INSERT INTO attempt_counts (job_type, outcome, shard, n)
+        SELECT j.job_type, a.outcome, pg_backend_pid() % 64, COUNT(*) FROM new_rows a JOIN jobs j ON j.id = a.job_id
         GROUP BY j.job_type, a.outcome
-        ON CONFLICT (job_type, outcome) DO UPDATE SET n = attempt_counts.n + excluded.n;
+        ON CONFLICT (job_type, outcome, shard) DO UPDATE SET n = attempt_counts.n + excluded.n;
     END IF;
     IF TG_OP = 'DELETE' OR TG_OP = 'UPDATE' THEN
-        INSERT INTO attempt_counts (job_type, outcome, n)
-        SELECT j.job_type, a.outcome, -COUNT(*) FROM old_rows a JOIN jobs j ON j.id = a.job_id
+        INSERT INTO attempt_counts (job_type, outcome, shard, n)
+        SELECT j.job_type, a.outcome, pg_backend_pid() % 64, -COUNT(*) FROM old_rows a JOIN jobs j ON j.id = a.job_id
         GROUP BY j.job_type, a.outcome
-        ON CONFLICT (job_type, outcome) DO UPDATE SET n = attempt_counts.n + excluded.n;
+        ON CONFLICT (job_type, outcome, shard) DO UPDATE SET n = attempt_counts.n + excluded.n;
     END IF;
     RETURN NULL;
 END;
@@ -232,20 +243,20 @@ CREATE TRIGGER job_attempts_counted_delete AFTER DELETE ON job_attempts
 CREATE FUNCTION jobs_attempts_uncount() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        INSERT INTO attempt_counts (job_type, outcome, n)
-        SELECT OLD.job_type, outcome, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
+        INSERT INTO attempt_counts (job_type, outcome, shard, n)
+        SELECT OLD.job_type, outcome, pg_backend_pid() % 64, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
         GROUP BY outcome
-        ON CONFLICT (job_type, outcome) DO UPDATE SET n = attempt_counts.n + excluded.n;
+        ON CONFLICT (job_type, outcome, shard) DO UPDATE SET n = attempt_counts.n + excluded.n;
         RETURN OLD;
     END IF;
-    INSERT INTO attempt_counts (job_type, outcome, n)
-    SELECT OLD.job_type, outcome, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
+    INSERT INTO attempt_counts (job_type, outcome, shard, n)
+    SELECT OLD.job_type, outcome, pg_backend_pid() % 64, -COUNT(*) FROM job_attempts WHERE job_id = OLD.id
     GROUP BY outcome
-    ON CONFLICT (job_type, outcome) DO UPDATE SET n = attempt_counts.n + excluded.n;
-    INSERT INTO attempt_counts (job_type, outcome, n)
-    SELECT NEW.job_type, outcome, COUNT(*) FROM job_attempts WHERE job_id = NEW.id
+    ON CONFLICT (job_type, outcome, shard) DO UPDATE SET n = attempt_counts.n + excluded.n;
+    INSERT INTO attempt_counts (job_type, outcome, shard, n)
+    SELECT NEW.job_type, outcome, pg_backend_pid() % 64, COUNT(*) FROM job_attempts WHERE job_id = NEW.id
     GROUP BY outcome
-    ON CONFLICT (job_type, outcome) DO UPDATE SET n = attempt_counts.n + excluded.n;
+    ON CONFLICT (job_type, outcome, shard) DO UPDATE SET n = attempt_counts.n + excluded.n;
     RETURN NEW;
 END;
 $$;

@@ -189,6 +189,9 @@ impl PgDb {
         let pool = Pool::builder()
             .max_size(config.pool_size.max(2))
             .min_idle(Some(0))
+            // No `SELECT 1` before every transaction (a round trip per enqueue); a connection
+            // that broke fails its transaction with an error and is not reused.
+            .test_on_check_out(false)
             .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
             .connection_customizer(Box::new(Session {
                 setup: setup.clone(),

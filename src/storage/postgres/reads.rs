@@ -477,7 +477,8 @@ impl ReadStore for PgTx<'_> {
         }
         live.oldest_due.sort();
         let finished = self.rows::<CountRow>(query(
-            "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
+            "SELECT queue, job_type, status, SUM(n)::bigint AS n FROM job_counts
+             GROUP BY queue, job_type, status HAVING SUM(n) <> 0",
         ))?;
         counts.extend(
             finished
@@ -613,8 +614,9 @@ impl ReadStore for PgTx<'_> {
     fn attempt_outcomes(&self) -> Result<Vec<(String, String, i64)>> {
         let mut rows: Vec<(String, String, i64)> = self
             .rows::<OutcomeRow>(query(
-                "SELECT job_type, outcome, n FROM attempt_counts
-                 WHERE outcome <> 'succeeded' AND n <> 0
+                "SELECT job_type, outcome, SUM(n)::bigint AS n FROM attempt_counts
+                 WHERE outcome <> 'succeeded'
+                 GROUP BY job_type, outcome HAVING SUM(n) <> 0
                  UNION ALL
                  SELECT job_type, 'succeeded', SUM(n)::bigint FROM job_counts
                  WHERE status = 'succeeded'
