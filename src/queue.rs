@@ -290,10 +290,12 @@ impl Queue {
     pub fn enqueue(&self, job: NewJob) -> Result<i64> {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
+        // One insert (a key's races settled by the insert itself): no transaction around it
+        // where that saves round trips.
         let inserted = self
             .inner
             .db
-            .write(|tx| tx.insert_job(&job, &payload, now))?;
+            .write_statements(|tx| tx.insert_job(&job, &payload, now))?;
         if inserted.created {
             self.after_enqueue(&[(inserted.id, &job)]);
         }

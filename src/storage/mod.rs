@@ -78,6 +78,15 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// [`ErrorKind::Busy`] having written nothing.
     fn write_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()>;
 
+    /// Runs `f`, each of whose statements is correct on its own (one insert, or an insert
+    /// that settles its own races, as an idempotency key's `ON CONFLICT`), without an
+    /// explicit transaction where the backend gains from that: on a server, `BEGIN` and
+    /// `COMMIT` are two of a single enqueue's three round trips. Defaults to
+    /// [`Backend::write_tx`].
+    fn write_statements(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        self.write_tx(f)
+    }
+
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
     fn is_read_only(&self) -> bool;
 
@@ -181,6 +190,20 @@ impl Db {
         let mut f = Some(f);
         let mut out = None;
         self.backend.write_tx(&mut |tx| {
+            if let Some(f) = f.take() {
+                out = Some(f(tx)?);
+            }
+            Ok(())
+        })?;
+        out.ok_or_else(not_run)
+    }
+
+    /// Runs `f`, whose statements are each correct on their own, possibly without an
+    /// explicit transaction; see [`Backend::write_statements`].
+    pub(crate) fn write_statements<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.backend.write_statements(&mut |tx| {
             if let Some(f) = f.take() {
                 out = Some(f(tx)?);
             }

@@ -253,6 +253,16 @@ impl Backend for PgDb {
         })
     }
 
+    /// Each statement commits on its own (autocommit): one round trip per statement.
+    fn write_statements(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        if self.read_only {
+            return self.write_tx(f);
+        }
+        let mut conn = self.conn()?;
+        let tx = PgTx::new(&mut conn);
+        f(&tx)
+    }
+
     fn is_read_only(&self) -> bool {
         self.read_only
     }
