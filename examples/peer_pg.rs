@@ -165,6 +165,7 @@ fn run(url: &str, n: usize, w: usize, phases: &str, out: &mut serde_json::Value)
         std::thread::sleep(Duration::from_secs(1));
         let status = Command::new(std::env::current_exe()?)
             .arg("--producer")
+            .env("PEER_PG_PARENT", std::process::id().to_string())
             .status()?;
         if !status.success() {
             return Err("the D producer failed".into());

@@ -5,6 +5,10 @@
 //!
 //! The binary reads the wall clock, so fixtures write their rows through a queue whose
 //! `ManualClock` is set relative to the wall clock (e.g. ten minutes ago).
+//!
+//! On the PostgreSQL pass of the test matrix (`LITEJOBS_TEST_BACKEND=postgres`) every
+//! database is a fresh schema on the test server instead (`--db postgres://…?schema=NAME`,
+//! dropped when the test ends); tests of what only a SQLite file has return at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -16,7 +20,6 @@ use litejobs::{
     testing, Clock, Event, JobContext, JobError, JobStatus, ManualClock, NewJob, Queue,
     SystemClock, Worker,
 };
-use rusqlite::params;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -117,18 +120,48 @@ fn run_with_stdin(db: &Path, args: &[&str], input: &str) -> Run {
     Run::from(child.wait_with_output().expect("waiting for the binary"))
 }
 
-/// A database file with a queue whose clock the test sets relative to the wall clock.
+/// On the PostgreSQL pass: the schema of a test's database, dropped when this is.
+#[cfg(feature = "postgres")]
+type PgGuard = Option<crate::support::pg::PgSchema>;
+#[cfg(not(feature = "postgres"))]
+type PgGuard = ();
+
+/// A database nobody has created yet: `file` in `dir`, or on the PostgreSQL pass the URL of
+/// a fresh schema on the test server (`…?schema=NAME`), with the guard that drops it.
+fn new_db(dir: &Path, file: &str) -> (PathBuf, PgGuard) {
+    if crate::support::on_postgres() {
+        #[cfg(feature = "postgres")]
+        {
+            let url = std::env::var("LITEJOBS_TEST_PG")
+                .ok()
+                .filter(|u| !u.is_empty())
+                .expect("LITEJOBS_TEST_BACKEND=postgres needs LITEJOBS_TEST_PG=postgres://…");
+            let schema = crate::support::pg::PgSchema::new(&url);
+            let sep = if url.contains('?') { '&' } else { '?' };
+            let path = PathBuf::from(format!("{url}{sep}schema={}", schema.name));
+            return (path, Some(schema));
+        }
+        #[cfg(not(feature = "postgres"))]
+        panic!("LITEJOBS_TEST_BACKEND=postgres needs --features postgres");
+    }
+    (dir.join(file), PgGuard::default())
+}
+
+/// A database (file, or schema on the PostgreSQL pass) with a queue whose clock the test
+/// sets relative to the wall clock.
 struct Fx {
     _dir: TempDir,
     path: PathBuf,
     clock: ManualClock,
     queue: Queue,
+    /// Last, so the schema is dropped after the queue is closed.
+    _pg: PgGuard,
 }
 
 impl Fx {
     fn new() -> Fx {
         let dir = temp_dir();
-        let path = dir.path().join("jobs.db");
+        let (path, pg) = new_db(dir.path(), "jobs.db");
         let clock = ManualClock::starting_now();
         let queue = Queue::builder()
             .clock(clock.clone())
@@ -139,7 +172,33 @@ impl Fx {
             path,
             clock,
             queue,
+            _pg: pg,
         }
+    }
+
+    /// The first column of the first row of `sql` as an integer (0 without a row), read
+    /// behind the library's back on either backend (keep `sql` portable).
+    fn sql_i64(&self, sql: &str) -> i64 {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self._pg {
+            return schema.first_i64(sql);
+        }
+        raw_conn(&self.path)
+            .query_row(sql, [], |row| row.get::<_, Option<i64>>(0))
+            .map(|v| v.unwrap_or(0))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Runs `sql` behind the library's back on either backend (keep it portable).
+    fn sql_exec(&self, sql: &str) {
+        #[cfg(feature = "postgres")]
+        if let Some(schema) = &self._pg {
+            schema.exec(sql);
+            return;
+        }
+        raw_conn(&self.path)
+            .execute_batch(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
     /// Sets the fixture clock to `ms` before the wall clock's now.

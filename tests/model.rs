@@ -20,6 +20,11 @@
 //! succeeded jobs; at most one running job per group key. Inside each handler call the test
 //! also checks that it holds the job's lease and that no other job of its group runs.
 //!
+//! On the PostgreSQL pass of the test matrix (`LITEJOBS_TEST_BACKEND=postgres`) the real
+//! side is a queue in a fresh schema on `LITEJOBS_TEST_PG`, with PL/pgSQL twins of the
+//! triggers and raw diesel connections; the model then expects what differs there (see
+//! [`keeps_newest_job`]).
+//!
 //! `PROPTEST_CASES` raises the number of cases (default 24, a few seconds in debug builds).
 //! Failures shrink to a minimal sequence and are kept in `proptest-regressions/model.txt`,
 //! which is replayed first on every run.
@@ -99,6 +104,18 @@ const COVERAGE: [&str; 25] = [
     "prune deletes jobs and forgets keys",
 ];
 
+/// Coverage cases only the SQLite backend can reach (see [`keeps_newest_job`]).
+const SQLITE_ONLY_COVERAGE: [&str; 1] = ["discard of the newest job cancels it instead"];
+
+/// True when the backend never deletes the newest job, so that its id is never handed out
+/// again: SQLite (`INTEGER PRIMARY KEY` reuses the largest id once its row is gone), where
+/// discarding it cancels it instead and prune skips it. On PostgreSQL ids come from a
+/// sequence and are never reused: `discard_dead` always deletes and prune takes any
+/// finished job.
+fn keeps_newest_job() -> bool {
+    !crate::support::on_postgres()
+}
+
 thread_local! {
     static COVERED: std::cell::RefCell<HashMap<&'static str, usize>> =
         std::cell::RefCell::new(HashMap::new());
@@ -112,11 +129,13 @@ fn cover(case: &'static str) {
 // The operations and their strategies, the model, the real side, and the checks.
 mod checks;
 mod ops;
+mod raw;
 mod real;
 mod state;
 
 use checks::*;
 use ops::*;
+use raw::*;
 use real::*;
 use state::*;
 
@@ -201,6 +220,7 @@ fn the_generator_reaches_every_case_the_model_knows() {
     let missing: Vec<&str> = COVERAGE
         .iter()
         .copied()
+        .filter(|case| keeps_newest_job() || !SQLITE_ONLY_COVERAGE.contains(case))
         .filter(|case| !covered.contains_key(case))
         .collect();
     assert!(

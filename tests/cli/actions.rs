@@ -11,13 +11,11 @@ fn cancel_takes_waiting_jobs_and_refuses_running_and_finished_ones() {
     let done = fx.enqueue(NewJob::new("c", json!({})));
     fx.succeed_due("c", "default");
     let running = fx.enqueue(NewJob::new("d", json!({})));
-    raw_conn(&fx.path)
-        .execute(
-            "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'w', locked_until = ?1
-             WHERE id = ?2",
-            params![SystemClock.now_ms() + DAY, running],
-        )
-        .expect("marking a job running");
+    fx.sql_exec(&format!(
+        "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'w', locked_until = {}
+         WHERE id = {running}",
+        SystemClock.now_ms() + DAY
+    ));
 
     assert_eq!(
         fx.run(&["cancel", &queued.to_string()]).ok().stdout,
@@ -85,7 +83,7 @@ fn retry_makes_a_failed_job_due_now_and_gives_a_dead_job_one_more_attempt() {
 #[test]
 fn a_paused_queue_is_skipped_by_a_running_worker_until_resumed() {
     let dir = temp_dir();
-    let path = dir.path().join("jobs.db");
+    let (path, _pg) = new_db(dir.path(), "jobs.db");
     run(&path, &["init"]).ok();
     let queue = Queue::open(&path).expect("open");
     let events = queue.subscribe();

@@ -186,8 +186,7 @@ fn bulk_requeue_is_all_or_nothing() {
     fx.fail_due("deliver_webhook", "default", "connection refused", true);
     // A dead job releases its key; a live job now holds the key of the middle one.
     let holder = fx.enqueue(NewJob::new("other", json!({})).idempotency_key("webhook:1"));
-    let path = fx.path.clone();
-    let jobs_before = count_rows(&path, "jobs");
+    let jobs_before = fx.sql_i64("SELECT COUNT(*) FROM jobs");
 
     fx.run(&[
         "dead",
@@ -213,7 +212,11 @@ fn bulk_requeue_is_all_or_nothing() {
         ])
         .stderr
         .contains("nothing was requeued"));
-    assert_eq!(count_rows(&path, "jobs"), jobs_before, "no new job");
+    assert_eq!(
+        fx.sql_i64("SELECT COUNT(*) FROM jobs"),
+        jobs_before,
+        "no new job"
+    );
     for id in &ids {
         let job = fx.job(*id);
         assert_eq!(job.requeued_as, None, "job {id} was not marked");
@@ -244,13 +247,9 @@ fn dead_discard_deletes_the_job_and_its_history_and_refuses_live_jobs() {
     let live = fx.enqueue(NewJob::new("send_email", json!({})));
     let id = refused[0];
     let history = |id: i64| -> i64 {
-        raw_conn(&fx.path)
-            .query_row(
-                "SELECT COUNT(*) FROM job_attempts WHERE job_id = ?1",
-                [id],
-                |r| r.get(0),
-            )
-            .expect("counting attempts")
+        fx.sql_i64(&format!(
+            "SELECT COUNT(*) FROM job_attempts WHERE job_id = {id}"
+        ))
     };
     assert_eq!(history(id), 1);
     let out = fx
@@ -264,17 +263,26 @@ fn dead_discard_deletes_the_job_and_its_history_and_refuses_live_jobs() {
     assert_eq!(fx.job(live).status, JobStatus::Queued);
 
     // The newest job keeps ids from being reused: discarding it cancels it instead, and
-    // the output says so.
+    // the output says so. On PostgreSQL ids come from a sequence, never reused: the newest
+    // job is deleted like any other.
     let newest = fx.enqueue(NewJob::new("send_email", json!({})));
-    raw_conn(&fx.path)
-        .execute("UPDATE jobs SET status = 'dead' WHERE id = ?1", [newest])
-        .expect("making the newest job dead");
-    let out = fx
-        .run(&["dead", "discard", &newest.to_string()])
-        .ok()
-        .stdout;
-    assert!(out.contains("now cancelled instead of deleted"), "{out}");
-    assert_eq!(fx.job(newest).status, JobStatus::Cancelled);
+    fx.sql_exec(&format!(
+        "UPDATE jobs SET status = 'dead' WHERE id = {newest}"
+    ));
+    if crate::support::on_postgres() {
+        let out = fx
+            .run(&["dead", "discard", &newest.to_string(), "--json"])
+            .json();
+        assert_eq!(out, json!({"discarded": newest, "kept_cancelled": false}));
+        assert!(fx.queue.job(newest).expect("read").is_none());
+    } else {
+        let out = fx
+            .run(&["dead", "discard", &newest.to_string()])
+            .ok()
+            .stdout;
+        assert!(out.contains("now cancelled instead of deleted"), "{out}");
+        assert_eq!(fx.job(newest).status, JobStatus::Cancelled);
+    }
     assert!(fx
         .queue
         .dead_jobs(&Default::default())

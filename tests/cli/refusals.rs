@@ -5,7 +5,26 @@ use super::*;
 #[test]
 fn init_creates_the_database_then_reports_it_ready() {
     let dir = temp_dir();
-    let db = dir.path().join("new.db");
+    let (db, _pg) = new_db(dir.path(), "new.db");
+    #[cfg(feature = "postgres")]
+    if crate::support::on_postgres() {
+        let first = run(&db, &["init"]).ok();
+        assert!(first.stdout.starts_with("created "), "{first:#?}");
+        assert!(
+            first
+                .stdout
+                .contains(&format!("(schema version {})", litejobs::PG_SCHEMA_VERSION)),
+            "{first:#?}"
+        );
+        run(&db, &["stats"]).ok();
+        let again = run(&db, &["init", "--json"]).json();
+        assert_eq!(again["created"], json!(false));
+        assert_eq!(again["schema_version"], json!(litejobs::PG_SCHEMA_VERSION));
+        assert_eq!(again["path"], json!(db.display().to_string()));
+        let queue = Queue::open(&db).expect("open");
+        assert_eq!(queue.schema_version(), litejobs::PG_SCHEMA_VERSION);
+        return;
+    }
     let first = run(&db, &["init"]).ok();
     assert!(first.stdout.starts_with("created "), "{first:#?}");
     assert!(db.exists());
@@ -93,10 +112,81 @@ fn enqueue_takes_the_payload_from_the_argument_or_stdin_with_every_option() {
     );
 }
 
+/// Every refusal of bad input: each exits 2 with one line.
+fn refuse_bad_input(path: &Path) {
+    run(path, &["enqueue", "send_email", "{not json"]).refused("payload is not valid JSON");
+    run_with_stdin(path, &["enqueue", "send_email"], "").refused("payload is not valid JSON");
+    run(path, &["enqueue", "", "{}"]).refused("job_type must not be empty");
+    run(path, &["enqueue", "t", "{}", "--max-attempts", "0"]).refused("max_attempts");
+    run(path, &["enqueue", "t", "{}", "--delay", "5x"]).refused("unknown unit \"x\"");
+    run(path, &["enqueue", "t", "{}", "--delay", "10"]).refused("needs a unit");
+    run(path, &["prune", "--older-than", "soon"]).refused("invalid duration \"soon\"");
+    run(path, &["check", "--max-oldest-age", "1.5h"]).refused("invalid duration");
+    run(path, &["check", "--max-failed-rate", "150%"]).refused("between 0 and 1");
+    run(path, &["list", "--status", "done"]).refused("unknown status \"done\"");
+    run(path, &["check"]).refused("at least one threshold");
+    for args in [
+        &["show", "999"][..],
+        &["cancel", "999"],
+        &["retry", "999"],
+        &["dead", "discard", "999"],
+        &["dead", "requeue", "999", "--by", "me", "--reason", "test"],
+        &["dead", "requeue", "999", "--dry-run"],
+    ] {
+        run(path, args).refused("no job with id 999");
+    }
+}
+
+/// clap's own usage errors exit 2 as well.
+fn usage_errors_exit_2(path: &Path) {
+    let unknown = run(path, &["frobnicate"]);
+    assert_eq!(unknown.code, Some(2), "{unknown:#?}");
+    let missing = run(path, &["show"]);
+    assert_eq!(missing.code, Some(2), "{missing:#?}");
+    let requeue_without_target = run(path, &["dead", "requeue", "--by", "me", "--reason", "x"]);
+    assert_eq!(
+        requeue_without_target.code,
+        Some(2),
+        "{requeue_without_target:#?}"
+    );
+}
+
+/// On PostgreSQL: every table the commands could write, as one number (a hash of their
+/// rows).
+#[cfg(feature = "postgres")]
+fn pg_contents(fx: &Fx) -> Vec<i64> {
+    [
+        "jobs",
+        "job_attempts",
+        "idempotency_keys",
+        "queues",
+        "job_counts",
+    ]
+    .iter()
+    .map(|table| {
+        fx.sql_i64(&format!(
+            "SELECT ('x' || substr(md5(coalesce(string_agg(t::text, '|' ORDER BY t::text),
+                                                    '')), 1, 15))::bit(60)::bigint
+                 FROM {table} t"
+        ))
+    })
+    .collect()
+}
+
 #[test]
 fn bad_input_exits_2_with_one_line_and_changes_nothing() {
     let fx = Fx::new();
     fx.enqueue(NewJob::new("send_email", json!({"user_id": 1})));
+    #[cfg(feature = "postgres")]
+    if crate::support::on_postgres() {
+        // No file to compare byte for byte: the rows of every table instead.
+        let before = pg_contents(&fx);
+        refuse_bad_input(&fx.path);
+        assert_eq!(pg_contents(&fx), before, "the database is unchanged");
+        assert_eq!(fx.sql_i64("SELECT COUNT(*) FROM jobs"), 1);
+        usage_errors_exit_2(&fx.path);
+        return;
+    }
     let path = fx.path.clone();
     let dir = fx._dir;
     drop(fx.queue);
@@ -110,46 +200,20 @@ fn bad_input_exits_2_with_one_line_and_changes_nothing() {
     assert_eq!(busy, 0, "nothing else holds the database");
     let bytes = file_bytes(&path);
 
-    run(&path, &["enqueue", "send_email", "{not json"]).refused("payload is not valid JSON");
-    run_with_stdin(&path, &["enqueue", "send_email"], "").refused("payload is not valid JSON");
-    run(&path, &["enqueue", "", "{}"]).refused("job_type must not be empty");
-    run(&path, &["enqueue", "t", "{}", "--max-attempts", "0"]).refused("max_attempts");
-    run(&path, &["enqueue", "t", "{}", "--delay", "5x"]).refused("unknown unit \"x\"");
-    run(&path, &["enqueue", "t", "{}", "--delay", "10"]).refused("needs a unit");
-    run(&path, &["prune", "--older-than", "soon"]).refused("invalid duration \"soon\"");
-    run(&path, &["check", "--max-oldest-age", "1.5h"]).refused("invalid duration");
-    run(&path, &["check", "--max-failed-rate", "150%"]).refused("between 0 and 1");
-    run(&path, &["list", "--status", "done"]).refused("unknown status \"done\"");
-    run(&path, &["check"]).refused("at least one threshold");
-    for args in [
-        &["show", "999"][..],
-        &["cancel", "999"],
-        &["retry", "999"],
-        &["dead", "discard", "999"],
-        &["dead", "requeue", "999", "--by", "me", "--reason", "test"],
-        &["dead", "requeue", "999", "--dry-run"],
-    ] {
-        run(&path, args).refused("no job with id 999");
-    }
+    refuse_bad_input(&path);
     assert_eq!(file_bytes(&path), bytes, "the database file is unchanged");
     assert_eq!(count_rows(&path, "jobs"), 1);
 
-    // clap's own usage errors exit 2 as well.
-    let unknown = run(&path, &["frobnicate"]);
-    assert_eq!(unknown.code, Some(2), "{unknown:#?}");
-    let missing = run(&path, &["show"]);
-    assert_eq!(missing.code, Some(2), "{missing:#?}");
-    let requeue_without_target = run(&path, &["dead", "requeue", "--by", "me", "--reason", "x"]);
-    assert_eq!(
-        requeue_without_target.code,
-        Some(2),
-        "{requeue_without_target:#?}"
-    );
+    usage_errors_exit_2(&path);
     drop(dir);
 }
 
 #[test]
 fn a_missing_or_unusable_database_is_refused_and_never_created() {
+    // Missing, garbage and directory paths, LITEJOBS_DB naming a file to create.
+    if crate::support::sqlite_only() {
+        return;
+    }
     let dir = temp_dir();
     let missing = dir.path().join("typo.db");
     for args in [

@@ -6,24 +6,21 @@ use super::*;
 fn prune_deletes_only_succeeded_and_cancelled_jobs_past_the_window_with_their_attempts() {
     let fx = Fx::new();
     let now = SystemClock.now_ms();
-    let conn = raw_conn(&fx.path);
+    let null_or = |v: Option<i64>| v.map_or("NULL".to_string(), |v| v.to_string());
     let insert = |status: &str, age_ms: i64| -> i64 {
         let at = now - age_ms;
         let finished = matches!(status, "succeeded" | "cancelled" | "dead").then_some(at);
-        conn.execute(
+        fx.sql_exec(&format!(
             "INSERT INTO jobs (job_type, payload, status, attempts, run_at, created_at, updated_at,
                                finished_at)
-             VALUES ('t', '{}', ?1, 2, ?2, ?2, ?2, ?3)",
-            params![status, at, finished],
-        )
-        .expect("insert");
-        let id = conn.last_insert_rowid();
-        conn.execute(
+             VALUES ('t', '{{}}', '{status}', 2, {at}, {at}, {at}, {})",
+            null_or(finished)
+        ));
+        let id = fx.sql_i64("SELECT MAX(id) FROM jobs");
+        fx.sql_exec(&format!(
             "INSERT INTO job_attempts (job_id, attempt, finished_at, outcome, error)
-             VALUES (?1, 1, ?2, 'failed', 'first try failed')",
-            params![id, at],
-        )
-        .expect("insert attempt");
+             VALUES ({id}, 1, {at}, 'failed', 'first try failed')"
+        ));
         id
     };
     let old_succeeded = insert("succeeded", 10 * DAY);
@@ -35,18 +32,16 @@ fn prune_deletes_only_succeeded_and_cancelled_jobs_past_the_window_with_their_at
         insert("queued", 30 * DAY),
         insert("running", 30 * DAY),
     ];
-    conn.execute(
+    fx.sql_exec(&format!(
         "INSERT INTO idempotency_keys (key, job_id, completed_at, expires_at) VALUES
-            ('expired', ?1, ?2, ?3), ('remembered', ?1, ?2, ?4), ('old-but-live', ?1, ?5, ?4)",
-        params![
-            old_succeeded,
-            now - 10 * DAY,
-            now - DAY,
-            now + DAY,
-            now - 40 * DAY
-        ],
-    )
-    .expect("insert keys");
+            ('expired', {0}, {1}, {2}), ('remembered', {0}, {1}, {3}),
+            ('old-but-live', {0}, {4}, {3})",
+        old_succeeded,
+        now - 10 * DAY,
+        now - DAY,
+        now + DAY,
+        now - 40 * DAY
+    ));
 
     let report = fx.run(&["prune", "--older-than", "7d", "--json"]).json();
     assert_has_fields(
@@ -78,20 +73,17 @@ fn prune_deletes_only_succeeded_and_cancelled_jobs_past_the_window_with_their_at
             "its history kept"
         );
     }
-    let orphans: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM job_attempts WHERE job_id NOT IN (SELECT id FROM jobs)",
-            [],
-            |r| r.get(0),
-        )
-        .expect("orphans");
+    let orphans: i64 =
+        fx.sql_i64("SELECT COUNT(*) FROM job_attempts WHERE job_id NOT IN (SELECT id FROM jobs)");
     assert_eq!(orphans, 0);
-    let wal = PathBuf::from(format!("{}-wal", fx.path.display()));
-    assert_eq!(
-        std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0),
-        0,
-        "TRUNCATE emptied the WAL"
-    );
+    if !crate::support::on_postgres() {
+        let wal = PathBuf::from(format!("{}-wal", fx.path.display()));
+        assert_eq!(
+            std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0),
+            0,
+            "TRUNCATE emptied the WAL"
+        );
+    }
 
     // Remembered keys have their own window.
     let keys_report = fx
@@ -109,14 +101,14 @@ fn prune_deletes_only_succeeded_and_cancelled_jobs_past_the_window_with_their_at
         json!(1),
         "old-but-live goes, remembered stays"
     );
-    let mut stmt = conn
-        .prepare("SELECT key FROM idempotency_keys")
-        .expect("prepare");
-    let left: Vec<String> = stmt
-        .query_map([], |r| r.get(0))
-        .and_then(Iterator::collect)
-        .expect("keys");
-    assert_eq!(left, vec!["remembered".to_string()]);
+    assert_eq!(
+        (
+            fx.sql_i64("SELECT COUNT(*) FROM idempotency_keys"),
+            fx.sql_i64("SELECT COUNT(*) FROM idempotency_keys WHERE key = 'remembered'")
+        ),
+        (1, 1),
+        "the keys left are [\"remembered\"]"
+    );
 
     let human = fx
         .run(&["prune", "--older-than", "1d", "--checkpoint", "none"])
@@ -132,19 +124,28 @@ fn prune_deletes_only_succeeded_and_cancelled_jobs_past_the_window_with_their_at
 fn prune_works_in_chunks_of_short_transactions() {
     let fx = Fx::new();
     let old = SystemClock.now_ms() - 30 * DAY;
-    let mut conn = raw_conn(&fx.path);
-    let tx = conn.transaction().expect("tx");
-    for _ in 0..2_345 {
-        tx.execute(
+    if crate::support::on_postgres() {
+        fx.sql_exec(&format!(
             "INSERT INTO jobs (job_type, payload, status, updated_at, finished_at)
-             VALUES ('bulk', '{}', 'succeeded', ?1, ?1)",
-            [old],
-        )
-        .expect("insert");
+             SELECT 'bulk', '{{}}', 'succeeded', {old}, {old} FROM generate_series(1, 2345);
+             INSERT INTO jobs (job_type, payload, status, updated_at)
+             VALUES ('bulk', '{{}}', 'dead', {old})"
+        ));
+    } else {
+        let mut conn = raw_conn(&fx.path);
+        let tx = conn.transaction().expect("tx");
+        for _ in 0..2_345 {
+            tx.execute(
+                "INSERT INTO jobs (job_type, payload, status, updated_at, finished_at)
+                 VALUES ('bulk', '{}', 'succeeded', ?1, ?1)",
+                [old],
+            )
+            .expect("insert");
+        }
+        tx.execute("INSERT INTO jobs (job_type, payload, status, updated_at) VALUES ('bulk', '{}', 'dead', ?1)", [old])
+            .expect("insert dead");
+        tx.commit().expect("commit");
     }
-    tx.execute("INSERT INTO jobs (job_type, payload, status, updated_at) VALUES ('bulk', '{}', 'dead', ?1)", [old])
-        .expect("insert dead");
-    tx.commit().expect("commit");
     let report = fx
         .run(&[
             "prune",
@@ -158,5 +159,9 @@ fn prune_works_in_chunks_of_short_transactions() {
     assert_eq!(report["jobs_deleted"], json!(2_345));
     // Five job chunks (500 x 4 + 345) and one for the keys.
     assert_eq!(report["transactions"], json!(6));
-    assert_eq!(count_rows(&fx.path, "jobs"), 1, "the dead job stays");
+    assert_eq!(
+        fx.sql_i64("SELECT COUNT(*) FROM jobs"),
+        1,
+        "the dead job stays"
+    );
 }

@@ -106,16 +106,16 @@ impl WorkChild {
     }
 }
 
-fn initialized_db(dir: &TempDir) -> PathBuf {
-    let db = dir.path().join("sidecar.db");
+fn initialized_db(dir: &TempDir) -> (PathBuf, PgGuard) {
+    let (db, pg) = new_db(dir.path(), "sidecar.db");
     run(&db, &["init"]).ok();
-    db
+    (db, pg)
 }
 
 #[test]
 fn work_runs_the_builtins_and_stops_cleanly_on_sigterm() {
     let dir = temp_dir();
-    let db = initialized_db(&dir);
+    let (db, _pg) = initialized_db(&dir);
     let mut work = WorkChild::start(&db, &[]);
     if !builtins_register_a_handler(&[]) {
         let (code, lines) = work.exit_code();
@@ -152,7 +152,7 @@ fn work_runs_the_builtins_and_stops_cleanly_on_sigterm() {
 #[test]
 fn work_without_builtins_exits_2_with_one_clear_line() {
     let dir = temp_dir();
-    let db = initialized_db(&dir);
+    let (db, _pg) = initialized_db(&dir);
     let off = [("LITEJOBS_WEBHOOK_ENABLED", "0")];
     let mut work = WorkChild::start(&db, &off);
     if builtins_register_a_handler(&off) {
@@ -171,11 +171,20 @@ fn work_without_builtins_exits_2_with_one_clear_line() {
 #[test]
 fn work_refuses_a_bad_builtin_setting_before_touching_the_database() {
     let dir = temp_dir();
-    let db = dir.path().join("never.db");
+    let (db, _pg) = new_db(dir.path(), "never.db");
     let work = WorkChild::start(&db, &[("LITEJOBS_WEBHOOK_TIMEOUT", "soon")]);
     let (code, lines) = work.exit_code();
     assert_eq!(code, Some(2), "{lines:?}");
     assert_eq!(lines.len(), 1, "one stderr line: {lines:?}");
     assert!(lines[0].contains("LITEJOBS_WEBHOOK_TIMEOUT"), "{lines:?}");
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = &_pg {
+        let created = schema.first_i64(&format!(
+            "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = '{}'",
+            schema.name
+        ));
+        assert_eq!(created, 0, "no schema was created");
+        return;
+    }
     assert!(!db.exists(), "no database was created");
 }

@@ -16,20 +16,15 @@ pub(super) struct Row {
 
 /// Compares every job with the model, then checks the invariants on the table itself.
 pub(super) fn check(model: &Model, real: &mut Real) {
-    let conn = &real.check;
-    let total: i64 = conn
-        .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
-        .expect("counting jobs");
+    let conn = &mut real.check;
+    let total: i64 = conn.count("SELECT COUNT(*) FROM jobs");
     assert_eq!(
         total,
         model.jobs.len() as i64,
         "jobs in the table vs the model"
     );
     for &id in &model.gone {
-        let there: Option<i64> = conn
-            .query_row("SELECT id FROM jobs WHERE id = ?1", [id], |r| r.get(0))
-            .optional()
-            .expect("looking for a deleted job");
+        let there: Option<i64> = conn.job_id(id);
         assert_eq!(
             there, None,
             "job {id} was pruned or discarded but is still there"
@@ -37,26 +32,7 @@ pub(super) fn check(model: &Model, real: &mut Real) {
     }
     for (&id, job) in &model.jobs {
         let (row, locked_by, updated_at) = conn
-            .query_row(
-                "SELECT status, attempts, max_attempts, priority, CAST(run_at AS INTEGER),
-                        locked_until, requeued_as, locked_by, updated_at
-                 FROM jobs WHERE id = ?1",
-                [id],
-                |r| {
-                    let row = Row {
-                        status: r.get(0)?,
-                        attempts: r.get(1)?,
-                        max_attempts: r.get(2)?,
-                        priority: r.get(3)?,
-                        run_at: r.get(4)?,
-                        locked_until: r.get(5)?,
-                        requeued_as: r.get(6)?,
-                    };
-                    Ok((row, r.get::<_, Option<String>>(7)?, r.get::<_, i64>(8)?))
-                },
-            )
-            .optional()
-            .expect("reading a job")
+            .job(id)
             .unwrap_or_else(|| panic!("job {id} was lost: the model has it, the table does not"));
         let expected = Row {
             status: job.status.as_str().to_string(),
@@ -90,16 +66,13 @@ pub(super) fn check(model: &Model, real: &mut Real) {
             .collect();
         assert_eq!(history, job.history, "job {id}: attempt history");
     }
-    invariants(conn);
+    invariants(&mut real.check);
     check_changes(real);
 }
 
 /// What must hold in the table whatever the operations were.
-pub(super) fn invariants(conn: &Connection) {
-    let count = |sql: &str| -> i64 {
-        conn.query_row(sql, [], |r| r.get(0))
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-    };
+pub(super) fn invariants(conn: &mut Raw) {
+    let mut count = |sql: &str| -> i64 { conn.count(sql) };
     assert_eq!(
         count("SELECT COUNT(*) FROM jobs WHERE attempts > max_attempts OR attempts < 0"),
         0,
@@ -110,7 +83,7 @@ pub(super) fn invariants(conn: &Connection) {
             "SELECT COUNT(*) FROM (SELECT idempotency_key FROM jobs
               WHERE idempotency_key IS NOT NULL
                 AND status IN ('queued', 'running', 'failed', 'succeeded')
-              GROUP BY idempotency_key HAVING COUNT(*) > 1)"
+              GROUP BY idempotency_key HAVING COUNT(*) > 1) AS dup"
         ),
         0,
         "idempotency keys are unique among live and succeeded jobs"
@@ -119,7 +92,7 @@ pub(super) fn invariants(conn: &Connection) {
         count(
             "SELECT COUNT(*) FROM (SELECT group_key FROM jobs
               WHERE group_key IS NOT NULL AND status = 'running'
-              GROUP BY group_key HAVING COUNT(*) > 1)"
+              GROUP BY group_key HAVING COUNT(*) > 1) AS dup"
         ),
         0,
         "at most one running job per group key"
@@ -136,8 +109,10 @@ pub(super) fn invariants(conn: &Connection) {
 }
 
 /// The transitions of `JobStatus` (its diagram), plus the operator's documented ones:
-/// `Queue::cancel` of a waiting job, and `Queue::retry_now` of a dead one.
-pub(super) fn transition_allowed(from: &str, to: &str) -> bool {
+/// `Queue::cancel` of a waiting job, and `Queue::retry_now` of a dead one. `keeps_newest`:
+/// the backend keeps its newest job rather than delete it (SQLite; see
+/// [`keeps_newest_job`]).
+pub(super) fn transition_allowed(from: &str, to: &str, keeps_newest: bool) -> bool {
     matches!(
         (from, to),
         ("queued", "running")
@@ -150,8 +125,9 @@ pub(super) fn transition_allowed(from: &str, to: &str) -> bool {
             | ("failed", "running")
             | ("failed", "cancelled")
             | ("dead", "failed")
-            // Discard of the newest job, which is kept (ids are never reused).
-            | ("dead", "cancelled")
+    ) || (
+        // Discard of the newest job, which is kept (ids are never reused).
+        keeps_newest && (from, to) == ("dead", "cancelled")
     )
 }
 
@@ -168,29 +144,7 @@ pub(super) type Change = (
 
 /// Every status, holder and attempts change since the last step, one by one.
 pub(super) fn check_changes(real: &mut Real) {
-    let changes: Vec<Change> = real
-        .check
-        .prepare(
-            "SELECT seq, job_id, old_status, new_status, old_locked_by, new_locked_by,
-                    old_attempts, new_attempts
-             FROM model_changes WHERE seq > ?1 ORDER BY seq",
-        )
-        .and_then(|mut s| {
-            s.query_map([real.changes_seen], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<_>>()
-        })
-        .expect("reading the recorded changes");
+    let changes: Vec<Change> = real.check.changes_since(real.changes_seen);
     for change in &changes {
         let (seq, id, old, new, old_by, new_by, old_attempts, new_attempts) = change;
         real.changes_seen = *seq;
@@ -209,7 +163,7 @@ pub(super) fn check_changes(real: &mut Real) {
             ),
             (Some(old), Some(new)) => {
                 assert!(
-                    transition_allowed(old, new),
+                    transition_allowed(old, new, keeps_newest_job()),
                     "job {id}: {old} -> {new} is not a transition of the state machine (a \
                      lease handed over while running, or attempts changed in place): {change:?}"
                 );

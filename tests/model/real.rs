@@ -1,4 +1,5 @@
-//! The real side: a queue on a file, the scripted handler, and one step on both sides.
+//! The real side: a queue on a file (or in a PostgreSQL schema), the scripted handler, and
+//! one step on both sides.
 
 use super::*;
 
@@ -6,7 +7,7 @@ use super::*;
 pub(super) struct Shared {
     pub(super) scripts: Mutex<HashMap<i64, VecDeque<Behaviour>>>,
     pub(super) seen: Mutex<Vec<Seen>>,
-    pub(super) raw: Mutex<Connection>,
+    pub(super) raw: Mutex<Raw>,
     pub(super) clock: ManualClock,
     pub(super) queue: Queue,
 }
@@ -20,30 +21,12 @@ impl Shared {
             .and_then(VecDeque::pop_front)
             .unwrap_or(Behaviour::Succeed);
         let (held, group_others_running) = {
-            let raw = lock(&self.raw);
-            let (status, locked_by, attempts, group): (
-                String,
-                Option<String>,
-                i64,
-                Option<String>,
-            ) = raw
-                .query_row(
-                    "SELECT status, locked_by, attempts, group_key FROM jobs WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                )
-                .expect("handler: reading its own row");
+            let mut raw = lock(&self.raw);
+            let (status, locked_by, attempts, group) = raw.own_row(id);
             let held = status == "running"
                 && locked_by.is_some_and(|w| w.starts_with("drain:"))
                 && attempts == attempt;
-            let others: i64 = raw
-                .query_row(
-                    "SELECT COUNT(*) FROM jobs WHERE group_key = ?1 AND status = 'running'
-                       AND id != ?2",
-                    params![group, id],
-                    |r| r.get(0),
-                )
-                .expect("handler: reading its group");
+            let others = raw.group_others_running(group, id);
             (held, others)
         };
         let mut call = Seen {
@@ -89,17 +72,20 @@ impl Shared {
     }
 }
 
-/// A queue on a fresh file with the test's triggers, a worker builder for `drain`, and
-/// a raw connection for checks.
+/// A queue on a fresh file (or, on the PostgreSQL pass, in a fresh schema) with the test's
+/// triggers, a worker builder for `drain`, and a raw connection for checks.
 pub(super) struct Real {
-    pub(super) _dir: TempDir,
+    pub(super) _dir: Option<TempDir>,
     pub(super) queue: Queue,
     pub(super) clock: ManualClock,
     pub(super) builder: WorkerBuilder,
     pub(super) shared: Arc<Shared>,
-    pub(super) check: Connection,
+    pub(super) check: Raw,
     /// The last `model_changes` row checked.
     pub(super) changes_seen: i64,
+    /// On the PostgreSQL pass: the test's schema, dropped with it (last, after the queue).
+    #[cfg(feature = "postgres")]
+    pub(super) _pg: Option<crate::support::pg::PgSchema>,
 }
 
 /// Records every change of a job's status, lease holder or attempt count, and every insert
@@ -129,6 +115,12 @@ END;
 
 impl Real {
     pub(super) fn new() -> Real {
+        if crate::support::on_postgres() {
+            #[cfg(feature = "postgres")]
+            return Real::on_postgres();
+            #[cfg(not(feature = "postgres"))]
+            panic!("LITEJOBS_TEST_BACKEND=postgres needs --features postgres");
+        }
         let dir = tempfile::tempdir().expect("creating a temp dir");
         let path = dir.path().join("jobs.db");
         let clock = ManualClock::new(START_MS);
@@ -142,10 +134,62 @@ impl Real {
         check
             .execute_batch(CHANGE_TRIGGERS)
             .expect("adding the test's triggers");
+        Real::with(
+            queue,
+            clock,
+            Raw::Sqlite(check),
+            Raw::Sqlite(raw_conn(&path)),
+            Some(dir),
+            #[cfg(feature = "postgres")]
+            None,
+        )
+    }
+
+    /// The PostgreSQL pass: the same queue in a fresh schema on `LITEJOBS_TEST_PG`, the
+    /// triggers' PL/pgSQL twins, raw diesel connections.
+    #[cfg(feature = "postgres")]
+    fn on_postgres() -> Real {
+        use diesel::connection::SimpleConnection;
+        let url = std::env::var("LITEJOBS_TEST_PG")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .expect("LITEJOBS_TEST_BACKEND=postgres needs LITEJOBS_TEST_PG=postgres://…");
+        let schema = crate::support::pg::PgSchema::new(&url);
+        let clock = ManualClock::new(START_MS);
+        let queue = Queue::builder()
+            .clock(clock.clone())
+            .idempotency_window(Duration::from_millis(WINDOW_MS as u64))
+            .pool_size(2)
+            .pg_schema(&schema.name)
+            .open(&schema.url)
+            .expect("opening the queue");
+        let mut check = schema.raw();
+        check
+            .batch_execute(&pg_change_triggers(&schema.name))
+            .expect("adding the test's triggers");
+        let raw = schema.raw();
+        Real::with(
+            queue,
+            clock,
+            Raw::Pg(check),
+            Raw::Pg(raw),
+            None,
+            Some(schema),
+        )
+    }
+
+    fn with(
+        queue: Queue,
+        clock: ManualClock,
+        check: Raw,
+        raw: Raw,
+        dir: Option<TempDir>,
+        #[cfg(feature = "postgres")] pg: Option<crate::support::pg::PgSchema>,
+    ) -> Real {
         let shared = Arc::new(Shared {
             scripts: Mutex::new(HashMap::new()),
             seen: Mutex::new(Vec::new()),
-            raw: Mutex::new(raw_conn(&path)),
+            raw: Mutex::new(raw),
             clock: clock.clone(),
             queue: queue.clone(),
         });
@@ -168,6 +212,8 @@ impl Real {
             shared,
             check,
             changes_seen: 0,
+            #[cfg(feature = "postgres")]
+            _pg: pg,
         }
     }
 
@@ -272,15 +318,7 @@ pub(super) fn step(model: &mut Model, real: &mut Real, op: &Op) {
             if let Some(&id) = model.claimable(1).first() {
                 let attempt = model.claim(id, Holder::Crashed);
                 let until = model.jobs[&id].locked_until;
-                let n = real
-                    .check
-                    .execute(
-                        "UPDATE jobs SET status = 'running', attempts = attempts + 1,
-                                locked_by = ?1, locked_until = ?2, started_at = ?3, updated_at = ?3
-                         WHERE id = ?4 AND status IN ('queued', 'failed') AND attempts = ?5",
-                        params![CRASHED, until, model.now, id, attempt - 1],
-                    )
-                    .expect("claiming as the crashed worker");
+                let n = real.check.crash_claim(id, attempt - 1, until, model.now);
                 assert_eq!(n, 1, "the crashed worker's claim of job {id}");
             }
         }

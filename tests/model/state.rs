@@ -507,8 +507,12 @@ impl Model {
         self.jobs.insert(new_id, spec);
     }
 
-    /// The largest id in the table: that job is never deleted (ids are never reused).
+    /// The largest id in the table: that job is never deleted (ids are never reused) on a
+    /// backend that keeps it; `None` on one whose ids come from a sequence (PostgreSQL).
     fn newest(&self) -> Option<i64> {
+        if !keeps_newest_job() {
+            return None;
+        }
         self.jobs.keys().next_back().copied()
     }
 

@@ -17,7 +17,12 @@ struct InitJson<'a> {
 /// Creates or migrates the file and says which.
 pub fn run(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
     let path = ctx.db_path()?;
-    let created = !ctx.is_server() && !path.exists();
+    let created = if ctx.is_server() {
+        // A schema without litejobs' tables is refused read-only as uninitialized.
+        matches!(ctx.open_read_only(), Err(e) if e.is_uninitialized())
+    } else {
+        !path.exists()
+    };
     let queue = ctx.open_or_create()?;
     let schema_version = queue.schema_version();
     drop(queue);

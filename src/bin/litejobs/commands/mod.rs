@@ -67,6 +67,11 @@ impl CliError {
         self.kind == Some(litejobs::ErrorKind::ReadOnly)
     }
 
+    /// True when the database has no litejobs schema yet.
+    pub fn is_uninitialized(&self) -> bool {
+        self.kind == Some(litejobs::ErrorKind::Uninitialized)
+    }
+
     /// True when stdout was closed by the reader (e.g. `| head`).
     pub fn is_broken_pipe(&self) -> bool {
         self.io_kind == Some(io::ErrorKind::BrokenPipe)
