@@ -41,11 +41,9 @@ fn now_us() -> i64 {
 }
 
 fn schema(phase: char) -> String {
-    format!(
-        "bench_litejobs_{}_{}",
-        std::process::id(),
-        phase.to_ascii_lowercase()
-    )
+    // The D producer is a process of its own: it is given the parent's pid.
+    let pid = std::env::var("PEER_PG_PARENT").unwrap_or_else(|_| std::process::id().to_string());
+    format!("bench_litejobs_{pid}_{}", phase.to_ascii_lowercase())
 }
 
 fn open(url: &str, phase: char) -> Res<Queue> {
@@ -152,7 +150,11 @@ fn run(url: &str, n: usize, w: usize, phases: &str, out: &mut serde_json::Value)
         let qd = open(url, 'D')?;
         let lat = Arc::new(Mutex::new(Vec::<f64>::new()));
         let l = Arc::clone(&lat);
-        let worker = Worker::builder(&qd)
+        let mut builder = Worker::builder(&qd);
+        if let Ok(ms) = arg("--check-ms", "").parse::<u64>() {
+            builder = builder.change_check_interval(Duration::from_millis(ms));
+        }
+        let worker = builder
             .handler("ping", move |ctx: &JobContext| -> Result<(), JobError> {
                 let sent = ctx.payload()["t_us"].as_i64().unwrap_or(0);
                 if let Ok(mut v) = l.lock() {

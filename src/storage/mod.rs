@@ -78,6 +78,13 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// [`ErrorKind::Busy`] having written nothing.
     fn write_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()>;
 
+    /// Runs `f`, a read of one statement (which sees one snapshot by itself), without an
+    /// explicit transaction where the backend gains from that. Defaults to
+    /// [`Backend::read_tx`].
+    fn read_statement(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        self.read_tx(f)
+    }
+
     /// Runs `f`, each of whose statements is correct on its own (one insert, or an insert
     /// that settles its own races, as an idempotency key's `ON CONFLICT`), without an
     /// explicit transaction where the backend gains from that: on a server, `BEGIN` and
@@ -85,6 +92,12 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// [`Backend::write_tx`].
     fn write_statements(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
         self.write_tx(f)
+    }
+
+    /// True when a worker's claims go faster in statements of their own than inside the
+    /// transaction that writes its outcomes (a server: a claim on its own is one round trip).
+    fn claims_apart(&self) -> bool {
+        false
     }
 
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
@@ -198,6 +211,20 @@ impl Db {
         out.ok_or_else(not_run)
     }
 
+    /// Runs `f`, a read of one statement, possibly without an explicit transaction; see
+    /// [`Backend::read_statement`].
+    pub(crate) fn read_statement<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.backend.read_statement(&mut |tx| {
+            if let Some(f) = f.take() {
+                out = Some(f(tx)?);
+            }
+            Ok(())
+        })?;
+        out.ok_or_else(not_run)
+    }
+
     /// Runs `f`, whose statements are each correct on their own, possibly without an
     /// explicit transaction; see [`Backend::write_statements`].
     pub(crate) fn write_statements<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
@@ -210,6 +237,11 @@ impl Db {
             Ok(())
         })?;
         out.ok_or_else(not_run)
+    }
+
+    /// See [`Backend::claims_apart`].
+    pub(crate) fn claims_apart(&self) -> bool {
+        self.backend.claims_apart()
     }
 
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).
