@@ -187,5 +187,43 @@ fn run(url: &str, n: usize, w: usize, phases: &str, out: &mut serde_json::Value)
             out["pickup_p99_ms"] = json!((rank(0.99) * 1000.0).round() / 1000.0);
         }
     }
+    if phases.contains('I') {
+        // Not a peers-pg phase: what an idle worker costs (CPU of this process over 10 s).
+        let qi = open(url, 'D')?;
+        let mut builder = Worker::builder(&qi);
+        if let Ok(ms) = arg("--check-ms", "").parse::<u64>() {
+            builder = builder.change_check_interval(Duration::from_millis(ms));
+        }
+        let worker = builder
+            .handler("ping", |_ctx: &JobContext| -> Result<(), JobError> {
+                Ok(())
+            })
+            .concurrency(w)
+            .start()?;
+        std::thread::sleep(Duration::from_secs(1));
+        let (cpu0, t0) = (cpu_ticks(), Instant::now());
+        std::thread::sleep(Duration::from_secs(10));
+        let (cpu1, t1) = (cpu_ticks(), Instant::now());
+        worker.shutdown(Duration::from_secs(10))?;
+        // Clock ticks are 1/100 s on Linux.
+        let share = cpu1.saturating_sub(cpu0) as f64 / 100.0 / (t1 - t0).as_secs_f64();
+        out["idle_cpu_percent"] = json!((share * 1000.0).round() / 10.0);
+    }
     Ok(())
+}
+
+/// utime + stime of this process, in clock ticks.
+fn cpu_ticks() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest: Vec<String> = s
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            Some(rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
 }
