@@ -134,7 +134,10 @@ fn copy_to_moves_the_live_state_with_its_ids() {
         1
     );
     assert_eq!(
-        count(&mut conn, "SELECT SUM(n)::bigint AS n FROM job_counts WHERE status = 'dead'"),
+        count(
+            &mut conn,
+            "SELECT SUM(n)::bigint AS n FROM job_counts WHERE status = 'dead'"
+        ),
         1,
         "the counting triggers saw the copied dead job"
     );
