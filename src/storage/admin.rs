@@ -1,6 +1,26 @@
 //! A person's actions on waiting jobs and queues: cancel, retry now, pause and resume.
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Refuses to cancel a job in `status` unless it waits (queued or failed). A running job is
+/// refused: its handler is not interrupted, and a cancel that only took effect later would be
+/// a surprise.
+pub(crate) fn check_cancellable(id: i64, status: &str) -> Result<()> {
+    match status {
+        "queued" | "failed" => Ok(()),
+        "running" => Err(Error::new(
+            ErrorKind::InvalidState,
+            format!(
+                "job {id} is running; a running job cannot be cancelled from outside (its \
+                 handler can return JobError::cancel), try again once it has finished"
+            ),
+        )),
+        other => Err(Error::new(
+            ErrorKind::InvalidState,
+            format!("job {id} is {other}; only queued or failed jobs can be cancelled"),
+        )),
+    }
+}
 
 /// Operator actions on jobs and queues.
 pub(crate) trait AdminStore {

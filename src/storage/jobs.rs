@@ -3,8 +3,21 @@
 //! attempt history, and the reaper. [`JobStore`] is the interface; `sqlite/jobs.rs` is its
 //! SQLite implementation.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{AttemptOutcome, NewJob};
+
+/// A batch statement's error, naming the jobs it held (`first` is the index in the batch of
+/// `chunk[0]`): the database does not say which of its rows broke a rule.
+pub(crate) fn batch_error(e: Error, chunk: &[NewJob], first: usize) -> Error {
+    let mut types: Vec<&str> = chunk.iter().map(|job| job.job_type.as_str()).collect();
+    types.sort_unstable();
+    types.dedup();
+    e.prefixed(&format!(
+        "jobs {first} to {} of the batch (types {})",
+        first + chunk.len().max(1) - 1,
+        types.join(", ")
+    ))
+}
 
 /// The outcome of an insert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

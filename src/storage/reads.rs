@@ -175,6 +175,23 @@ pub(crate) struct LiveSummary {
 }
 
 /// Reads for people and tools. None of them writes.
+/// Counts as (queue, job type, status, count) rows, in that order, as [`StatusCount`]s (a
+/// status litejobs does not know is left out).
+pub(crate) fn status_counts_of(mut rows: Vec<(String, String, String, i64)>) -> Vec<StatusCount> {
+    rows.sort();
+    rows.into_iter()
+        .filter_map(|(queue, job_type, status, count)| {
+            let status = status.parse().ok()?;
+            Some(StatusCount {
+                queue,
+                job_type,
+                status,
+                count,
+            })
+        })
+        .collect()
+}
+
 pub(crate) trait ReadStore {
     /// One job by id.
     fn job(&self, id: i64) -> Result<Option<JobRecord>>;

@@ -10,7 +10,7 @@ use litejobs::{JobError, NewJob, Worker};
 use serde_json::json;
 
 use crate::support::pg::{server, PgSchema};
-use crate::support::setup as sqlite_setup;
+use crate::support::{raw_conn, temp_dir, START_MS};
 
 #[derive(QueryableByName, Debug, PartialEq, Eq)]
 struct JobRow {
@@ -43,13 +43,20 @@ fn count(conn: &mut diesel::PgConnection, sql: &str) -> i64 {
 #[test]
 fn copy_to_moves_the_live_state_with_its_ids() {
     let Some(url) = server() else { return };
-    let env = sqlite_setup();
-    let q = &env.queue;
+    // The source is always a SQLite file, also on the test matrix's PostgreSQL pass.
+    let dir = temp_dir();
+    let path = dir.path().join("app.db");
+    let clock = litejobs::ManualClock::new(START_MS);
+    let queue = litejobs::Queue::builder()
+        .clock(clock.clone())
+        .open(&path)
+        .expect("the SQLite queue");
+    let q = &queue;
     // Finished history that stays behind, a dead job with attempts, live jobs of each kind.
     let done = q
         .enqueue(NewJob::new("done", json!({})).idempotency_key("once"))
         .expect("enqueue");
-    env.raw()
+    raw_conn(&path)
         .execute_batch(
             "INSERT INTO webhook_endpoints (id, url, secret) VALUES (7, 'https://crm.example/hook', 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0');
              INSERT INTO periodic_schedules (name, schedule, last_slot_at) VALUES ('nightly', '0 3 * * *', 1700000000000);",
@@ -66,7 +73,7 @@ fn copy_to_moves_the_live_state_with_its_ids() {
             })
     };
     litejobs::testing::drain(&worker(q)).expect("first attempts");
-    env.clock.advance(std::time::Duration::from_secs(3600));
+    clock.advance(std::time::Duration::from_secs(3600));
     litejobs::testing::drain(&worker(q)).expect("second attempts");
     let queued = q
         .enqueue(NewJob::new("later", json!({"x": "y"})).idempotency_key("k-1"))
@@ -83,7 +90,7 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     let target = PgSchema::new(&url);
     let out = Command::new(env!("CARGO_BIN_EXE_litejobs"))
         .args(["--db"])
-        .arg(&env.path)
+        .arg(&path)
         .args(["--pg-schema", &target.name, "--json", "copy-to", &url])
         .output()
         .expect("running litejobs copy-to");
@@ -182,7 +189,7 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     // A second copy into the same schema is refused and writes nothing.
     let again = Command::new(env!("CARGO_BIN_EXE_litejobs"))
         .arg("--db")
-        .arg(&env.path)
+        .arg(&path)
         .args(["--pg-schema", &target.name, "copy-to", &url])
         .output()
         .expect("running litejobs copy-to again");

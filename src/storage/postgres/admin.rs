@@ -62,20 +62,7 @@ pub(super) fn returning_unless_key_held(
 impl AdminStore for PgTx<'_> {
     fn cancel(&self, id: i64, now: i64) -> Result<()> {
         let (status, _) = lock_status(self, id)?;
-        match status.as_str() {
-            "queued" | "failed" => {}
-            "running" => {
-                return Err(invalid_state(format!(
-                    "job {id} is running; a running job cannot be cancelled from outside (its \
-                     handler can return JobError::cancel), try again once it has finished"
-                )))
-            }
-            other => {
-                return Err(invalid_state(format!(
-                    "job {id} is {other}; only queued or failed jobs can be cancelled"
-                )))
-            }
-        }
+        crate::storage::admin::check_cancellable(id, &status)?;
         self.execute(
             query(
                 "UPDATE jobs SET status = 'cancelled', finished_at = $1, updated_at = $1

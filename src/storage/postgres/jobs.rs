@@ -19,7 +19,8 @@ use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{clamp_run_at, NewJob, RunAt};
 use crate::storage::jobs::{
-    AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore, Lease, Success,
+    batch_error, AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore,
+    Lease, Success,
 };
 
 /// The largest `bigint`, for sums that must not overflow (a lease of a huge timeout).
@@ -378,18 +379,7 @@ impl JobStore for PgTx<'_> {
             let chunk = &jobs[next..next + rows];
             let ids = self
                 .insert_rows(chunk, &payloads[next..next + rows], now)
-                .map_err(|e| {
-                    // The statement does not say which of its rows broke a rule: name them all.
-                    let mut types: Vec<&str> =
-                        chunk.iter().map(|job| job.job_type.as_str()).collect();
-                    types.sort_unstable();
-                    types.dedup();
-                    e.prefixed(&format!(
-                        "jobs {next} to {} of the batch (types {})",
-                        next + rows - 1,
-                        types.join(", ")
-                    ))
-                })?;
+                .map_err(|e| batch_error(e, chunk, next))?;
             inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
             next += rows;
         }

@@ -485,20 +485,7 @@ impl ReadStore for PgTx<'_> {
                 .into_iter()
                 .map(|r| (r.queue, r.job_type, r.status, r.n)),
         );
-        counts.sort();
-        let counts = counts
-            .into_iter()
-            .filter_map(|(queue, job_type, status, count)| {
-                let status = status.parse().ok()?;
-                Some(StatusCount {
-                    queue,
-                    job_type,
-                    status,
-                    count,
-                })
-            })
-            .collect();
-        Ok((counts, live))
+        Ok((crate::storage::reads::status_counts_of(counts), live))
     }
 
     fn dead_since(&self, since: i64) -> Result<i64> {

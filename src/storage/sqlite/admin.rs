@@ -22,20 +22,7 @@ pub(super) fn invalid_state(message: String) -> Error {
 /// interrupted, and a cancel that only took effect later would be a surprise.
 pub(super) fn cancel(conn: &Connection, id: i64, now: i64) -> Result<()> {
     let (status, _) = status_of(conn, id)?;
-    match status.as_str() {
-        "queued" | "failed" => {}
-        "running" => {
-            return Err(invalid_state(format!(
-                "job {id} is running; a running job cannot be cancelled from outside (its \
-                 handler can return JobError::cancel), try again once it has finished"
-            )))
-        }
-        other => {
-            return Err(invalid_state(format!(
-                "job {id} is {other}; only queued or failed jobs can be cancelled"
-            )))
-        }
-    }
+    crate::storage::admin::check_cancellable(id, &status)?;
     let n = conn
         .prepare_cached(
             "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1

@@ -7,8 +7,8 @@ use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{clamp_run_at, NewJob, RunAt};
 use crate::storage::jobs::{
-    AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore, Lease,
-    Refused, Success,
+    batch_error, AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore,
+    Lease, Refused, Success,
 };
 
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
@@ -173,17 +173,8 @@ fn insert_in_order(
             .count();
         let rows = INSERTS.next_rows(run);
         let chunk = &jobs[next..next + rows];
-        let ids = insert_rows(conn, chunk, &payloads[next..next + rows], now).map_err(|e| {
-            // The statement does not say which of its rows broke a rule: name them all.
-            let mut types: Vec<&str> = chunk.iter().map(|job| job.job_type.as_str()).collect();
-            types.sort_unstable();
-            types.dedup();
-            e.prefixed(&format!(
-                "jobs {next} to {} of the batch (types {})",
-                next + rows - 1,
-                types.join(", ")
-            ))
-        })?;
+        let ids = insert_rows(conn, chunk, &payloads[next..next + rows], now)
+            .map_err(|e| batch_error(e, chunk, next))?;
         inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
         next += rows;
     }

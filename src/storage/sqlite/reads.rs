@@ -232,20 +232,7 @@ pub(super) fn status_counts(
             oldest_due: oldest_due_by_queue(conn, now)?,
         }
     };
-    counts.sort();
-    let counts = counts
-        .into_iter()
-        .filter_map(|(queue, job_type, status, count)| {
-            let status = status.parse().ok()?;
-            Some(StatusCount {
-                queue,
-                job_type,
-                status,
-                count,
-            })
-        })
-        .collect();
-    Ok((counts, live))
+    Ok((crate::storage::reads::status_counts_of(counts), live))
 }
 
 /// Adds one live row (queue, job type, status, run time or NULL when running) to `live`.
