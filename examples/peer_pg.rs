@@ -122,7 +122,11 @@ fn run(url: &str, n: usize, w: usize, phases: &str, out: &mut serde_json::Value)
         let ran = Arc::new(AtomicUsize::new(0));
         let r = Arc::clone(&ran);
         let t = Instant::now();
-        let worker = Worker::builder(&qa)
+        let mut builder = Worker::builder(&qa);
+        if let Ok(n) = arg("--prefetch", "").parse::<usize>() {
+            builder = builder.prefetch(n);
+        }
+        let worker = builder
             .handler("noop", move |_ctx: &JobContext| -> Result<(), JobError> {
                 r.fetch_add(1, Ordering::Relaxed);
                 Ok(())

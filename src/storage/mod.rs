@@ -94,9 +94,10 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
         self.write_tx(f)
     }
 
-    /// True when a worker's claims go faster in statements of their own than inside the
-    /// transaction that writes its outcomes (a server: a claim on its own is one round trip).
-    fn claims_apart(&self) -> bool {
+    /// True for a database server, where every statement is a round trip: a worker's claims
+    /// go faster in statements of their own than inside the transaction that writes its
+    /// outcomes, and a larger prefetch pays (`DEFAULT_PREFETCH_SERVER`).
+    fn is_server(&self) -> bool {
         false
     }
 
@@ -239,9 +240,9 @@ impl Db {
         out.ok_or_else(not_run)
     }
 
-    /// See [`Backend::claims_apart`].
-    pub(crate) fn claims_apart(&self) -> bool {
-        self.backend.claims_apart()
+    /// See [`Backend::is_server`].
+    pub(crate) fn is_server(&self) -> bool {
+        self.backend.is_server()
     }
 
     /// True when every write is refused ([`ErrorKind::ReadOnly`]).

@@ -515,7 +515,7 @@ impl Dispatcher {
             Ok(claimed)
         };
         let db = self.shared.queue.db();
-        let written = if db.claims_apart() {
+        let written = if db.is_server() {
             // A server: the outcomes in one transaction, then the claims on their own (on
             // SQLite one transaction for both measured fastest; on a server the claim's own
             // statement saves the round trips of a savepoint and a commit).

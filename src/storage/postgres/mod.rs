@@ -253,7 +253,7 @@ impl Backend for PgDb {
         })
     }
 
-    fn claims_apart(&self) -> bool {
+    fn is_server(&self) -> bool {
         true
     }
 
