@@ -111,7 +111,11 @@ fn a_prefetched_job_waiting_for_a_thread_costs_no_writes_until_its_lease_needs_r
     let (wakeups, rounds, elapsed) = watch(&activity, WINDOW);
     // While an attempt runs the dispatcher looks for outcomes every 5 ms; it has nothing
     // to write, so no transaction (one may have begun just before the window).
-    let allowed = elapsed.as_millis() / COLLECT_MS + 3;
+    // A tenth more for a loaded machine: a timer that fires late can be followed by one that
+    // is already due (seen: 64 against 63 while the PostgreSQL tests ran alongside). A loop
+    // that woke every few milliseconds still counts far more.
+    let expected = elapsed.as_millis() / COLLECT_MS;
+    let allowed = expected + expected / 10 + 3;
     assert!(
         rounds <= 1,
         "{rounds} write rounds in {elapsed:?} while a prefetched job waited with its lease \
