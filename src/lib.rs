@@ -152,6 +152,12 @@ mod moved {
 #[allow(deprecated)]
 pub use moved::*;
 
+/// True when `target`, as given to [`Queue::open`], names a database server
+/// (`postgres://…`, `postgresql://…`) rather than a SQLite file.
+pub fn is_server_url(target: impl AsRef<std::path::Path>) -> bool {
+    storage::server_url(target.as_ref()).is_some()
+}
+
 /// The schema version this build of litejobs writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = storage::sqlite::migrate::SCHEMA_VERSION;
 

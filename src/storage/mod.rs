@@ -156,7 +156,7 @@ impl Db {
     /// Opens (creating or migrating) a SQLite file, see [`SqliteDb::open`], or, for a
     /// `postgres://` URL, a PostgreSQL schema.
     pub(crate) fn open(path: &Path, config: &DbConfig) -> Result<Db> {
-        if let Some(url) = server_url(path)? {
+        if let Some(url) = server_url(path) {
             return open_server(url, config, false);
         }
         Ok(Db::on(SqliteDb::open(path, config)?))
@@ -165,7 +165,7 @@ impl Db {
     /// Opens an existing SQLite file (or PostgreSQL schema) for reading only; see
     /// [`SqliteDb::open_read_only`].
     pub(crate) fn open_read_only(path: &Path, config: &DbConfig) -> Result<Db> {
-        if let Some(url) = server_url(path)? {
+        if let Some(url) = server_url(path) {
             return open_server(url, config, true);
         }
         Ok(Db::on(SqliteDb::open_read_only(path, config)?))
@@ -184,15 +184,7 @@ impl Db {
 
     /// Runs `f` on a handle that sees one snapshot and writes nothing.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.backend.read_tx(&mut |tx| {
-            if let Some(f) = f.take() {
-                out = Some(f(tx)?);
-            }
-            Ok(())
-        })?;
-        out.ok_or_else(not_run)
+        run_once(|g| self.backend.read_tx(g), f)
     }
 
     /// Runs `f` inside one write transaction and commits it when `f` returns `Ok`.
@@ -201,43 +193,19 @@ impl Db {
     /// `f`'s error (nothing was written); [`ErrorKind::Busy`] when another writer held the
     /// database past the busy timeout; [`ErrorKind::ReadOnly`] on a read-only database.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.backend.write_tx(&mut |tx| {
-            if let Some(f) = f.take() {
-                out = Some(f(tx)?);
-            }
-            Ok(())
-        })?;
-        out.ok_or_else(not_run)
+        run_once(|g| self.backend.write_tx(g), f)
     }
 
     /// Runs `f`, a read of one statement, possibly without an explicit transaction; see
     /// [`Backend::read_statement`].
     pub(crate) fn read_statement<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.backend.read_statement(&mut |tx| {
-            if let Some(f) = f.take() {
-                out = Some(f(tx)?);
-            }
-            Ok(())
-        })?;
-        out.ok_or_else(not_run)
+        run_once(|g| self.backend.read_statement(g), f)
     }
 
     /// Runs `f`, whose statements are each correct on their own, possibly without an
     /// explicit transaction; see [`Backend::write_statements`].
     pub(crate) fn write_statements<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.backend.write_statements(&mut |tx| {
-            if let Some(f) = f.take() {
-                out = Some(f(tx)?);
-            }
-            Ok(())
-        })?;
-        out.ok_or_else(not_run)
+        run_once(|g| self.backend.write_statements(g), f)
     }
 
     /// See [`Backend::is_server`].
@@ -277,16 +245,12 @@ impl Db {
     }
 }
 
-/// The URL when `target` names a database server rather than a file.
-fn server_url(target: &Path) -> Result<Option<&str>> {
-    let Some(text) = target.to_str() else {
-        return Ok(None);
-    };
+/// The URL when `target` names a database server (`postgres://`, `postgresql://`) rather
+/// than a file.
+pub(crate) fn server_url(target: &Path) -> Option<&str> {
+    let text = target.to_str()?;
     let lower = text.get(..13).unwrap_or(text).to_ascii_lowercase();
-    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-        return Ok(Some(text));
-    }
-    Ok(None)
+    (lower.starts_with("postgres://") || lower.starts_with("postgresql://")).then_some(text)
 }
 
 #[cfg(feature = "postgres")]
@@ -306,6 +270,22 @@ fn open_server(_url: &str, _config: &DbConfig, _read_only: bool) -> Result<Db> {
         "a postgres:// URL needs litejobs built with the `postgres` feature \
          (cargo build --features postgres)",
     ))
+}
+
+/// Runs `f` once through `call` (a backend's object-safe entry point) and returns its value.
+fn run_once<T>(
+    call: impl FnOnce(&mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()>,
+    f: impl FnOnce(&dyn Tx) -> Result<T>,
+) -> Result<T> {
+    let mut f = Some(f);
+    let mut out = None;
+    call(&mut |tx| {
+        if let Some(f) = f.take() {
+            out = Some(f(tx)?);
+        }
+        Ok(())
+    })?;
+    out.ok_or_else(not_run)
 }
 
 /// A backend that returned without running the closure: a bug in the backend.

@@ -137,10 +137,7 @@ impl Ctx {
 
     /// True when `--db` is a PostgreSQL URL rather than a file.
     pub fn is_server(&self) -> bool {
-        self.db.as_deref().and_then(Path::to_str).is_some_and(|s| {
-            let lower = s.get(..13).unwrap_or(s).to_ascii_lowercase();
-            lower.starts_with("postgres://") || lower.starts_with("postgresql://")
-        })
+        self.db.as_deref().is_some_and(litejobs::is_server_url)
     }
 
     /// The database as people may see it: a URL's password replaced by `***`.
