@@ -171,7 +171,8 @@ impl PgDb {
         let quoted = quoted_schema(schema)?;
         let lock_ms = config.busy_timeout.as_millis().max(1);
         let setup = format!(
-            "SET search_path TO {quoted}; SET lock_timeout = {lock_ms}; SET TIME ZONE 'UTC'"
+            "SET search_path TO {quoted}; SET lock_timeout = {lock_ms}; SET TIME ZONE 'UTC'; \
+             SET plan_cache_mode = force_custom_plan"
         );
         let mut first = PgConnection::establish(url).map_err(|e| {
             Error::new(
