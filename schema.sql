@@ -1,9 +1,13 @@
 -- litejobs schema, version 6: the contract for programs in any language (R27, R28).
 --
--- Apply it to an empty file with `sqlite3 app.db < schema.sql` (then `litejobs --db app.db
--- init`, or open it once from litejobs, switches the file to WAL mode); litejobs then opens
--- the file as current. litejobs itself creates the same schema through its migrations, and a
--- test proves the two agree.
+-- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
+-- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
+-- statement, `PRAGMA journal_mode = WAL` (sqlite3 prints "wal"), puts the file in the WAL mode
+-- litejobs needs, so readers and the writer do not block each other; the mode is stored in
+-- the file and stays. A tool that runs this file inside one transaction cannot change the
+-- mode (SQLite keeps it as it was, without an error): run that PRAGMA once on its own, or
+-- `litejobs --db app.db init`, which switches it. litejobs itself creates the same schema
+-- through its migrations, and a test proves the two agree.
 --
 -- Times are integers: milliseconds since 1970-01-01 UTC. Every column but `job_type` and
 -- `payload` has a default, so the smallest valid job is
@@ -470,3 +474,7 @@ CREATE TABLE periodic_schedules (
 ) WITHOUT ROWID;
 
 PRAGMA user_version = 6;
+
+-- Last, after the writes: inside a caller's transaction it is then a no-op rather than the
+-- error it is as a transaction's first statement (see the top of this file).
+PRAGMA journal_mode = WAL;

@@ -91,6 +91,13 @@ impl JobContext {
         self.row.id
     }
 
+    /// The queue the job runs from, for built-in handlers that read more of the job's row
+    /// (the email handler's kept Message-ID).
+    #[cfg(feature = "email")]
+    pub(crate) fn queue_handle(&self) -> &Queue {
+        &self.queue
+    }
+
     /// The job type.
     pub fn job_type(&self) -> &str {
         &self.row.job_type
@@ -157,6 +164,19 @@ impl JobContext {
     /// the grace period is over. Long handlers check this between steps.
     pub fn should_stop(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The flag [`should_stop`](JobContext::should_stop) reads, for a watcher on another
+    /// thread (command handlers stop their process group when it is set).
+    #[cfg(feature = "exec")]
+    pub(crate) fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// When this attempt's time is up, by the monotonic clock.
+    #[cfg(feature = "exec")]
+    pub(crate) fn run_until(&self) -> Instant {
+        self.run_until
     }
 
     /// Extends the lease by the job's timeout plus the grace from now, and saves progress

@@ -8,6 +8,8 @@
 //! ## Brief overview
 //! - [`Queue`] opens (creates, migrates) the database and enqueues [`NewJob`]s, alone, in a
 //!   batch, or inside your own transaction with [`enqueue_in`].
+//! - [`Job`] ties a serde struct to its job type and defaults; [`Perform`] runs it, and
+//!   [`WorkerBuilder::register`] registers it: typed jobs over the same rows.
 //! - [`Queue::job`], [`Queue::list`] and [`Queue::stats`] read jobs back as [`JobRecord`]s.
 //! - [`Clock`] is where every component reads the time; [`ManualClock`] moves it in tests.
 //! - [`Error`] with [`ErrorKind`] is the one error type.
@@ -75,6 +77,8 @@ mod dead_letter;
 pub mod defaults;
 mod error;
 mod events;
+#[cfg(all(unix, feature = "exec"))]
+pub mod exec;
 mod finite;
 mod handler;
 pub mod human;
@@ -88,6 +92,7 @@ pub mod redact;
 mod retry;
 mod storage;
 pub mod testing;
+mod typed;
 mod wake;
 #[cfg(feature = "web")]
 pub mod web;
@@ -105,6 +110,7 @@ pub use reads::{ActivityBucket, Health, Overview};
 pub use retry::RetryPolicy;
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;
+pub use typed::{IntoNewJob, Job, JobOptions, Perform};
 pub use worker::{Worker, WorkerActivity, WorkerBuilder};
 
 /// Names that moved: the defaults to [`defaults`], the retention and periodic types to

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventHub};
 use crate::job::{validate, AttemptRecord, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES};
 use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
+use crate::typed::IntoNewJob;
 use crate::wake::WakeList;
 
 /// How long a write waits for another process's lock before giving up with
@@ -282,12 +283,15 @@ impl Queue {
 
     /// Enqueues one job in its own transaction and wakes idle workers of this process.
     /// Returns the new job's id, or the id of the job already holding its idempotency key.
+    /// Takes a [`NewJob`] or a typed [`Job`](crate::Job) value (with its type's defaults).
     ///
     /// # Errors
     /// [`InvalidJob`](crate::ErrorKind::InvalidJob) for an empty type, invalid or oversized
-    /// payload, or `max_attempts` of 0; [`Busy`](crate::ErrorKind::Busy) when another process
-    /// held the lock past the busy timeout; [`DiskFull`](crate::ErrorKind::DiskFull).
-    pub fn enqueue(&self, job: NewJob) -> Result<i64> {
+    /// payload (or a typed value JSON cannot represent), or `max_attempts` of 0;
+    /// [`Busy`](crate::ErrorKind::Busy) when another process held the lock past the busy
+    /// timeout; [`DiskFull`](crate::ErrorKind::DiskFull).
+    pub fn enqueue(&self, job: impl IntoNewJob) -> Result<i64> {
+        let job = job.into_new_job()?;
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         // One insert (a key's races settled by the insert itself): no transaction around it
@@ -303,7 +307,8 @@ impl Queue {
     }
 
     /// Enqueues many jobs in one transaction: all are inserted or none. Returns their ids in
-    /// order (an idempotency key already held gives the holder's id).
+    /// order (an idempotency key already held gives the holder's id). Typed jobs go through
+    /// [`NewJob::from_job`] first.
     ///
     /// # Errors
     /// As [`Queue::enqueue`]; a refused job refuses the whole batch, and the message says
@@ -335,8 +340,8 @@ impl Queue {
     /// Enqueues inside the caller's own transaction (R22), with this queue's payload limit
     /// and clock: the job commits with the caller's change, or not at all. Call
     /// [`Queue::notify`] after the commit to wake workers at once.
-    pub fn enqueue_in(&self, conn: &Connection, job: NewJob) -> Result<i64> {
-        self.enqueue_on(&SqliteTx::new(conn), job)
+    pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
+        self.enqueue_on(&SqliteTx::new(conn), job.into_new_job()?)
     }
 
     /// Enqueues inside the caller's own PostgreSQL transaction on their diesel connection
@@ -367,13 +372,18 @@ impl Queue {
     /// transaction is usable after an invalid job (nothing was sent to the server); after a
     /// database error PostgreSQL has aborted it, as with any failed statement.
     #[cfg(feature = "postgres")]
-    pub fn enqueue_in_pg(&self, conn: &mut diesel::PgConnection, job: NewJob) -> Result<i64> {
+    pub fn enqueue_in_pg(
+        &self,
+        conn: &mut diesel::PgConnection,
+        job: impl IntoNewJob,
+    ) -> Result<i64> {
         let Some(schema) = self.db().pg_schema() else {
             return Err(Error::new(
                 crate::ErrorKind::InvalidState,
                 "this queue is on a SQLite file: use Queue::enqueue_in with a rusqlite transaction",
             ));
         };
+        let job = job.into_new_job()?;
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
@@ -488,7 +498,8 @@ impl Queue {
 /// # Ok(())
 /// # }
 /// ```
-pub fn enqueue_in(conn: &Connection, job: NewJob) -> Result<i64> {
+pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
+    let job = job.into_new_job()?;
     let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
     let tx: &dyn Tx = &SqliteTx::new(conn);
     Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)

@@ -28,12 +28,17 @@ use crate::support::{count_rows, raw_conn, temp_dir};
 
 mod actions; // cancel, retry, pause/resume with a running worker
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard
+#[cfg(unix)]
+mod exec; // work --exec/--serve: scripts per job, shutdown mid-job, refusals, the Python example
 mod foreign; // rows from outside next to a running worker, read commands that never write
+mod frictions; // pause/resume of unknown queues, LAST ERROR of succeeded jobs, schema.sql's WAL
 mod monitoring; // check's exit codes, Prometheus text
 mod refusals; // init, enqueue, refusals (exit 2, one line, nothing changed)
 mod retention; // prune in chunks, remembered keys, WAL checkpoint
 mod views; // stats, list, show, masked secrets
+mod webhook; // webhook endpoints: add, list, show, enable, disable, rotate, remove; secrets shown once
 mod work; // work until SIGTERM
+mod work_help; // work --help lists every LITEJOBS_* variable the source reads
 
 const BIN: &str = env!("CARGO_BIN_EXE_litejobs");
 const MINUTE: i64 = 60_000;

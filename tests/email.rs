@@ -514,6 +514,14 @@ fn litejobs_work_sends_a_plain_sql_email_row_through_smtp() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(sink.messages().len(), 1);
+    // The outcome is logged with the job id, Message-ID and recipients; never the body.
+    let log = std::fs::read_to_string(dir.path().join("work.log")).unwrap_or_default();
+    let sent = format!(
+        "email job {id} sent: Message-ID {}, 1 recipient",
+        m.header("Message-ID").unwrap_or_default()
+    );
+    assert!(log.contains(&sent), "no {sent:?} in:\n{log}");
+    assert!(!log.contains("Attached."), "the body was logged:\n{log}");
 }
 
 /// Every byte but ASCII letters and digits as `%XX`, as a URL-encoding tool would write it.
@@ -585,4 +593,165 @@ fn issue_12_an_unencoded_reserved_character_in_the_smtp_password_is_refused_unsh
         assert!(msg.contains("%2F") && msg.contains("%3F"), "{url}: {msg}");
         assert!(!msg.contains("hunter2"), "{url}: {msg}");
     }
+}
+
+/// Sends through SMTP, then reports the first send as failed, as a connection lost right
+/// after the server accepted the message would: the job is retried and sends again.
+struct AcceptedThenLost {
+    smtp: SmtpMailer,
+    sends: std::sync::atomic::AtomicUsize,
+}
+
+impl email::Mailer for AcceptedThenLost {
+    fn send(&self, email: &Email) -> Result<email::Sent, email::MailError> {
+        let sent = self.smtp.send(email)?;
+        if self.sends.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return Err(email::MailError::transient(
+                "the connection dropped after the server accepted the message",
+            ));
+        }
+        Ok(sent)
+    }
+}
+
+#[test]
+fn two_fresh_databases_give_the_same_job_id_different_message_ids() {
+    let sink = SmtpSink::start();
+    let mut sent = Vec::new();
+    for _ in 0..2 {
+        // Same clock reading, same payload, same key: only the database differs.
+        let env = setup();
+        let id = welcome(12).enqueue(&env.queue).expect("enqueue");
+        assert_eq!(drain(&builder(&env, smtp_handler(&sink))).succeeded, 1);
+        let record = job(&env.queue, id);
+        let result = record.result.expect("a result");
+        sent.push((id, record.created_at, result["message_id"].clone()));
+    }
+    assert_eq!(
+        (sent[0].0, sent[0].1),
+        (sent[1].0, sent[1].1),
+        "same id and created_at"
+    );
+    assert_ne!(sent[0].2, sent[1].2, "{sent:?}");
+    let headers: Vec<Option<String>> = sink
+        .wait_messages(2, WAIT)
+        .iter()
+        .map(|m| m.header("Message-ID"))
+        .collect();
+    assert_eq!(
+        headers,
+        vec![
+            sent[0].2.as_str().map(str::to_string),
+            sent[1].2.as_str().map(str::to_string)
+        ]
+    );
+}
+
+#[test]
+fn a_resend_after_the_server_accepted_keeps_the_message_id() {
+    let env = setup();
+    let sink = SmtpSink::start();
+    let config = SmtpConfig::from_url(&sink.url()).expect("the sink's URL parses");
+    let mailer = AcceptedThenLost {
+        smtp: SmtpMailer::new(&config).expect("an SMTP mailer"),
+        sends: std::sync::atomic::AtomicUsize::new(0),
+    };
+    let handler = EmailHandler::new(mailer).default_from(FROM);
+    let builder = builder(&env, handler);
+    let id = EmailJob::new("ada@example.com", "Receipt", "Thanks.")
+        .enqueue(&env.queue)
+        .expect("enqueue");
+
+    assert_eq!(drain(&builder).failed, 1);
+    let first = sink.wait_messages(1, WAIT)[0].header("Message-ID");
+    let kept = job(&env.queue, id)
+        .progress
+        .expect("the Message-ID is kept");
+    assert_eq!(
+        kept["message_id"],
+        json!(first),
+        "kept in the job's progress"
+    );
+
+    env.clock.advance(Duration::from_secs(3600));
+    assert_eq!(drain(&builder).succeeded, 1);
+    let messages = sink.wait_messages(2, WAIT);
+    assert_eq!(messages.len(), 2, "the retry sent again");
+    assert_eq!(messages[1].header("Message-ID"), first, "the same id");
+    let result = job(&env.queue, id).result.expect("a result");
+    assert_eq!(result["message_id"], json!(first));
+    assert_eq!(result["already_sent"], json!(false));
+}
+
+/// Fails the next `n` sends with a 451 and returns the options `litejobs work` would build
+/// from these variables (the sink's URL, a sender, and `extra`).
+fn options_failing_first(sink: &SmtpSink, n: usize, extra: &[(&str, &str)]) -> BuiltinOptions {
+    for _ in 0..n {
+        sink.fail_next(Stage::Rcpt, 451, "4.3.0 try again later");
+    }
+    let url = sink.url();
+    let extra: Vec<(String, String)> = extra
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    BuiltinOptions::from_lookup(&move |name: &str| match name {
+        "LITEJOBS_SMTP_URL" => Some(url.clone()),
+        "LITEJOBS_MAIL_FROM" => Some("ops@example.com".to_string()),
+        _ => extra
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone()),
+    })
+    .expect("options")
+}
+
+/// Drains one failed attempt and returns how long the job waits for its next one (ms).
+fn failed_and_waits(env: &TestEnv, builder: &WorkerBuilder, id: i64) -> i64 {
+    assert_eq!(drain(builder).failed, 1, "{:?}", job(&env.queue, id));
+    let record = job(&env.queue, id);
+    assert_eq!(record.status, JobStatus::Failed);
+    record.run_at - env.queue.now_ms()
+}
+
+#[test]
+fn email_retries_follow_the_configured_schedule() {
+    let env = setup();
+    let sink = SmtpSink::start();
+    let options =
+        options_failing_first(&sink, 3, &[("LITEJOBS_EMAIL_RETRY_SCHEDULE", "30s,2m,10m")]);
+    let builder = builtin::register(Worker::builder(&env.queue), &options).expect("register");
+    let id = welcome(21).enqueue(&env.queue).expect("enqueue");
+    for secs in [30, 120, 600] {
+        let wait = failed_and_waits(&env, &builder, id);
+        // The schedule's delay, ±10 % jitter.
+        assert!(
+            (secs * 900..=secs * 1100).contains(&wait),
+            "after {secs}s expected, the job waits {wait} ms"
+        );
+        // Not a moment before its time...
+        env.clock.advance(Duration::from_millis(wait as u64 - 1));
+        assert_eq!(drain(&builder).attempts(), 0);
+        env.clock.advance(Duration::from_millis(1));
+    }
+    // ...and then the fourth attempt goes through.
+    assert_eq!(drain(&builder).succeeded, 1);
+    assert_eq!(job(&env.queue, id).attempts, 4);
+    assert_eq!(sink.wait_messages(1, WAIT).len(), 1);
+}
+
+#[test]
+fn the_default_email_schedule_waits_a_minute_first_and_hours_later() {
+    let env = setup();
+    let sink = SmtpSink::start();
+    let options = options_failing_first(&sink, 1, &[]);
+    let builder = builtin::register(Worker::builder(&env.queue), &options).expect("register");
+    let id = welcome(22).enqueue(&env.queue).expect("enqueue");
+    let wait = failed_and_waits(&env, &builder, id);
+    assert!((54_000..=66_000).contains(&wait), "waits {wait} ms");
+    let policy = email::default_retry_policy();
+    let total: Duration = (1..6).map(|a| policy.delay(a, 0.5)).sum();
+    assert!(
+        total > Duration::from_secs(7 * 3600),
+        "6 attempts span {total:?}"
+    );
 }

@@ -25,10 +25,15 @@ mod retention;
 mod enqueue;
 // runs the examples and checks what they print
 mod examples;
+// command handlers (R29) with real child processes: exit codes, environment, timeouts that stop a process tree, Serve workers that crash or hang
+#[cfg(all(unix, feature = "exec"))]
+mod exec;
 // injected faults (R11, R23): a storm of long write locks, a full disk, a poison pill that aborts its worker
 mod faults;
 // rows from outside (R28): CHECK rules at the door, bad rows dead at the claim, safe readers, migration 4, read-only opens
 mod foreign_rows;
+// dedupe for rows from other languages: the README's plain-SQL insert once per key, remembered keys, the partial index's conflict target
+mod foreign_dedupe;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
 mod fuzz;
 // rate limits and circuit breakers by key (R15), shared through the database
@@ -62,6 +67,8 @@ mod soak;
 mod support;
 // worker runtime: timeouts (R7), deadlines, heartbeats and leases
 mod timeouts;
+// typed jobs: Job defaults at enqueue, register::<T>() and the closure form, per-type options, payloads that no longer fit
+mod typed;
 // what a waiting worker costs: wake-ups and write rounds bounded while nothing is due
 mod wakeups;
 // the web dashboard (R25) over HTTP: every route, filters, actions, CSRF, tokens, escaping, read-only, `litejobs web`

@@ -25,6 +25,8 @@ use crate::support::{setup, TestEnv};
 mod actions; // retry, cancel, requeue, discard, bulk requeue, pause/resume change the database
 mod binary; // `litejobs web`: serves, stops on SIGTERM, refuses a public address without a token
 mod edge; // the HTTP edge: header injection, head and body limits, slow clients, connection cap
+#[cfg(feature = "webhook")]
+mod endpoints; // webhook endpoints: breaker states, enable/disable, never a secret
 mod pages; // every page and API route: status codes, filters, keyset pages, masking, escaping
 mod security; // CSRF, bearer tokens, sign-in, headers, read-only, host names
 mod sessions; // sign-out revokes, short tokens, lock-out of wrong tokens, CSRF per session, Origin

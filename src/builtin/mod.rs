@@ -30,8 +30,13 @@
 #[cfg(feature = "email")]
 pub mod email;
 pub mod report;
+#[cfg(any(feature = "webhook", feature = "email"))]
+mod retry_schedule;
 #[cfg(feature = "webhook")]
 pub mod webhook;
+
+#[cfg(any(feature = "webhook", feature = "email"))]
+pub use retry_schedule::{parse_retry_schedule, SCHEDULE_JITTER};
 
 use crate::error::Result;
 use crate::WorkerBuilder;
@@ -73,8 +78,9 @@ pub struct BuiltinOptions {
 
 impl BuiltinOptions {
     /// Options from the environment: each built-in kind compiled in documents its variables
-    /// (`LITEJOBS_WEBHOOK_*` for webhooks, `LITEJOBS_SMTP_URL`, `LITEJOBS_MAIL_DIR` and
-    /// `LITEJOBS_MAIL_FROM` for email). A kind that is not compiled in reads nothing.
+    /// (`LITEJOBS_WEBHOOK_*` for webhooks, `LITEJOBS_SMTP_URL`, `LITEJOBS_MAIL_DIR`,
+    /// `LITEJOBS_MAIL_LOG`, `LITEJOBS_MAIL_FROM` and `LITEJOBS_EMAIL_RETRY_SCHEDULE` for
+    /// email). A kind that is not compiled in reads nothing.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) naming the variable when

@@ -34,14 +34,19 @@ pub(crate) enum Nav {
     Jobs,
     Dead,
     Schedules,
+    /// The webhook endpoints page, there only with the `webhook` feature.
+    #[cfg(feature = "webhook")]
+    Endpoints,
     None,
 }
 
-const NAV: [(Nav, &str, &str); 4] = [
+const NAV: &[(Nav, &str, &str)] = &[
     (Nav::Overview, "/", "Overview"),
     (Nav::Jobs, "/jobs", "Jobs"),
     (Nav::Dead, "/dead", "Dead"),
     (Nav::Schedules, "/schedules", "Schedules &amp; reports"),
+    #[cfg(feature = "webhook")]
+    (Nav::Endpoints, "/endpoints", "Endpoints"),
 ];
 
 /// A whole page: header, navigation, the flash message, `body` (already HTML), footer.
@@ -63,7 +68,7 @@ pub(crate) fn page(ctx: &Ctx, nav: Nav, title: &str, body_attrs: &str, body: &st
         }
     );
     out.push_str("<header class=\"top\"><div class=\"wrap\">\n<a class=\"brand\" href=\"/\">lite<b>jobs</b></a>\n<nav>");
-    for (item, href, label) in NAV {
+    for &(item, href, label) in NAV {
         let class = if item == nav { " class=\"active\"" } else { "" };
         let _ = write!(out, "<a href=\"{href}\"{class}>{label}</a>");
     }

@@ -23,6 +23,8 @@
 //! | `POST /dead/requeue` | bulk requeue (type, error text, reason) |
 //! | `POST /queues/{name}/pause` · `/resume` | pause or resume a queue |
 //! | `GET /schedules` | periodic schedules and report runs |
+//! | `GET /endpoints` | webhook endpoints and their breakers (feature `webhook`) |
+//! | `POST /endpoints/{id}/enable` · `/disable` | enable or disable an endpoint (feature `webhook`) |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /api/...` | JSON (see the api module) |
 //! | `GET /login` · `POST /login` · `POST /logout` | token sign-in |
@@ -169,6 +171,13 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
             actions::queue_switch(app, ctx, name, *switch == "pause")
         }
         ["schedules"] if read => pages::schedules::render(app, ctx),
+        #[cfg(feature = "webhook")]
+        ["endpoints"] if read => pages::endpoints::render(app, ctx),
+        #[cfg(feature = "webhook")]
+        ["endpoints", id, switch @ ("enable" | "disable")] if post => match parse_id(id) {
+            Some(id) => pages::endpoints::switch(app, ctx, id, *switch == "enable"),
+            None => not_found(ctx, api),
+        },
         ["metrics"] if read => match metrics::prometheus_text(&app.queue) {
             Ok(text) => Response::bytes(
                 200,
@@ -191,6 +200,10 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
         ["jobs", _, _] | ["dead", "requeue"] | ["queues", _, _] | ["login"] | ["logout"] => {
             method_not_allowed("POST")
         }
+        #[cfg(feature = "webhook")]
+        ["endpoints"] => method_not_allowed("GET, HEAD"),
+        #[cfg(feature = "webhook")]
+        ["endpoints", _, "enable" | "disable"] => method_not_allowed("POST"),
         _ => not_found(ctx, api),
     }
 }

@@ -94,7 +94,8 @@ fn a_paused_queue_is_skipped_by_a_running_worker_until_resumed() {
         .start()
         .expect("worker");
 
-    let paused = run(&path, &["pause", "reports"]).ok().stdout;
+    // Paused before its first job, so named with --create (a name nobody used is refused).
+    let paused = run(&path, &["pause", "--create", "reports"]).ok().stdout;
     assert!(paused.starts_with("queue reports paused"), "{paused}");
     assert_eq!(
         queue.paused_queues().expect("paused"),

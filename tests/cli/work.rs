@@ -33,27 +33,33 @@ fn builtins_register_a_handler(vars: &[(&str, &str)]) -> bool {
 }
 
 /// A `litejobs work` child and the lines of its stderr.
-struct WorkChild {
-    child: crate::support::KillOnDrop,
+pub(super) struct WorkChild {
+    pub(super) child: crate::support::KillOnDrop,
     lines: Receiver<String>,
-    seen: Vec<String>,
+    pub(super) seen: Vec<String>,
     deadline: Instant,
 }
 
 impl WorkChild {
     fn start(db: &Path, vars: &[(&str, &str)]) -> WorkChild {
-        let mut cmd = litejobs(db);
-        cmd.args([
-            "work",
+        let args = [
             "--concurrency",
             "2",
             "--queue",
             "webhooks=1",
             "--grace",
             "5s",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        ];
+        WorkChild::start_with(db, &args, vars)
+    }
+
+    /// `litejobs work ARGS` with `vars` set.
+    pub(super) fn start_with(db: &Path, args: &[&str], vars: &[(&str, &str)]) -> WorkChild {
+        let mut cmd = litejobs(db);
+        cmd.arg("work")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (k, v) in vars {
             cmd.env(k, v);
         }
@@ -76,7 +82,7 @@ impl WorkChild {
     }
 
     /// Reads stderr until a line contains `needle` (true) or stderr closes (false).
-    fn wait_for_line(&mut self, needle: &str) -> bool {
+    pub(super) fn wait_for_line(&mut self, needle: &str) -> bool {
         loop {
             let left = self.deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
@@ -98,7 +104,7 @@ impl WorkChild {
 
     /// Waits for the exit: reads stderr until the process closes it (bounded by the
     /// deadline), then reaps the process.
-    fn exit_code(mut self) -> (Option<i32>, Vec<String>) {
+    pub(super) fn exit_code(mut self) -> (Option<i32>, Vec<String>) {
         const NEVER: &str = "\u{0}never printed\u{0}";
         while self.wait_for_line(NEVER) {}
         let status = self.child.wait().expect("waiting for litejobs work");

@@ -150,7 +150,7 @@ pub fn raw_conn(path: &Path) -> Connection {
 }
 
 /// Creates `path` from `schema.sql` exactly as another language would (`sqlite3 app.db <
-/// schema.sql`), in the default rollback-journal mode.
+/// schema.sql`); its last statement switches the file to WAL mode.
 pub fn create_from_schema_sql(path: &Path) {
     create_from_sql(path, SCHEMA_SQL);
 }

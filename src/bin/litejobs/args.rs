@@ -64,7 +64,7 @@ pub enum Command {
     /// Make a waiting job due now; a dead job gets one more attempt.
     Retry(IdArgs),
     /// Stop claiming from a queue in every process (jobs wait, no attempt is spent).
-    Pause(QueueArgs),
+    Pause(PauseArgs),
     /// Resume a paused queue.
     Resume(QueueArgs),
     /// Delete succeeded and cancelled jobs past retention; checkpoint the WAL.
@@ -73,11 +73,41 @@ pub enum Command {
     Check(CheckArgs),
     /// Prometheus text exposition.
     Metrics,
-    /// Run the built-in job handlers until SIGINT or SIGTERM.
+    /// Run the built-in job handlers, and commands for your own job types, until SIGINT
+    /// or SIGTERM.
+    ///
+    /// --exec TYPE=COMMAND runs a process per job: the payload as JSON on stdin; in its
+    /// environment LITEJOBS_JOB_ID, LITEJOBS_JOB_TYPE, LITEJOBS_QUEUE, LITEJOBS_ATTEMPT,
+    /// LITEJOBS_MAX_ATTEMPTS, LITEJOBS_DEADLINE_MS (ms since the Unix epoch),
+    /// LITEJOBS_IDEMPOTENCY_KEY and LITEJOBS_GROUP_KEY (when set) and LITEJOBS_DB. Its exit
+    /// code is the outcome:
+    ///
+    ///   0            succeeded; stdout, when it is JSON, is the job's result
+    ///   65           dead at once (EX_DATAERR: retrying cannot help)
+    ///   75           retry after the delay printed on stdout (30, 30s, 5m, 2h), or by
+    ///                the retry policy when none is printed (EX_TEMPFAIL)
+    ///   98           cancelled: the job is no longer wanted
+    ///   99           snooze for the delay on stdout (60s if none); the attempt does not
+    ///                count
+    ///   other/signal retry by the retry policy (dead after the last attempt)
+    ///
+    /// The last 4 KiB of stderr is the attempt's error. Past its timeout the command's whole
+    /// process group gets SIGTERM, then SIGKILL after --kill-grace.
+    ///
+    /// --serve TYPE=COMMAND keeps long-lived processes that read one job per line on stdin,
+    /// {"id","type","queue","attempt","max_attempts","deadline_ms","payload"}, and answer
+    /// one line on stdout, {"id","outcome":"ok|retry|permanent|snooze|cancel","result",
+    /// "error","delay"}; logs go to stderr. See docs/serve-protocol.md.
+    #[command(verbatim_doc_comment)]
     Work(WorkArgs),
     /// Serve the web dashboard until SIGINT or SIGTERM.
     #[cfg(feature = "web")]
     Web(WebArgs),
+    /// Webhook endpoints: add, list, show, enable, disable, rotate the secret, remove.
+    /// Secrets are printed once, when made, and never shown again.
+    #[cfg(feature = "webhook")]
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// Copy the live and dead jobs (with their history), webhook endpoints, periodic
     /// schedules, paused queues and remembered idempotency keys of the SQLite file (--db)
     /// into an empty PostgreSQL schema (--pg-schema, default litejobs), ids kept. Stop the
@@ -200,6 +230,17 @@ pub struct QueueArgs {
     pub queue: String,
 }
 
+/// `pause`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// Pause a queue no job has used yet, so its first jobs wait (without it a name that is
+    /// not known is refused: a typo would pause nothing and say nothing).
+    #[arg(long)]
+    pub create: bool,
+}
+
 /// `dead ...`.
 #[derive(Debug, Subcommand)]
 pub enum DeadCommand {
@@ -297,10 +338,30 @@ pub struct CheckArgs {
 
 /// `work`.
 #[derive(Debug, Args)]
+#[command(after_long_help = crate::commands::work_startup::env_help())]
 pub struct WorkArgs {
-    /// Handler threads for the default queue (and for each --queue given without =N).
-    #[arg(long, default_value_t = litejobs::defaults::DEFAULT_CONCURRENCY, value_name = "N")]
-    pub concurrency: usize,
+    /// As N: handler threads for the default queue (and for each --queue given without =N;
+    /// default 4). As TYPE=N (repeatable): at most N processes of an --exec TYPE at once,
+    /// or the N processes an --serve TYPE keeps (default: the default queue's threads).
+    #[arg(long = "concurrency", value_parser = parse_concurrency, value_name = "N|TYPE=N")]
+    pub concurrency_specs: Vec<Concurrency>,
+    /// Run jobs of TYPE with COMMAND, a process per job (repeatable): the payload as JSON
+    /// on stdin, the outcome from the exit code (see the table above). COMMAND is split
+    /// like a shell's words; a line with pipes, `$` or redirections runs under `sh -c`.
+    #[arg(long = "exec", value_parser = parse_type_command, value_name = "TYPE=COMMAND")]
+    pub exec: Vec<TypeCommand>,
+    /// Run jobs of TYPE on long-lived COMMAND processes speaking JSON lines (repeatable;
+    /// protocol above and in docs/serve-protocol.md).
+    #[arg(long = "serve", value_parser = parse_type_command, value_name = "TYPE=COMMAND")]
+    pub serve: Vec<TypeCommand>,
+    /// The attempt time limit of TYPE (repeatable), e.g. `--timeout resize=2m`; as a plain
+    /// DURATION, of every type without its own (default 60s; a job's own timeout wins).
+    #[arg(long = "timeout", value_parser = parse_type_timeout, value_name = "[TYPE=]DURATION")]
+    pub timeouts: Vec<TypeTimeout>,
+    /// Time between SIGTERM and SIGKILL for a command's process group that must stop (past
+    /// its timeout, or at shutdown past --grace).
+    #[arg(long, value_parser = duration::parse, default_value = "5s", value_name = "DURATION")]
+    pub kill_grace: Duration,
     /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`.
     #[arg(long = "queue", value_parser = parse_queue_spec, value_name = "Q[=N]")]
     pub queues: Vec<QueueSpec>,
@@ -337,6 +398,178 @@ pub struct WebArgs {
     pub read_only: bool,
 }
 
+/// `webhook ...`.
+#[cfg(feature = "webhook")]
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Register an endpoint; prints its id and its signing secret (shown this once only).
+    Add(WebhookAddArgs),
+    /// Every endpoint: enabled or not, circuit breaker, rate limit, latest failure. Never
+    /// a secret.
+    List,
+    /// One endpoint with its breaker and its recent failed deliveries. Never its secret.
+    Show(EndpointIdArgs),
+    /// Enable an endpoint (clears the disabled reason).
+    Enable(EndpointIdArgs),
+    /// Disable an endpoint: its deliveries go dead at once, with the reason in their error.
+    Disable(WebhookDisableArgs),
+    /// Give an endpoint a new signing secret (printed once); the old one keeps signing
+    /// deliveries, beside the new one, for --overlap.
+    Rotate(WebhookRotateArgs),
+    /// Remove an endpoint; deliveries still waiting for it go dead when they run.
+    Remove(EndpointIdArgs),
+}
+
+/// A webhook endpoint id.
+#[cfg(feature = "webhook")]
+#[derive(Debug, Args)]
+pub struct EndpointIdArgs {
+    /// The endpoint id (`litejobs webhook list` shows them).
+    pub id: i64,
+}
+
+/// `webhook add`.
+#[cfg(feature = "webhook")]
+#[derive(Debug, Args)]
+pub struct WebhookAddArgs {
+    /// Where deliveries are POSTed: an http or https URL.
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// Free text for people, e.g. "CRM production".
+    #[arg(long, default_value = "", value_name = "TEXT")]
+    pub description: String,
+    /// At most N requests per period to this endpoint, shared by every worker process:
+    /// 10/s, 600/m, 5/2s. Default: no limit.
+    #[arg(long, value_parser = parse_rate_limit, value_name = "N/PERIOD")]
+    pub rate: Option<litejobs::limits::RateLimit>,
+    /// The signing secret (`whsec_` + base64 of 24 to 64 bytes). Default: a new random
+    /// one, printed once. A secret given here is visible to every user of the machine in
+    /// `ps`, and is not printed back.
+    #[arg(long, value_name = "SECRET")]
+    pub secret: Option<String>,
+    /// Register it disabled (deliveries go dead until `webhook enable`).
+    #[arg(long)]
+    pub disabled: bool,
+}
+
+/// `webhook disable`.
+#[cfg(feature = "webhook")]
+#[derive(Debug, Args)]
+pub struct WebhookDisableArgs {
+    #[command(flatten)]
+    pub endpoint: EndpointIdArgs,
+    /// Why (kept on the endpoint, and in the error of each delivery that goes dead).
+    #[arg(
+        long,
+        default_value = "disabled with `litejobs webhook disable`",
+        value_name = "WHY"
+    )]
+    pub reason: String,
+}
+
+/// `webhook rotate`.
+#[cfg(feature = "webhook")]
+#[derive(Debug, Args)]
+pub struct WebhookRotateArgs {
+    #[command(flatten)]
+    pub endpoint: EndpointIdArgs,
+    /// How long the old secret keeps signing deliveries beside the new one, so receivers
+    /// can switch without rejecting any.
+    #[arg(long, value_parser = duration::parse, default_value = "24h", value_name = "DURATION")]
+    pub overlap: Duration,
+}
+
+impl WorkArgs {
+    /// Handler threads of the default queue: the last plain `--concurrency N`.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency_specs
+            .iter()
+            .rev()
+            .find_map(|c| match c {
+                Concurrency::Threads(n) => Some(*n),
+                Concurrency::Type(..) => None,
+            })
+            .unwrap_or(litejobs::defaults::DEFAULT_CONCURRENCY)
+    }
+
+    /// The processes of `job_type` given with `--concurrency TYPE=N`, if any.
+    pub fn type_concurrency(&self, job_type: &str) -> Option<usize> {
+        self.concurrency_specs.iter().rev().find_map(|c| match c {
+            Concurrency::Type(t, n) if t == job_type => Some(*n),
+            _ => None,
+        })
+    }
+}
+
+/// `--concurrency N` or `--concurrency TYPE=N`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Threads of the default queue.
+    Threads(usize),
+    /// Processes of one command-handled type.
+    Type(String, usize),
+}
+
+fn parse_concurrency(text: &str) -> Result<Concurrency, String> {
+    let number = |n: &str| {
+        n.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{text:?}: expected N or TYPE=N with N a whole number"))
+    };
+    match text.split_once('=') {
+        None => Ok(Concurrency::Threads(number(text)?)),
+        Some((job_type, n)) if !job_type.trim().is_empty() => {
+            Ok(Concurrency::Type(job_type.trim().to_string(), number(n)?))
+        }
+        Some(_) => Err(format!("{text:?}: the TYPE before '=' is empty")),
+    }
+}
+
+/// `--exec TYPE=COMMAND`, `--serve TYPE=COMMAND`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeCommand {
+    /// The job type.
+    pub job_type: String,
+    /// The command line.
+    pub command: String,
+}
+
+fn parse_type_command(text: &str) -> Result<TypeCommand, String> {
+    match text.split_once('=') {
+        Some((job_type, command)) if !job_type.trim().is_empty() && !command.trim().is_empty() => {
+            Ok(TypeCommand {
+                job_type: job_type.trim().to_string(),
+                command: command.trim().to_string(),
+            })
+        }
+        _ => Err(format!(
+            "{text:?}: expected TYPE=COMMAND, e.g. resize=./resize.sh"
+        )),
+    }
+}
+
+/// `--timeout [TYPE=]DURATION`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeTimeout {
+    /// The job type, or `None` for every type without its own.
+    pub job_type: Option<String>,
+    /// The attempt time limit.
+    pub timeout: Duration,
+}
+
+fn parse_type_timeout(text: &str) -> Result<TypeTimeout, String> {
+    let (job_type, value) = match text.split_once('=') {
+        Some((t, v)) if !t.trim().is_empty() => (Some(t.trim().to_string()), v),
+        Some(_) => return Err(format!("{text:?}: the TYPE before '=' is empty")),
+        None => (None, text),
+    };
+    let timeout = duration::parse(value)?;
+    if timeout.is_zero() {
+        return Err(format!("{text:?}: a timeout must be longer than 0"));
+    }
+    Ok(TypeTimeout { job_type, timeout })
+}
+
 /// `--queue NAME[=THREADS]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueSpec {
@@ -363,6 +596,37 @@ fn parse_rate(text: &str) -> Result<f64, String> {
         ));
     }
     Ok(rate)
+}
+
+/// `N/PERIOD`: `10/s`, `600/m`, `5/2s`, `1000/1h` (a bare unit means one of it).
+#[cfg(feature = "webhook")]
+fn parse_rate_limit(text: &str) -> Result<litejobs::limits::RateLimit, String> {
+    let usage = "write requests per period, e.g. 10/s, 600/m or 5/2s";
+    let (count, period) = text
+        .trim()
+        .split_once('/')
+        .ok_or_else(|| format!("invalid rate {text:?}: {usage}"))?;
+    let count = count
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            format!("invalid rate {text:?}: {count:?} is not a whole number above 0 ({usage})")
+        })?;
+    let period = period.trim();
+    let period = if period.starts_with(|c: char| c.is_ascii_digit()) {
+        duration::parse(period)
+    } else {
+        duration::parse(&format!("1{period}"))
+    }
+    .map_err(|e| format!("invalid rate {text:?}: the period: {e}"))?;
+    if period < Duration::from_millis(1) {
+        return Err(format!(
+            "invalid rate {text:?}: the period must be at least 1ms"
+        ));
+    }
+    Ok(litejobs::limits::RateLimit::new(count, period))
 }
 
 fn parse_queue_spec(text: &str) -> Result<QueueSpec, String> {
@@ -418,5 +682,36 @@ mod tests {
         );
         assert!(parse_queue_spec("=2").is_err());
         assert!(parse_queue_spec("webhooks=two").is_err());
+    }
+
+    #[cfg(feature = "webhook")]
+    #[test]
+    fn rate_limits_take_a_count_per_period() {
+        use litejobs::limits::RateLimit;
+        assert_eq!(parse_rate_limit("10/s"), Ok(RateLimit::per_second(10)));
+        assert_eq!(
+            parse_rate_limit(" 600 / m "),
+            Ok(RateLimit::per_minute(600))
+        );
+        assert_eq!(
+            parse_rate_limit("5/2s"),
+            Ok(RateLimit::new(5, Duration::from_secs(2)))
+        );
+        assert_eq!(
+            parse_rate_limit("1000/1h30m"),
+            Ok(RateLimit::new(1000, Duration::from_secs(5400)))
+        );
+        for bad in [
+            "10",
+            "0/s",
+            "-1/s",
+            "ten/s",
+            "10/",
+            "10/0s",
+            "10/fortnight",
+            "1.5/s",
+        ] {
+            assert!(parse_rate_limit(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -45,8 +45,9 @@ impl EmailHandler {
         self
     }
 
-    /// The email a job sends, checked: every address parses, there is a sender.
-    fn email_of(&self, ctx: &JobContext, job: &EmailJob) -> std::result::Result<Email, MailError> {
+    /// The email a job sends, checked: every address parses, there is a sender. Its
+    /// Message-ID is left empty: [`message_id`] sets it once the addresses passed.
+    fn email_of(&self, job: &EmailJob) -> std::result::Result<Email, MailError> {
         let from = job
             .from
             .clone()
@@ -64,12 +65,6 @@ impl EmailHandler {
         if let Some(reply_to) = &job.reply_to {
             message::mailbox(reply_to, "reply-to")?;
         }
-        // Stable across attempts and across jobs with the same dedupe key.
-        let seed = match ctx.idempotency_key() {
-            Some(key) => key.to_string(),
-            None => format!("job:{}", ctx.id()),
-        };
-        let message_id = message_id_for(&seed, &from);
         Ok(Email {
             from,
             to: job.to.clone(),
@@ -77,15 +72,85 @@ impl EmailHandler {
             subject: job.subject.clone(),
             text: job.text.clone(),
             html: job.html.clone(),
-            message_id,
+            message_id: String::new(),
         })
     }
 }
 
 impl Handler for EmailHandler {
+    /// Sends the job's email and logs the outcome: `info` when sent (job id, Message-ID,
+    /// number of recipients), `warn` with the error when not. Bodies, subjects and
+    /// passwords are never logged.
     fn run(&self, ctx: &JobContext) -> std::result::Result<(), JobError> {
+        match self.send(ctx) {
+            Ok(done) => {
+                log::info!("litejobs: {}", sent_line(ctx.id(), &done));
+                Ok(())
+            }
+            Err(e) => {
+                log::warn!("litejobs: {}", failed_line(ctx, &e));
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What [`EmailHandler::send`] did, for the log line.
+struct Done {
+    message_id: String,
+    recipients: usize,
+    already_sent: bool,
+    provider_id: Option<String>,
+}
+
+/// The log line of a sent email.
+fn sent_line(id: i64, done: &Done) -> String {
+    let recipients = match done.recipients {
+        1 => "1 recipient".to_string(),
+        n => format!("{n} recipients"),
+    };
+    let provider = done
+        .provider_id
+        .as_deref()
+        .map(|p| format!(", provider id {p}"))
+        .unwrap_or_default();
+    if done.already_sent {
+        format!(
+            "email job {id} already sent by an earlier attempt: Message-ID {}, {recipients}",
+            done.message_id
+        )
+    } else {
+        format!(
+            "email job {id} sent: Message-ID {}, {recipients}{provider}",
+            done.message_id
+        )
+    }
+}
+
+/// The log line of a failed attempt: the error, and whether the job will be retried.
+fn failed_line(ctx: &JobContext, e: &JobError) -> String {
+    let next = if e.action == crate::handler::Action::Permanent {
+        "dead, not retried"
+    } else if ctx.is_last_attempt() {
+        "dead, no attempts left"
+    } else {
+        "will be retried"
+    };
+    format!(
+        "email job {} attempt {}/{} failed ({next}): {}",
+        ctx.id(),
+        ctx.attempt(),
+        ctx.max_attempts(),
+        e.message()
+    )
+}
+
+impl EmailHandler {
+    /// Sends the job's email once per dedupe key and stores the result.
+    fn send(&self, ctx: &JobContext) -> std::result::Result<Done, JobError> {
         let job = EmailJob::from_payload(ctx.payload()).map_err(JobError::permanent)?;
-        let email = self.email_of(ctx, &job)?;
+        let mut email = self.email_of(&job)?;
+        email.message_id = message_id(ctx, &email.from)?;
         let mut sent = None;
         let first_time = ctx.once(|| {
             sent = Some(self.mailer.send(&email)?);
@@ -102,8 +167,64 @@ impl Handler for EmailHandler {
             "to": email.to,
             "already_sent": !first_time,
         }));
-        Ok(())
+        Ok(Done {
+            message_id: sent.message_id,
+            recipients: email.to.len(),
+            already_sent: !first_time,
+            provider_id: sent.provider_id,
+        })
     }
+}
+
+/// The job's Message-ID, the same on every attempt: a resend after a crash (the server
+/// accepted the message, the success was never written back) carries the same id, and mail
+/// clients drop the copy. Different for every other job, in this database or any other, as
+/// RFC 5322 wants it unique worldwide.
+///
+/// The first attempt draws it from 128 random bits (with the job id and `created_at`) and
+/// keeps it in the job's progress (`{"message_id": ...}`), committed **before** the send;
+/// later attempts read it back. Nothing derived from the row alone would do: ids repeat
+/// across databases (every fresh database has a job 12, so has a staging copy), and two
+/// databases can insert the same payload under the same key in the same millisecond. The
+/// schema has no per-database random identity to add, and none is added.
+///
+/// A dead job requeued by a person is a new job and gets a new Message-ID; the send itself
+/// stays guarded by the idempotency key ([`JobContext::once`]).
+fn message_id(ctx: &JobContext, from: &str) -> std::result::Result<String, JobError> {
+    let id = ctx.id();
+    let record = ctx
+        .queue_handle()
+        .job(id)
+        .map_err(|e| JobError::retry(format!("cannot read email job {id}: {e}")))?
+        .ok_or_else(|| JobError::retry(format!("email job {id} is gone")))?;
+    let kept = record
+        .progress
+        .as_ref()
+        .and_then(|p| p.get("message_id"))
+        .and_then(serde_json::Value::as_str)
+        .filter(|kept| is_message_id(kept));
+    if let Some(kept) = kept {
+        return Ok(kept.to_string());
+    }
+    let seed = format!("job:{id}:{}:{:032x}", record.created_at, fastrand::u128(..));
+    let message_id = message_id_for(&seed, from);
+    ctx.set_progress(json!({ "message_id": message_id }));
+    ctx.heartbeat().map_err(|e| {
+        JobError::retry(format!(
+            "email job {id}: cannot keep its Message-ID before sending: {e}"
+        ))
+    })?;
+    Ok(message_id)
+}
+
+/// True for a kept Message-ID as [`message_id_for`] writes them: `<...@...>`, printable
+/// ASCII, short.
+fn is_message_id(text: &str) -> bool {
+    text.len() <= 250
+        && text.starts_with('<')
+        && text.ends_with('>')
+        && text.contains('@')
+        && text.chars().all(|c| c.is_ascii_graphic())
 }
 
 /// `<lj.HASH@DOMAIN>`: the same seed and sender give the same id.
@@ -129,6 +250,36 @@ pub(super) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_well_formed_message_ids_are_kept() {
+        assert!(is_message_id(&message_id_for("x", "app@example.com")));
+        for bad in ["", "lj.1@x", "<lj.1>", "<lj 1@x>", "<lj.1@x>\r\nBcc: a@b"] {
+            assert!(!is_message_id(bad), "{bad:?}");
+        }
+        assert!(!is_message_id(&format!("<{}@x>", "a".repeat(300))));
+    }
+
+    #[test]
+    fn sent_lines_name_the_job_id_and_recipients_never_the_body() {
+        let done = Done {
+            message_id: "<lj.1@example.com>".to_string(),
+            recipients: 2,
+            already_sent: false,
+            provider_id: Some("Q1".to_string()),
+        };
+        assert_eq!(
+            sent_line(7, &done),
+            "email job 7 sent: Message-ID <lj.1@example.com>, 2 recipients, provider id Q1"
+        );
+        let again = Done {
+            already_sent: true,
+            recipients: 1,
+            ..done
+        };
+        assert!(sent_line(7, &again).contains("already sent by an earlier attempt"));
+        assert!(sent_line(7, &again).contains("1 recipient"));
+    }
 
     #[test]
     fn message_ids_are_stable_per_seed_and_use_the_sender_domain() {

@@ -7,9 +7,18 @@
 //! key `email:<user>:<template>:<event>`: enqueueing the same email again returns the first
 //! job (R12). Before sending, the handler checks that the key's send has not completed
 //! ([`JobContext::once`](crate::JobContext::once)), so a crash between the send and the job's write-back does not
-//! send twice on the retry. The Message-ID is derived from the same key, so even a resend
-//! (a crash in the instant after the server accepted the message) carries the same id, which
-//! mail clients use to drop duplicates.
+//! send twice on the retry. The Message-ID is drawn at random on the job's first attempt and
+//! kept in the job's progress (`{"message_id": ...}`) before the send, so even a resend (a
+//! crash in the instant after the server accepted the message) carries the same id, which
+//! mail clients use to drop duplicates, while two databases' job 12 get different ids.
+//!
+//! **Retries.** Transient failures are retried by [`default_retry_policy`] (1 min, 5 min,
+//! 30 min, 2 h, 5 h, 10 h; ±10 %), so an SMTP outage of hours is waited out;
+//! [`EmailOptions::retry_policy`] or `LITEJOBS_EMAIL_RETRY_SCHEDULE` sets another.
+//!
+//! **Logs.** Each sent email is logged at `info` (job id, Message-ID, number of recipients),
+//! each failed attempt at `warn` with the error and whether it will be retried. Bodies,
+//! subjects and passwords never reach the log.
 //!
 //! **Outcomes.** SMTP 4xx replies, connection failures and timeouts are retried by the job
 //! type's policy; 5xx replies and a missing or malformed address make the job dead at once,
@@ -58,7 +67,7 @@ pub use dev::{FileMailer, LogMailer};
 pub use handler::EmailHandler;
 pub use job::EmailJob;
 pub use mailer::{Email, MailError, Mailer, Sent};
-pub use options::{EmailOptions, MailerConfig};
+pub use options::{default_retry_policy, EmailOptions, MailerConfig};
 pub use smtp::{SmtpConfig, SmtpMailer, SmtpTls, DEFAULT_SMTP_TIMEOUT};
 
 /// The job type of built-in email jobs.
@@ -67,7 +76,8 @@ pub const JOB_TYPE: &str = "send_email";
 /// server is reported by the mailer rather than cut off mid-send.
 pub const DEFAULT_EMAIL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Registers the `send_email` handler with the mailer of `options` and its time limit.
+/// Registers the `send_email` handler with the mailer, time limit and retry policy of
+/// `options`.
 ///
 /// # Errors
 /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when the mailer cannot be
@@ -84,5 +94,6 @@ pub fn register(builder: WorkerBuilder, options: &EmailOptions) -> Result<Worker
     }
     Ok(builder
         .handler(JOB_TYPE, handler)
-        .timeout(JOB_TYPE, options.timeout))
+        .timeout(JOB_TYPE, options.timeout)
+        .retry_policy(JOB_TYPE, options.retry_policy.clone()))
 }

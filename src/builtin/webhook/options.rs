@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::builtin::retry_schedule::schedule_from_var;
 use crate::error::{Error, Result};
 use crate::limits::{DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES};
 use crate::retry::RetryPolicy;
@@ -40,6 +41,11 @@ pub fn default_retry_policy() -> RetryPolicy {
 /// | `LITEJOBS_WEBHOOK_MAX_RETRY_AFTER` (seconds) | [`max_retry_after`](WebhookOptions::max_retry_after) | 3600 |
 /// | `LITEJOBS_WEBHOOK_BREAKER_FAILURES` | [`breaker_failures`](WebhookOptions::breaker_failures) | 5 |
 /// | `LITEJOBS_WEBHOOK_BREAKER_COOL_DOWN` (seconds) | [`breaker_cool_down`](WebhookOptions::breaker_cool_down) | 60 |
+/// | `LITEJOBS_WEBHOOK_RETRY_SCHEDULE` (e.g. `30s,5m,1h`; see [`parse_retry_schedule`](crate::builtin::parse_retry_schedule)) | [`retry_policy`](WebhookOptions::retry_policy) | `5s,5m,30m,2h,5h,10h` ±10 % ([`default_retry_policy`]) |
+///
+/// A job gets [`DEFAULT_MAX_ATTEMPTS`](crate::defaults::DEFAULT_MAX_ATTEMPTS) (6) attempts
+/// unless it sets its own, so by default a delivery is retried for about 7.5 hours (5 s +
+/// 5 min + 30 min + 2 h + 5 h) before it is dead.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct WebhookOptions {
@@ -128,6 +134,13 @@ impl WebhookOptions {
         self
     }
 
+    /// The delays between attempts: [`default_retry_policy`] unless
+    /// [`retry_policy`](WebhookOptions::retry_policy) or `LITEJOBS_WEBHOOK_RETRY_SCHEDULE`
+    /// set another.
+    pub fn retries(&self) -> &RetryPolicy {
+        &self.retry_policy
+    }
+
     /// Whether the handler is registered.
     pub fn is_enabled(&self) -> bool {
         self.enabled
@@ -211,6 +224,9 @@ impl WebhookOptions {
             options.breaker_cool_down =
                 parse_seconds("LITEJOBS_WEBHOOK_BREAKER_COOL_DOWN", &v, true)?;
         }
+        if let Some(v) = lookup("LITEJOBS_WEBHOOK_RETRY_SCHEDULE") {
+            options.retry_policy = schedule_from_var("LITEJOBS_WEBHOOK_RETRY_SCHEDULE", &v)?;
+        }
         options
             .validate()
             .map_err(|e| e.prefixed("from LITEJOBS_WEBHOOK_* variables"))?;
@@ -241,4 +257,49 @@ fn parse_seconds(name: &str, value: &str, zero_ok: bool) -> Result<Duration> {
         )));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(vars: &[(&str, &str)]) -> Result<WebhookOptions> {
+        WebhookOptions::from_lookup(&|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn the_retry_schedule_defaults_to_hours_and_is_set_by_its_variable() {
+        let default = from(&[]).expect("defaults");
+        assert_eq!(default.retries(), &default_retry_policy());
+        let hours: u64 = (1..6)
+            .map(|a| default.retries().delay(a, 0.5).as_secs())
+            .sum();
+        assert!(hours > 7 * 3600, "{hours}");
+
+        let set = from(&[("LITEJOBS_WEBHOOK_RETRY_SCHEDULE", "1m,10m")]).expect("valid");
+        let secs: Vec<u64> = (1..=3)
+            .map(|a| set.retries().delay(a, 0.5).as_secs())
+            .collect();
+        assert_eq!(secs, vec![60, 600, 600]);
+
+        let policy = RetryPolicy::schedule(vec![Duration::from_secs(7)]);
+        let coded = WebhookOptions::default().retry_policy(policy.clone());
+        assert_eq!(coded.retries(), &policy);
+    }
+
+    #[test]
+    fn a_bad_retry_schedule_names_the_variable() {
+        let err = from(&[("LITEJOBS_WEBHOOK_RETRY_SCHEDULE", "soon")])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("LITEJOBS_WEBHOOK_RETRY_SCHEDULE=\"soon\""),
+            "{err}"
+        );
+    }
 }

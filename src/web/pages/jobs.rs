@@ -184,7 +184,12 @@ pub(crate) fn jobs_table(out: &mut String, app: &App, ctx: &Ctx, jobs: &[JobReco
     out.push_str("<th>Last error</th><th>Payload</th></tr></thead><tbody>\n");
     for job in jobs {
         let masked = app.redactor.mask(&job.payload).to_string();
-        let error = job.last_error.as_deref().unwrap_or("");
+        // A succeeded job's last_error is an earlier attempt's failure (the job page keeps
+        // it); in a list it would read as if the job had failed.
+        let error = match job.status {
+            JobStatus::Succeeded => "",
+            _ => job.last_error.as_deref().unwrap_or(""),
+        };
         let _ = write!(
             out,
             "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}/{}</td><td class=\"when-cell\">{}</td>",

@@ -3,6 +3,8 @@
 
 pub(crate) mod actions;
 pub(crate) mod dead;
+#[cfg(feature = "webhook")]
+pub(crate) mod endpoints;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod login;

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use litejobs::JobRecord;
+use litejobs::{JobRecord, JobStatus};
 use serde::Serialize;
 
 use super::{CliError, Ctx, Exit};
@@ -54,7 +54,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
             job.status.to_string(),
             format!("{}/{}", job.attempts, job.max_attempts),
             when(job, now),
-            clip(&or_dash(job.last_error.as_deref()), 70),
+            clip(&or_dash(current_error(job)), 70),
         ]);
     }
     table.write(out)?;
@@ -69,6 +69,16 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
         }
     }
     Ok(Exit::Ok)
+}
+
+/// The error the LAST ERROR column shows: none for a succeeded job, whose `last_error` is
+/// an earlier attempt's failure (kept for `show` and the JSON) and would read as if the
+/// job had failed.
+fn current_error(job: &JobRecord) -> Option<&str> {
+    match job.status {
+        JobStatus::Succeeded => None,
+        _ => job.last_error.as_deref(),
+    }
 }
 
 /// The time that matters for a job in its status, relative to now.

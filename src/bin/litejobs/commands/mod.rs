@@ -19,7 +19,11 @@ pub mod show;
 pub mod stats;
 #[cfg(feature = "web")]
 pub mod web;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 pub mod work;
+pub mod work_commands;
+pub mod work_startup;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -214,14 +218,16 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Dead(cmd) => dead::run(&ctx, cmd, out),
         Command::Cancel(args) => cancel::run(&ctx, args, out),
         Command::Retry(args) => retry::run(&ctx, args, out),
-        Command::Pause(args) => pause::run(&ctx, args, true, out),
-        Command::Resume(args) => pause::run(&ctx, args, false, out),
+        Command::Pause(args) => pause::pause(&ctx, args, out),
+        Command::Resume(args) => pause::resume(&ctx, args, out),
         Command::Prune(args) => prune::run(&ctx, args, out),
         Command::Check(args) => check::run(&ctx, args, out),
         Command::Metrics => metrics::run(&ctx, out),
         Command::Work(args) => work::run(&ctx, args, out),
         #[cfg(feature = "web")]
         Command::Web(args) => web::run(&ctx, args, out),
+        #[cfg(feature = "webhook")]
+        Command::Webhook(cmd) => webhook::run(&ctx, cmd, out),
         #[cfg(feature = "postgres")]
         Command::CopyTo(args) => copy_to::run(&ctx, args, out),
     }

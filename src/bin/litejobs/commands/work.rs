@@ -11,7 +11,7 @@ use std::time::Duration;
 use litejobs::builtin::{self, BuiltinOptions};
 use litejobs::{ErrorKind, Worker};
 
-use super::{CliError, Ctx, Exit};
+use super::{work_commands as commands, work_startup, CliError, Ctx, Exit};
 use crate::args::WorkArgs;
 use crate::duration::human_ms;
 
@@ -19,11 +19,13 @@ use crate::duration::human_ms;
 pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, CliError> {
     let options = BuiltinOptions::from_env()?;
     let queue = ctx.open_or_create()?;
-    let mut builder = Worker::builder(&queue).concurrency(args.concurrency);
+    let threads = args.concurrency();
+    let mut builder = Worker::builder(&queue).concurrency(threads);
     for spec in &args.queues {
-        builder = builder.queue(&spec.name, spec.threads.unwrap_or(args.concurrency));
+        builder = builder.queue(&spec.name, spec.threads.unwrap_or(threads));
     }
     let builder = builtin::register(builder, &options)?;
+    let (builder, served) = commands::register(builder, args, ctx)?;
     // Installed before start so that a signal during start-up is not lost.
     let signals = install_signal_handler()?;
     let worker = builder
@@ -34,12 +36,20 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
         worker.id(),
         ctx.shown_db()?
     );
-    serve(worker, &signals, args.grace)
+    if let Err(e) = work_startup::report(&queue, &options, &served) {
+        log::warn!("litejobs work: cannot read which job types wait: {e}");
+    }
+    serve(worker, &signals, args.grace, args.kill_grace)
 }
 
 /// Waits for the first signal, then shuts the worker down within `grace`. A worker whose
 /// handlers outlive the grace still exits 0: their jobs were released, nothing is lost.
-pub fn serve(worker: Worker, signals: &Receiver<()>, grace: Duration) -> Result<Exit, CliError> {
+pub fn serve(
+    worker: Worker,
+    signals: &Receiver<()>,
+    grace: Duration,
+    kill_grace: Duration,
+) -> Result<Exit, CliError> {
     // An Err means every sender is gone, which cannot happen while the handler is installed;
     // shutting down is the safe answer either way.
     let _ = signals.recv();
@@ -48,7 +58,16 @@ pub fn serve(worker: Worker, signals: &Receiver<()>, grace: Duration) -> Result<
         "litejobs work: shutting down, running handlers get up to {}",
         human_ms(grace_ms)
     );
-    match worker.shutdown(grace) {
+    let stopped = worker.shutdown(grace);
+    // Commands still running past the grace were told to stop (SIGTERM, then SIGKILL after
+    // the kill grace); exiting before they are gone would leave them orphaned.
+    #[cfg(unix)]
+    if !litejobs::exec::wait_for_commands(kill_grace + Duration::from_secs(1)) {
+        log::warn!("litejobs work: some commands were still running at exit");
+    }
+    #[cfg(not(unix))]
+    let _ = kill_grace;
+    match stopped {
         Ok(()) => {
             log::info!("litejobs work: stopped cleanly");
             Ok(Exit::Ok)
@@ -95,7 +114,9 @@ mod tests {
             .enqueue(NewJob::new("noop", json!({})))
             .expect("enqueue");
         let (tx, rx) = mpsc::channel();
-        let server = std::thread::spawn(move || serve(worker, &rx, Duration::from_secs(5)));
+        let server = std::thread::spawn(move || {
+            serve(worker, &rx, Duration::from_secs(5), Duration::from_secs(1))
+        });
         loop {
             match events.recv_timeout(Duration::from_secs(10)) {
                 Ok(Event::Finished {

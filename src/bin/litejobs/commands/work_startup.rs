@@ -1,0 +1,536 @@
+//! What `litejobs work` says when it starts, so a new user sees at once why jobs would not
+//! move: each built-in kind on or off and how (mailer, timeout, retry delays), a missing
+//! default sender, and the job types waiting in the database that nothing in this process
+//! serves. Also the environment variables `work --help` lists.
+//!
+//! The lines are built by pure functions ([`builtin_lines`], [`unserved_lines`]) from the
+//! options and the counts, so they are tested without a worker or a log.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use litejobs::builtin::email::{self, EmailOptions, MailerConfig, SmtpTls};
+use litejobs::builtin::webhook::{self, WebhookOptions};
+use litejobs::builtin::BuiltinOptions;
+use litejobs::defaults::DEFAULT_MAX_ATTEMPTS;
+use litejobs::{JobStatus, Queue, RetryPolicy, StatusCount};
+
+use super::CliError;
+use crate::output::one_line;
+
+/// At most this many unserved job types get a line each; the rest are summed in one.
+const MAX_UNSERVED_SHOWN: usize = 20;
+
+/// One line of the report and the level it is logged at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// `Warn` for what keeps jobs from running as the user expects, `Info` otherwise.
+    pub level: log::Level,
+    /// The text, without the `litejobs work:` prefix.
+    pub text: String,
+}
+
+impl Line {
+    fn info(text: impl Into<String>) -> Line {
+        Line {
+            level: log::Level::Info,
+            text: text.into(),
+        }
+    }
+
+    fn warn(text: impl Into<String>) -> Line {
+        Line {
+            level: log::Level::Warn,
+            text: text.into(),
+        }
+    }
+}
+
+/// Logs the report: one line per built-in kind, then a warning per job type that waits
+/// (queued or failed rows) in the database and is in neither the built-in kinds `options`
+/// enables nor `served` (the job types of the command handlers registered). Called once the
+/// worker has started.
+///
+/// The waiting jobs are counted with [`Queue::stats`], the read behind `litejobs stats`: a
+/// few hundred rows of kept counts and the small due index, on SQLite and PostgreSQL, at a
+/// million jobs as at ten.
+///
+/// # Errors
+/// When the counts cannot be read (the built-in lines are logged before). The worker is not
+/// affected: log the error and go on serving.
+pub fn report(queue: &Queue, options: &BuiltinOptions, served: &[String]) -> Result<(), CliError> {
+    log_lines(builtin_lines(options));
+    let stats = queue.stats()?;
+    let mut serving: BTreeSet<&str> = served_builtins(options).into_iter().collect();
+    serving.extend(served.iter().map(String::as_str));
+    log_lines(unserved_lines(&waiting_by_type(&stats.counts), &serving));
+    Ok(())
+}
+
+fn log_lines(lines: Vec<Line>) {
+    for line in lines {
+        log::log!(line.level, "litejobs work: {}", line.text);
+    }
+}
+
+/// The job types of the built-in kinds `options` enables.
+pub fn served_builtins(options: &BuiltinOptions) -> Vec<&'static str> {
+    let mut types = Vec::new();
+    if options.webhook_options().is_enabled() {
+        types.push(webhook::JOB_TYPE);
+    }
+    if options.email_options().is_some() {
+        types.push(email::JOB_TYPE);
+    }
+    types
+}
+
+/// One line per built-in kind: on or off, and how.
+pub fn builtin_lines(options: &BuiltinOptions) -> Vec<Line> {
+    vec![
+        webhook_line(options.webhook_options()),
+        email_line(options.email_options()),
+    ]
+}
+
+fn webhook_line(options: &WebhookOptions) -> Line {
+    if !options.is_enabled() {
+        return Line::info(format!(
+            "{}: off (LITEJOBS_WEBHOOK_ENABLED=0)",
+            webhook::JOB_TYPE
+        ));
+    }
+    let private = if options.allows_private_targets() {
+        "; private and loopback targets allowed (LITEJOBS_WEBHOOK_ALLOW_PRIVATE)"
+    } else {
+        ""
+    };
+    Line::info(format!(
+        "{}: on (timeout {}, {}){private}",
+        webhook::JOB_TYPE,
+        compact(options.request_timeout()),
+        retries_text(options.retries())
+    ))
+}
+
+fn email_line(options: Option<&EmailOptions>) -> Line {
+    let Some(options) = options else {
+        return Line::info(format!(
+            "{}: off — set LITEJOBS_SMTP_URL (or LITEJOBS_MAIL_DIR / LITEJOBS_MAIL_LOG)",
+            email::JOB_TYPE
+        ));
+    };
+    let via = match &options.mailer {
+        // Host, port and TLS only: the URL's user and password are never shown.
+        MailerConfig::Smtp(smtp) => format!(
+            "via smtp://{}:{}?tls={} (timeout {})",
+            smtp.host(),
+            smtp.port_or_default(),
+            tls_name(smtp.tls_mode()),
+            compact(smtp.timeout_value())
+        ),
+        MailerConfig::Dir(dir) => format!(
+            "writing .eml files to {} (LITEJOBS_MAIL_DIR: nothing is sent)",
+            one_line(&dir.display().to_string())
+        ),
+        MailerConfig::Log => "logging emails only (LITEJOBS_MAIL_LOG: nothing is sent)".into(),
+        _ => "with a mailer this report does not know".into(),
+    };
+    let line = format!(
+        "{}: on {via}, {}",
+        email::JOB_TYPE,
+        retries_text(&options.retry_policy)
+    );
+    match &options.default_from {
+        Some(from) => Line::info(format!("{line}; default sender {}", one_line(from))),
+        None => Line::warn(format!(
+            "{line}; warning: LITEJOBS_MAIL_FROM unset — jobs without \"from\" will go dead"
+        )),
+    }
+}
+
+fn tls_name(tls: SmtpTls) -> &'static str {
+    match tls {
+        SmtpTls::None => "none",
+        SmtpTls::StartTls => "starttls",
+        SmtpTls::Tls => "tls",
+        _ => "other",
+    }
+}
+
+/// `retries 5s,5m,30m,2h,5h,10h,... (6 attempts unless a job sets max_attempts)`: the
+/// delays after the first six failed attempts, without jitter.
+pub fn retries_text(policy: &RetryPolicy) -> String {
+    format!(
+        "retries {},... ({DEFAULT_MAX_ATTEMPTS} attempts unless a job sets max_attempts)",
+        schedule_text(policy, 6)
+    )
+}
+
+/// The first `n` delays of `policy` without jitter, in the form the
+/// `LITEJOBS_*_RETRY_SCHEDULE` variables take: `5s,5m,30m,2h`.
+pub fn schedule_text(policy: &RetryPolicy, n: u32) -> String {
+    (1..=n)
+        .map(|attempt| compact(policy.delay(attempt, 0.5)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A duration as the schedule variables are written: `500ms`, `30s`, `1h30m`, `1d2h`.
+pub fn compact(d: Duration) -> String {
+    let mut rest = d.as_millis();
+    if rest == 0 {
+        return "0s".to_string();
+    }
+    let mut text = String::new();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
+        let n = rest / size;
+        if n > 0 {
+            text.push_str(&format!("{n}{unit}"));
+            rest -= n * size;
+        }
+    }
+    text
+}
+
+/// Waiting (queued or failed) jobs per job type, across queues.
+pub fn waiting_by_type(counts: &[StatusCount]) -> BTreeMap<String, i64> {
+    let mut waiting = BTreeMap::new();
+    for c in counts {
+        if matches!(c.status, JobStatus::Queued | JobStatus::Failed) && c.count > 0 {
+            *waiting.entry(c.job_type.clone()).or_insert(0) += c.count;
+        }
+    }
+    waiting
+}
+
+/// A warning per job type in `waiting` that is not in `serving`, most jobs first; past
+/// [`MAX_UNSERVED_SHOWN`] types, one line sums the rest.
+pub fn unserved_lines(waiting: &BTreeMap<String, i64>, serving: &BTreeSet<&str>) -> Vec<Line> {
+    let mut unserved: Vec<(&str, i64)> = waiting
+        .iter()
+        .filter(|(job_type, n)| **n > 0 && !serving.contains(job_type.as_str()))
+        .map(|(job_type, n)| (job_type.as_str(), *n))
+        .collect();
+    unserved.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut lines: Vec<Line> = unserved
+        .iter()
+        .take(MAX_UNSERVED_SHOWN)
+        .map(|(job_type, n)| Line::warn(unserved_text(job_type, *n)))
+        .collect();
+    if unserved.len() > MAX_UNSERVED_SHOWN {
+        let rest = &unserved[MAX_UNSERVED_SHOWN..];
+        let jobs: i64 = rest.iter().map(|(_, n)| n).sum();
+        lines.push(Line::warn(format!(
+            "and {jobs} jobs of {} more types wait with nothing here to serve them (see `litejobs stats`)",
+            rest.len()
+        )));
+    }
+    lines
+}
+
+fn unserved_text(job_type: &str, n: i64) -> String {
+    let (jobs, them) = if n == 1 {
+        (format!("1 job of type {} waits", one_line(job_type)), "it")
+    } else {
+        (
+            format!("{n} jobs of type {} wait", one_line(job_type)),
+            "them",
+        )
+    };
+    let hint = if job_type == email::JOB_TYPE {
+        "set LITEJOBS_SMTP_URL (or LITEJOBS_MAIL_DIR / LITEJOBS_MAIL_LOG)".to_string()
+    } else if job_type == webhook::JOB_TYPE {
+        "webhook delivery is off: unset LITEJOBS_WEBHOOK_ENABLED".to_string()
+    } else {
+        format!(
+            "pass --exec {}=COMMAND or run a worker that does",
+            one_line(job_type)
+        )
+    };
+    format!("{jobs} and nothing here serves {them}; {hint}")
+}
+
+/// The environment variables `litejobs work` reads, one line each, with their defaults
+/// taken from the library: `work --help` shows it after the options.
+pub fn env_help() -> String {
+    let webhook_retries = schedule_text(&webhook::default_retry_policy(), 6);
+    let email_retries = schedule_text(&email::default_retry_policy(), 6);
+    let rows: Vec<(&str, String)> = vec![
+        ("LITEJOBS_DB", "the database file or PostgreSQL URL (as --db)".into()),
+        (
+            "LITEJOBS_PG_SCHEMA",
+            "the PostgreSQL schema (as --pg-schema; default litejobs)".into(),
+        ),
+        (
+            "LITEJOBS_SECRET_FIELDS",
+            "more payload field names to mask, comma-separated (as --secret-field)".into(),
+        ),
+        (
+            "RUST_LOG",
+            "log filter on stderr (default info for work), e.g. RUST_LOG=debug".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_ENABLED",
+            "0 turns webhook delivery (deliver_webhook) off (default 1)".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_ALLOW_PRIVATE",
+            "1 allows loopback and private targets (default 0)".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_TIMEOUT",
+            format!(
+                "request time limit in seconds (default {})",
+                webhook::DEFAULT_WEBHOOK_TIMEOUT.as_secs()
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_USER_AGENT",
+            "User-Agent header (default litejobs/VERSION)".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_MAX_RETRY_AFTER",
+            format!(
+                "longest Retry-After honoured, seconds (default {})",
+                webhook::DEFAULT_MAX_RETRY_AFTER.as_secs()
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_BREAKER_FAILURES",
+            format!(
+                "failures in a row that open an endpoint's breaker (default {})",
+                litejobs::limits::DEFAULT_BREAKER_FAILURES
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_BREAKER_COOL_DOWN",
+            format!(
+                "seconds an open breaker waits before one probe (default {})",
+                litejobs::limits::DEFAULT_BREAKER_COOL_DOWN.as_secs()
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_RETRY_SCHEDULE",
+            format!("delays between attempts, last repeats (default {webhook_retries})"),
+        ),
+        (
+            "LITEJOBS_SMTP_URL",
+            "turns email (send_email) on: smtp://user:pass@host:port?tls=starttls|tls|none&timeout=10s"
+                .into(),
+        ),
+        (
+            "LITEJOBS_MAIL_DIR",
+            "or: write emails as .eml files to this folder (development)".into(),
+        ),
+        (
+            "LITEJOBS_MAIL_LOG",
+            "or: 1 only logs emails (development)".into(),
+        ),
+        (
+            "LITEJOBS_MAIL_FROM",
+            "sender of email jobs without \"from\" (unset: such jobs go dead)".into(),
+        ),
+        (
+            "LITEJOBS_EMAIL_RETRY_SCHEDULE",
+            format!("delays between attempts, last repeats (default {email_retries})"),
+        ),
+    ];
+    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut text = format!(
+        "Environment (a bad value stops work with one line naming the variable).\n\
+         Retry schedules are written like 30s,2m,10m,1h,4h (±10 % jitter, the last delay\n\
+         repeats); a job has {DEFAULT_MAX_ATTEMPTS} attempts unless it sets max_attempts.\n"
+    );
+    for (name, what) in rows {
+        text.push_str(&format!("  {name:width$}  {what}\n"));
+    }
+    text.push_str(
+        "\nAt start, work logs each built-in kind (on or off, mailer, retry delays) and warns\n\
+         of job types that wait in the database with nothing here to serve them.",
+    );
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(vars: &'static [(&'static str, &'static str)]) -> BuiltinOptions {
+        BuiltinOptions::from_lookup(&|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+        .expect("valid options")
+    }
+
+    fn texts(lines: &[Line]) -> Vec<(log::Level, &str)> {
+        lines.iter().map(|l| (l.level, l.text.as_str())).collect()
+    }
+
+    #[test]
+    fn defaults_show_webhooks_on_with_their_schedule_and_email_off() {
+        let options = lookup(&[]);
+        let lines = builtin_lines(&options);
+        assert_eq!(
+            texts(&lines),
+            vec![
+                (
+                    log::Level::Info,
+                    "deliver_webhook: on (timeout 10s, retries 5s,5m,30m,2h,5h,10h,... \
+                     (6 attempts unless a job sets max_attempts))"
+                ),
+                (
+                    log::Level::Info,
+                    "send_email: off — set LITEJOBS_SMTP_URL (or LITEJOBS_MAIL_DIR / \
+                     LITEJOBS_MAIL_LOG)"
+                ),
+            ]
+        );
+        assert_eq!(served_builtins(&options), vec!["deliver_webhook"]);
+    }
+
+    #[test]
+    fn smtp_without_a_sender_warns_and_never_shows_the_password() {
+        let options = lookup(&[
+            (
+                "LITEJOBS_SMTP_URL",
+                "smtp://mailer:s3cret@mail.example.com:2525?tls=starttls",
+            ),
+            ("LITEJOBS_EMAIL_RETRY_SCHEDULE", "30s,2m"),
+            ("LITEJOBS_WEBHOOK_ENABLED", "0"),
+        ]);
+        let lines = builtin_lines(&options);
+        assert_eq!(
+            lines[0],
+            Line::info("deliver_webhook: off (LITEJOBS_WEBHOOK_ENABLED=0)")
+        );
+        assert_eq!(lines[1].level, log::Level::Warn);
+        assert_eq!(
+            lines[1].text,
+            "send_email: on via smtp://mail.example.com:2525?tls=starttls (timeout 10s), \
+             retries 30s,2m,2m,2m,2m,2m,... (6 attempts unless a job sets max_attempts); \
+             warning: LITEJOBS_MAIL_FROM unset — jobs without \"from\" will go dead"
+        );
+        assert!(lines
+            .iter()
+            .all(|l| !l.text.contains("s3cret") && !l.text.contains("mailer:")));
+        assert_eq!(served_builtins(&options), vec!["send_email"]);
+    }
+
+    #[test]
+    fn a_sender_and_the_dev_mailers_are_info() {
+        let options = lookup(&[
+            ("LITEJOBS_MAIL_DIR", "/tmp/outbox"),
+            ("LITEJOBS_MAIL_FROM", "app@example.com"),
+            ("LITEJOBS_WEBHOOK_ALLOW_PRIVATE", "1"),
+        ]);
+        let lines = builtin_lines(&options);
+        assert!(
+            lines.iter().all(|l| l.level == log::Level::Info),
+            "{lines:?}"
+        );
+        assert!(lines[0]
+            .text
+            .ends_with("; private and loopback targets allowed (LITEJOBS_WEBHOOK_ALLOW_PRIVATE)"));
+        assert!(
+            lines[1]
+                .text
+                .starts_with("send_email: on writing .eml files to /tmp/outbox")
+                && lines[1].text.ends_with("; default sender app@example.com"),
+            "{}",
+            lines[1].text
+        );
+        let log = builtin_lines(&lookup(&[("LITEJOBS_MAIL_LOG", "1")]));
+        assert!(
+            log[1].text.contains("logging emails only"),
+            "{}",
+            log[1].text
+        );
+    }
+
+    #[test]
+    fn waiting_types_nothing_serves_get_a_warning_each_with_the_right_hint() {
+        let waiting: BTreeMap<String, i64> = [
+            ("resize", 42),
+            ("send_email", 3),
+            ("deliver_webhook", 5),
+            ("thumbnail", 1),
+            ("served_one", 9),
+        ]
+        .into_iter()
+        .map(|(t, n)| (t.to_string(), n))
+        .collect();
+        let serving: BTreeSet<&str> = ["deliver_webhook", "served_one"].into_iter().collect();
+        let lines = unserved_lines(&waiting, &serving);
+        assert!(lines.iter().all(|l| l.level == log::Level::Warn));
+        assert_eq!(
+            lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+            vec![
+                "42 jobs of type resize wait and nothing here serves them; pass --exec \
+                 resize=COMMAND or run a worker that does",
+                "3 jobs of type send_email wait and nothing here serves them; set \
+                 LITEJOBS_SMTP_URL (or LITEJOBS_MAIL_DIR / LITEJOBS_MAIL_LOG)",
+                "1 job of type thumbnail waits and nothing here serves it; pass --exec \
+                 thumbnail=COMMAND or run a worker that does",
+            ]
+        );
+        let all: BTreeSet<&str> = waiting.keys().map(String::as_str).collect();
+        assert!(unserved_lines(&waiting, &all).is_empty());
+    }
+
+    #[test]
+    fn many_unserved_types_are_summed_past_the_limit() {
+        let waiting: BTreeMap<String, i64> = (0..MAX_UNSERVED_SHOWN + 3)
+            .map(|i| (format!("type{i:02}"), 10))
+            .collect();
+        let lines = unserved_lines(&waiting, &BTreeSet::new());
+        assert_eq!(lines.len(), MAX_UNSERVED_SHOWN + 1);
+        assert_eq!(
+            lines[MAX_UNSERVED_SHOWN].text,
+            "and 30 jobs of 3 more types wait with nothing here to serve them (see `litejobs stats`)"
+        );
+    }
+
+    #[test]
+    fn a_job_type_with_control_characters_stays_on_one_line() {
+        let waiting: BTreeMap<String, i64> = [("evil\ntype".to_string(), 2)].into();
+        let lines = unserved_lines(&waiting, &BTreeSet::new());
+        assert!(!lines[0].text.contains('\n'), "{}", lines[0].text);
+    }
+
+    #[test]
+    fn compact_durations_read_back_as_schedules() {
+        let cases = [
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_secs(30), "30s"),
+            (Duration::from_secs(5400), "1h30m"),
+            (Duration::from_secs(93_600), "1d2h"),
+            (Duration::from_millis(1_500), "1s500ms"),
+            (Duration::ZERO, "0s"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(compact(d), text);
+            if !d.is_zero() {
+                let back = litejobs::builtin::parse_retry_schedule(text).expect("parses");
+                assert_eq!(back.delay(1, 0.5), d, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_help_lists_the_variables_with_library_defaults() {
+        let help = env_help();
+        assert!(help.contains("LITEJOBS_WEBHOOK_RETRY_SCHEDULE"), "{help}");
+        assert!(help.contains("(default 5s,5m,30m,2h,5h,10h)"), "{help}");
+        assert!(help.contains("(default 1m,5m,30m,2h,5h,10h)"), "{help}");
+        assert!(help.lines().all(|l| l.chars().count() <= 140), "{help}");
+    }
+}

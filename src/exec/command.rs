@@ -1,0 +1,249 @@
+//! [`Command`]: a handler that runs a program per job.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::outcome::{self, STDERR_TAIL_BYTES};
+use super::process::{self, watchdog, Collected, Keep, Program};
+use super::{job_env, parse_command_line, DEFAULT_KILL_GRACE};
+use crate::context::JobContext;
+use crate::handler::{Handler, JobError};
+
+/// The most of a command's stdout read as its result (1 MiB); more is read and dropped.
+pub const MAX_STDOUT_BYTES: usize = 1 << 20;
+
+/// Payloads up to this size are written to stdin by the handler's thread itself: a pipe
+/// holds 64 KiB, so the write cannot block on a command that never reads.
+const INLINE_STDIN_BYTES: usize = 32 * 1024;
+
+/// After the command exits, how long its output may stay open (a background process it
+/// left holds the pipes) before that process group is killed.
+const LEFTOVER_WAIT: Duration = Duration::from_millis(500);
+
+/// A handler that runs a program for each job: the payload as JSON on stdin, the job in
+/// `LITEJOBS_*` variables, the outcome from the exit code (see [the table](super)).
+///
+/// ```no_run
+/// use litejobs::exec::Command;
+/// use litejobs::{Queue, Worker};
+/// use std::time::Duration;
+/// # fn main() -> litejobs::Result<()> {
+/// let queue = Queue::open("app.db")?;
+/// let worker = Worker::builder(&queue)
+///     .handler("resize_image", Command::parse("./resize.sh --quality 80")?.concurrency(2))
+///     .timeout("resize_image", Duration::from_secs(120))
+///     .start()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Command {
+    program: Program,
+    kill_grace: Duration,
+    slots: Option<Slots>,
+}
+
+#[derive(Debug, Clone)]
+struct Slots {
+    take: Receiver<()>,
+    give: Sender<()>,
+}
+
+impl Command {
+    /// Runs `program` (looked up in `PATH` when it has no `/`) with no arguments.
+    pub fn new(program: impl Into<String>) -> Command {
+        Command {
+            program: Program {
+                program: program.into(),
+                args: Vec::new(),
+                envs: Vec::new(),
+                dir: None,
+            },
+            kill_grace: DEFAULT_KILL_GRACE,
+            slots: None,
+        }
+    }
+
+    /// A command line as written in a shell: words split on spaces with `'…'`, `"…"` and
+    /// `\` quoting. A line with shell syntax (pipes, redirections, `$`, `;`, `&`, globs…)
+    /// runs under `sh -c`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) for an empty line or
+    /// an unclosed quote.
+    pub fn parse(line: &str) -> crate::Result<Command> {
+        let (program, args) = parse_command_line(line)?;
+        Ok(Command::new(program).args(args))
+    }
+
+    /// Adds an argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Command {
+        self.program.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.program.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable for the command (it inherits this process's
+    /// environment too). `litejobs work` sets `LITEJOBS_DB` so that commands can open the
+    /// queue.
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Command {
+        self.program.envs.push((name.into(), value.into()));
+        self
+    }
+
+    /// The directory the command runs in (default: this process's).
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Command {
+        self.program.dir = Some(dir.into());
+        self
+    }
+
+    /// How long a stopped command's process group has between SIGTERM and SIGKILL.
+    /// Defaults to [`DEFAULT_KILL_GRACE`] (5 s).
+    pub fn kill_grace(mut self, grace: Duration) -> Command {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// Runs at most `processes` of this command at once in this worker (0: no limit but the
+    /// worker's handler threads). A job waits for a free slot on its handler thread.
+    pub fn concurrency(mut self, processes: usize) -> Command {
+        self.slots = (processes > 0).then(|| {
+            let (give, take) = crossbeam_channel::bounded(processes);
+            for _ in 0..processes {
+                let _ = give.send(());
+            }
+            Slots { take, give }
+        });
+        self
+    }
+
+    /// The command line, for logs.
+    pub fn shown(&self) -> String {
+        self.program.shown()
+    }
+
+    /// The program started (the first word of a parsed line, or `/bin/sh`).
+    pub fn program(&self) -> String {
+        self.program.program.clone()
+    }
+
+    fn take_slot(&self, ctx: &JobContext) -> Result<Option<SlotGuard<'_>>, JobError> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        let until = ctx.run_until();
+        loop {
+            // Short waits: the attempt may be stopped while it waits (a flag, not a channel).
+            match slots.take.recv_timeout(Duration::from_millis(50)) {
+                Ok(()) => return Ok(Some(SlotGuard(&slots.give))),
+                Err(_) if ctx.should_stop() || Instant::now() >= until => {
+                    return Err(JobError::retry(format!(
+                        "no free slot for {} before the attempt's deadline",
+                        self.shown()
+                    )))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Gives a concurrency slot back when dropped.
+struct SlotGuard<'a>(&'a Sender<()>);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+impl Handler for Command {
+    fn run(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let _slot = self.take_slot(ctx)?;
+        let mut child = self
+            .program
+            .spawn(&job_env(ctx))
+            .map_err(|e| JobError::retry(format!("cannot start {}: {e}", self.program.shown())))?;
+        let pgid = child.id();
+        let watch = watchdog().watch(
+            pgid,
+            ctx.stop_flag(),
+            Some(ctx.run_until()),
+            self.kill_grace,
+        );
+
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| process::collect(s, MAX_STDOUT_BYTES, Keep::Head));
+        let stderr = child
+            .stderr
+            .take()
+            .map(|s| process::collect(s, STDERR_TAIL_BYTES, Keep::Tail));
+        if let Some(stdin) = child.stdin.take() {
+            write_payload(stdin, ctx.payload().to_string());
+        }
+        let status = child
+            .wait()
+            .map_err(|e| JobError::retry(format!("cannot wait for {}: {e}", self.shown())))?;
+        let stdout = finish_reading(stdout, pgid);
+        let stderr = finish_reading(stderr, pgid);
+        if stdout.truncated && status.success() {
+            log::warn!(
+                "litejobs: job {} ({}): stdout over {MAX_STDOUT_BYTES} bytes is not kept as \
+                 the result",
+                ctx.id(),
+                ctx.job_type()
+            );
+        }
+        let stdout_bytes: &[u8] = if stdout.truncated { b"" } else { &stdout.bytes };
+        let result = outcome::from_exit(status, stdout_bytes, &stderr.text(), watch.stopped())?;
+        drop(watch);
+        if let Some(result) = result {
+            ctx.set_result(result);
+        }
+        Ok(())
+    }
+}
+
+/// Writes the payload and closes stdin; a command that exits without reading it is fine.
+fn write_payload(mut stdin: std::process::ChildStdin, payload: String) {
+    if payload.len() <= INLINE_STDIN_BYTES {
+        let _ = stdin.write_all(payload.as_bytes());
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("litejobs-exec-stdin".into())
+        .spawn(move || {
+            let _ = stdin.write_all(payload.as_bytes());
+        });
+    if let Err(e) = spawned {
+        log::warn!("litejobs: cannot start a thread to write a command's stdin: {e}");
+    }
+}
+
+/// The output read by `rx`'s thread. A background process the command left behind may hold
+/// the pipe open: past [`LEFTOVER_WAIT`] its group is killed, which closes it.
+fn finish_reading(rx: Option<Receiver<Collected>>, pgid: u32) -> Collected {
+    let Some(rx) = rx else {
+        return Collected::default();
+    };
+    if let Ok(collected) = rx.recv_timeout(LEFTOVER_WAIT) {
+        return collected;
+    }
+    log::warn!("litejobs: a command left processes holding its output open; killing group {pgid}");
+    process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+    rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
+}

@@ -1,0 +1,209 @@
+//! Handlers in any language (feature `exec`, Unix): run a program per job ([`Command`]), or
+//! keep long-lived programs that take jobs as JSON lines ([`Serve`]). `litejobs work --exec
+//! TYPE=COMMAND` and `--serve TYPE=COMMAND` are these two.
+//!
+//! # A process per job ([`Command`])
+//! The command starts in a process group of its own, with the payload as JSON on stdin and
+//! the job in its environment:
+//!
+//! | variable | value |
+//! | --- | --- |
+//! | `LITEJOBS_JOB_ID` | the job's id |
+//! | `LITEJOBS_JOB_TYPE` | its type |
+//! | `LITEJOBS_QUEUE` | its queue |
+//! | `LITEJOBS_ATTEMPT` | this attempt, from 1 |
+//! | `LITEJOBS_MAX_ATTEMPTS` | attempts it gets in all |
+//! | `LITEJOBS_DEADLINE_MS` | when this attempt times out, in ms since the Unix epoch |
+//! | `LITEJOBS_IDEMPOTENCY_KEY`, `LITEJOBS_GROUP_KEY` | the job's keys, when it has them |
+//! | `LITEJOBS_DB` | the database (set by `litejobs work`; in Rust, by [`Command::env`]) |
+//!
+//! Its exit code says what happens next (BSD's sysexits where one fits):
+//!
+//! | exit | outcome |
+//! | --- | --- |
+//! | 0 | `succeeded`; stdout, when it is a JSON value, is the job's result |
+//! | 65 (`EX_DATAERR`) | `dead` at once: retrying cannot help |
+//! | 75 (`EX_TEMPFAIL`) | retry after the delay printed on stdout (`30`, `30s`, `5m`, `2h`), or by the retry policy when none is printed |
+//! | 98 | `cancelled`: the job is no longer wanted |
+//! | 99 | snooze: due again after the delay on stdout (60 s if none); the attempt does not count |
+//! | any other, or killed by a signal | retry by the retry policy (`dead` after the last attempt) |
+//!
+//! The last 4 KiB of stderr is the attempt's error. Past the job's timeout (or when a
+//! shutdown's grace is over) the whole process group gets SIGTERM, then SIGKILL after the
+//! kill grace ([`DEFAULT_KILL_GRACE`]), so the slot is really free again; the attempt is
+//! recorded as timed out. A command that exits but leaves background processes holding its
+//! output has that group killed. If the worker's own process is killed with SIGKILL, its
+//! commands run on as orphans; their jobs are reaped when the lease expires.
+//!
+//! # Long-lived processes ([`Serve`])
+//! For throughput: N processes started once, each taking one job at a time. Each job is one
+//! line of JSON on the process's stdin:
+//! ```json
+//! {"id": 12, "type": "thumbnail", "queue": "default", "attempt": 1, "max_attempts": 20,
+//!  "deadline_ms": 1764806400000, "payload": {"path": "a.png"}}
+//! ```
+//! and the process answers with one line on stdout (logs go to stderr, which is logged):
+//! ```json
+//! {"id": 12, "outcome": "ok", "result": {"width": 128}}
+//! {"id": 12, "outcome": "retry", "error": "upstream busy", "delay": 30}
+//! {"id": 12, "outcome": "permanent", "error": "not an image"}
+//! {"id": 12, "outcome": "snooze", "delay": "5m"}
+//! {"id": 12, "outcome": "cancel", "error": "user deleted"}
+//! ```
+//! A process that exits mid-job, answers for another id, writes a line that is JSON but
+//! not an answer, or does not answer before the job's deadline is stopped (its process
+//! group), the job's attempt fails and is retried by its policy, and a new process takes
+//! the next job. When the worker stops, idle processes see their stdin close and should
+//! exit. `docs/serve-protocol.md` has the protocol for implementers, and
+//! `examples/serve_worker.py` is a worker in 20 lines of Python.
+
+mod command;
+mod outcome;
+mod process;
+mod serve;
+
+use std::time::{Duration, UNIX_EPOCH};
+
+pub use command::{Command, MAX_STDOUT_BYTES};
+pub use outcome::{
+    DEFAULT_SNOOZE, EXIT_CANCEL, EXIT_PERMANENT, EXIT_RETRY, EXIT_SNOOZE, EXIT_SUCCESS,
+    STDERR_TAIL_BYTES,
+};
+pub use serve::{Serve, MAX_ANSWER_BYTES};
+
+use crate::context::JobContext;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Time between SIGTERM and SIGKILL for a process group that must stop.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Waits until no command started by this process's handlers is running, at most
+/// `timeout`; true when none is. `litejobs work` calls it after [`Worker::shutdown`]: the
+/// shutdown's end stops the commands still running (SIGTERM, then SIGKILL after their kill
+/// grace), and the process must not exit before they are gone.
+///
+/// [`Worker::shutdown`]: crate::Worker::shutdown
+pub fn wait_for_commands(timeout: Duration) -> bool {
+    process::watchdog().wait_idle(timeout)
+}
+
+/// The environment a command gets for one job.
+fn job_env(ctx: &JobContext) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("LITEJOBS_JOB_ID", ctx.id().to_string()),
+        ("LITEJOBS_JOB_TYPE", ctx.job_type().to_string()),
+        ("LITEJOBS_QUEUE", ctx.queue_name().to_string()),
+        ("LITEJOBS_ATTEMPT", ctx.attempt().to_string()),
+        ("LITEJOBS_MAX_ATTEMPTS", ctx.max_attempts().to_string()),
+        ("LITEJOBS_DEADLINE_MS", deadline_ms(ctx).to_string()),
+    ];
+    if let Some(key) = ctx.idempotency_key() {
+        env.push(("LITEJOBS_IDEMPOTENCY_KEY", key.to_string()));
+    }
+    if let Some(key) = ctx.group_key() {
+        env.push(("LITEJOBS_GROUP_KEY", key.to_string()));
+    }
+    env
+}
+
+/// The attempt's deadline in ms since the Unix epoch.
+fn deadline_ms(ctx: &JobContext) -> i64 {
+    ctx.deadline()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Splits a command line into a program and its arguments, as a shell would for plain
+/// words and quotes. A line with other shell syntax runs as `sh -c LINE`.
+fn parse_command_line(line: &str) -> Result<(String, Vec<String>)> {
+    let invalid =
+        |why: &str| Error::new(ErrorKind::InvalidConfig, format!("command {line:?}: {why}"));
+    if line.trim().is_empty() {
+        return Err(invalid("empty"));
+    }
+    if line.contains([
+        '|', '&', ';', '<', '>', '(', ')', '$', '`', '*', '?', '[', '~', '#', '\n',
+    ]) {
+        return Ok((
+            "/bin/sh".to_string(),
+            vec!["-c".to_string(), line.to_string()],
+        ));
+    }
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => {
+                if let Some(w) = word.take() {
+                    words.push(w);
+                }
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err(invalid("unclosed '")),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c) => w.push(c),
+                            None => return Err(invalid("unclosed \"")),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err(invalid("unclosed \"")),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some(c) => word.get_or_insert_with(String::new).push(c),
+                None => return Err(invalid("ends with \\")),
+            },
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if let Some(w) = word {
+        words.push(w);
+    }
+    let mut words = words.into_iter();
+    let program = words.next().ok_or_else(|| invalid("empty"))?;
+    Ok((program, words.collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_split_like_a_shell_or_go_to_one() {
+        let split = |l: &str| parse_command_line(l).expect("parses");
+        assert_eq!(
+            split("python3 worker.py --name 'two words' \"a \\\"q\\\"\""),
+            (
+                "python3".to_string(),
+                vec!["worker.py", "--name", "two words", "a \"q\""]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            )
+        );
+        assert_eq!(
+            split("cat | wc -l"),
+            (
+                "/bin/sh".to_string(),
+                vec!["-c".to_string(), "cat | wc -l".to_string()]
+            )
+        );
+        assert!(parse_command_line("  ").is_err());
+        assert!(parse_command_line("echo 'open").is_err());
+    }
+}

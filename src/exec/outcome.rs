@@ -1,0 +1,257 @@
+//! What a command's exit (or a JSON-lines answer) means for its job: the exit-code table of
+//! [`super`] and the `outcome` words of the protocol, turned into a result or a [`JobError`].
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::handler::JobError;
+
+/// Exit 0: the job succeeded; stdout, when it is a JSON value, is its result.
+pub const EXIT_SUCCESS: i32 = 0;
+/// Exit 65 (`EX_DATAERR` of BSD's sysexits): the job can never succeed; it goes `dead` at
+/// once, whatever attempts are left.
+pub const EXIT_PERMANENT: i32 = 65;
+/// Exit 75 (`EX_TEMPFAIL`): a temporary failure; the job runs again after the delay printed
+/// on stdout (seconds, or `500ms`, `30s`, `5m`, `2h`, like `Retry-After`), or after its retry
+/// policy's delay when stdout is empty. The attempt counts.
+pub const EXIT_RETRY: i32 = 75;
+/// Exit 98: the job is no longer wanted; it becomes `cancelled` with stderr as the reason.
+pub const EXIT_CANCEL: i32 = 98;
+/// Exit 99: not now; the job waits for the delay printed on stdout (60 s when none is
+/// printed) and the attempt does not count.
+pub const EXIT_SNOOZE: i32 = 99;
+
+/// The snooze of a command that printed no delay.
+pub const DEFAULT_SNOOZE: Duration = Duration::from_secs(60);
+
+/// The most of a command's stderr kept as the attempt's error: its end, where the reason
+/// usually is.
+pub const STDERR_TAIL_BYTES: usize = 4096;
+
+/// What a finished process means. `stopped` says the watchdog stopped it (timeout or
+/// shutdown): then its exit is not the command's answer.
+pub(crate) fn from_exit(
+    status: ExitStatus,
+    stdout: &[u8],
+    stderr_tail: &str,
+    stopped: Option<&str>,
+) -> Result<Option<Value>, JobError> {
+    if let Some(why) = stopped {
+        return Err(JobError::retry(with_stderr(why.to_string(), stderr_tail)));
+    }
+    let Some(code) = status.code() else {
+        let signal = status.signal().unwrap_or(0);
+        return Err(JobError::retry(with_stderr(
+            format!("killed by signal {}", signal_name(signal)),
+            stderr_tail,
+        )));
+    };
+    let first_line = std::str::from_utf8(stdout)
+        .ok()
+        .and_then(|s| s.lines().map(str::trim).find(|l| !l.is_empty()))
+        .unwrap_or("");
+    let error = || with_stderr(format!("exit {code}"), stderr_tail);
+    match code {
+        EXIT_SUCCESS => Ok(json_result(stdout)),
+        EXIT_PERMANENT => Err(JobError::permanent(error())),
+        EXIT_RETRY => match parse_delay(first_line) {
+            Some(delay) => Err(JobError::retry_after(delay, error())),
+            None => Err(JobError::retry(error())),
+        },
+        EXIT_CANCEL => Err(JobError::cancel(error())),
+        EXIT_SNOOZE => Err(JobError::snooze(
+            parse_delay(first_line).unwrap_or(DEFAULT_SNOOZE),
+        )),
+        _ => Err(JobError::retry(error())),
+    }
+}
+
+/// stdout as the job's result when it is a JSON value; anything else is not a result.
+fn json_result(stdout: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(stdout).ok()?.trim();
+    if text.is_empty() {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
+/// One answer line of the JSON-lines protocol, for the job `id`.
+///
+/// # Errors
+/// The outer `Err` is a broken protocol (not JSON, another job's id, an unknown outcome):
+/// the process can no longer be trusted and is restarted.
+pub(crate) fn from_answer(line: &str, id: i64) -> Result<Result<Option<Value>, JobError>, String> {
+    let answer: Value = serde_json::from_str(line)
+        .map_err(|e| format!("answer is not JSON ({e}): {}", clip(line)))?;
+    if answer.get("id").and_then(Value::as_i64) != Some(id) {
+        return Err(format!(
+            "answer for another job (expected id {id}): {}",
+            clip(line)
+        ));
+    }
+    let error = || {
+        answer
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("no error message")
+            .to_string()
+    };
+    let delay = || answer.get("delay").and_then(delay_value);
+    let outcome = answer.get("outcome").and_then(Value::as_str).unwrap_or("");
+    Ok(match outcome {
+        "ok" => Ok(answer.get("result").filter(|r| !r.is_null()).cloned()),
+        "retry" => Err(match delay() {
+            Some(d) => JobError::retry_after(d, error()),
+            None => JobError::retry(error()),
+        }),
+        "permanent" => Err(JobError::permanent(error())),
+        "snooze" => Err(JobError::snooze(delay().unwrap_or(DEFAULT_SNOOZE))),
+        "cancel" => Err(JobError::cancel(error())),
+        other => {
+            return Err(format!(
+                "unknown outcome {other:?} (expected ok, retry, permanent, snooze or cancel)"
+            ))
+        }
+    })
+}
+
+/// A delay given as a JSON number of seconds or as a string like `30s`.
+fn delay_value(value: &Value) -> Option<Duration> {
+    match value {
+        Value::Number(n) => n.as_f64().and_then(seconds),
+        Value::String(s) => parse_delay(s),
+        _ => None,
+    }
+}
+
+/// `30`, `2.5` (seconds), `500ms`, `30s`, `5m`, `2h`, `1d`.
+pub(crate) fn parse_delay(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return None,
+    };
+    seconds(number * scale)
+}
+
+fn seconds(value: f64) -> Option<Duration> {
+    // A year at most: a longer "delay" is a mistake, not a plan.
+    (value.is_finite() && (0.0..=365.0 * 86_400.0).contains(&value))
+        .then(|| Duration::from_secs_f64(value))
+}
+
+fn with_stderr(head: String, stderr_tail: &str) -> String {
+    let tail = stderr_tail.trim();
+    if tail.is_empty() {
+        format!("{head} (nothing on stderr)")
+    } else {
+        format!("{head}: {tail}")
+    }
+}
+
+fn clip(line: &str) -> String {
+    match line.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_string(),
+    }
+}
+
+fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| signal.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::Action;
+
+    fn exit(code: i32) -> ExitStatus {
+        ExitStatus::from_raw(code << 8)
+    }
+
+    fn action(outcome: Result<Option<Value>, JobError>) -> Action {
+        outcome.expect_err("a failure").action
+    }
+
+    #[test]
+    fn exit_codes_map_to_the_documented_outcomes() {
+        assert_eq!(
+            from_exit(exit(0), b"{\"n\": 1}\n", "", None).ok(),
+            Some(Some(serde_json::json!({"n": 1})))
+        );
+        assert_eq!(
+            from_exit(exit(0), b"plain words", "", None).ok(),
+            Some(None)
+        );
+        assert_eq!(
+            action(from_exit(exit(65), b"", "bad", None)),
+            Action::Permanent
+        );
+        assert_eq!(
+            action(from_exit(exit(75), b"30\n", "", None)),
+            Action::RetryAfter(Duration::from_secs(30))
+        );
+        assert_eq!(action(from_exit(exit(75), b"", "", None)), Action::Retry);
+        assert_eq!(action(from_exit(exit(98), b"", "", None)), Action::Cancel);
+        assert_eq!(
+            action(from_exit(exit(99), b"2m", "", None)),
+            Action::Snooze(Duration::from_secs(120))
+        );
+        assert_eq!(
+            action(from_exit(exit(99), b"", "", None)),
+            Action::Snooze(DEFAULT_SNOOZE)
+        );
+        let other = from_exit(exit(3), b"", "boom\n", None).expect_err("fails");
+        assert_eq!(other.action, Action::Retry);
+        assert_eq!(other.message(), "exit 3: boom");
+        let signalled = from_exit(ExitStatus::from_raw(9), b"", "", None).expect_err("fails");
+        assert!(
+            signalled.message().contains("SIGKILL"),
+            "{}",
+            signalled.message()
+        );
+    }
+
+    #[test]
+    fn delays_read_like_retry_after() {
+        assert_eq!(parse_delay("30"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_delay("2.5"), Some(Duration::from_millis(2500)));
+        assert_eq!(parse_delay("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_delay("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_delay("soon"), None);
+        assert_eq!(parse_delay("-1"), None);
+        assert_eq!(parse_delay("1000d"), None);
+    }
+
+    #[test]
+    fn answers_are_checked_against_the_job() {
+        let ok = from_answer(r#"{"id": 7, "outcome": "ok", "result": [1]}"#, 7);
+        assert_eq!(
+            ok.ok().and_then(Result::ok),
+            Some(Some(serde_json::json!([1])))
+        );
+        let retry = from_answer(
+            r#"{"id": 7, "outcome": "retry", "delay": "5s", "error": "x"}"#,
+            7,
+        )
+        .expect("valid");
+        assert_eq!(action(retry), Action::RetryAfter(Duration::from_secs(5)));
+        assert!(from_answer(r#"{"id": 8, "outcome": "ok"}"#, 7).is_err());
+        assert!(from_answer(r#"{"id": 7, "outcome": "maybe"}"#, 7).is_err());
+        assert!(from_answer("not json", 7).is_err());
+    }
+}

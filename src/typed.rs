@@ -1,0 +1,340 @@
+//! Typed jobs: a payload struct that knows its job type name and default options ([`Job`]),
+//! runs itself ([`Perform`]), and is enqueued as is ([`IntoNewJob`]). A layer over the
+//! string-typed API: the row stored is the same `NewJob` with the struct as its JSON payload,
+//! so other programs and the command line see nothing new.
+
+use std::any::type_name;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::context::JobContext;
+use crate::error::Result;
+use crate::handler::{Handler, JobError};
+use crate::job::NewJob;
+use crate::retry::RetryPolicy;
+use crate::worker::{WorkerBuilder, DEFAULT_CONCURRENCY};
+
+/// A payload type tied to its job type name and default options, so the name is written
+/// once and the struct is what code enqueues and handles.
+///
+/// The payload is the struct serialized as JSON. Rename or remove a field only with
+/// `#[serde(alias = "...")]` or `#[serde(default)]` while old rows may still wait: a stored
+/// payload that no longer deserializes makes its job `dead` at once (retrying cannot fix
+/// it), with an error naming the job type, the Rust type and serde's message.
+///
+/// ```
+/// use litejobs::{testing, Job, JobContext, JobError, JobOptions, JobStatus, Perform, Queue, Worker};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct WelcomeEmail {
+///     user_id: i64,
+/// }
+///
+/// impl Job for WelcomeEmail {
+///     const TYPE: &'static str = "welcome_email";
+///     fn options() -> JobOptions {
+///         JobOptions::new().queue("mail").max_attempts(5)
+///     }
+/// }
+///
+/// impl Perform for WelcomeEmail {
+///     fn perform(self, ctx: &JobContext) -> Result<(), JobError> {
+///         ctx.set_result(serde_json::json!({ "sent_to": self.user_id }));
+///         Ok(())
+///     }
+/// }
+///
+/// # fn main() -> litejobs::Result<()> {
+/// let queue = Queue::open_in_memory()?;
+/// let id = queue.enqueue(WelcomeEmail { user_id: 42 })?; // the type's defaults
+/// let stored = queue.job(id)?.expect("just enqueued");
+/// assert_eq!((stored.job_type.as_str(), stored.queue.as_str()), ("welcome_email", "mail"));
+/// assert_eq!(stored.max_attempts, 5);
+///
+/// // Works the "mail" queue too, with the type's timeout and retry policy.
+/// let worker = Worker::builder(&queue).register::<WelcomeEmail>();
+/// assert_eq!(testing::drain(&worker)?.succeeded, 1);
+/// assert_eq!(queue.job(id)?.map(|j| j.status), Some(JobStatus::Succeeded));
+/// # Ok(())
+/// # }
+/// ```
+pub trait Job: Serialize + DeserializeOwned + 'static {
+    /// The job type name stored in the `job_type` column. Keep it stable: rows already
+    /// enqueued carry it.
+    const TYPE: &'static str;
+
+    /// The type's defaults: queue, priority and max attempts are stored with each job at
+    /// enqueue; timeout and retry policy are applied by the worker that registers the type.
+    /// Defaults to [`JobOptions::new`] (the string API's defaults).
+    fn options() -> JobOptions {
+        JobOptions::new()
+    }
+}
+
+/// How a [`Job`] runs: registered with [`WorkerBuilder::register`]. For a handler that
+/// needs state of its own (a connection pool, a client), use the closure form
+/// [`WorkerBuilder::job`] instead.
+///
+/// ```
+/// use litejobs::{testing, Job, JobContext, JobError, Perform, Queue, Worker};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Resize { image_id: u64 }
+///
+/// impl Job for Resize {
+///     const TYPE: &'static str = "resize";
+/// }
+///
+/// impl Perform for Resize {
+///     fn perform(self, _ctx: &JobContext) -> Result<(), JobError> {
+///         if self.image_id == 0 {
+///             return Err(JobError::permanent("no image 0"));
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// # fn main() -> litejobs::Result<()> {
+/// let queue = Queue::open_in_memory()?;
+/// queue.enqueue(Resize { image_id: 0 })?;
+/// let report = testing::drain(&Worker::builder(&queue).register::<Resize>())?;
+/// assert_eq!(report.dead, 1);
+/// # Ok(())
+/// # }
+/// ```
+pub trait Perform: Job {
+    /// Runs one attempt with the deserialized payload; the outcomes are a handler's
+    /// ([`Handler::run`]).
+    fn perform(self, ctx: &JobContext) -> std::result::Result<(), JobError>;
+}
+
+/// A [`Job`] type's defaults, returned by [`Job::options`]. Each one unset keeps the
+/// string API's default; a job's own setting (on a [`NewJob`] from [`NewJob::from_job`])
+/// wins over the type's.
+///
+/// ```
+/// use litejobs::{JobOptions, RetryPolicy};
+/// use std::time::Duration;
+/// let options = JobOptions::new()
+///     .queue("mail")
+///     .priority(5)
+///     .max_attempts(3)
+///     .timeout(Duration::from_secs(20))
+///     .retry_policy(RetryPolicy::exponential(Duration::from_secs(30)));
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[must_use = "JobOptions do nothing unless returned from Job::options"]
+pub struct JobOptions {
+    queue: Option<String>,
+    priority: Option<i64>,
+    max_attempts: Option<u32>,
+    timeout: Option<Duration>,
+    retry_policy: Option<RetryPolicy>,
+}
+
+impl JobOptions {
+    /// No settings: the `"default"` queue, priority 0, the default max attempts, the
+    /// worker's default timeout and retry policy.
+    pub fn new() -> JobOptions {
+        JobOptions::default()
+    }
+
+    /// The queue jobs of this type go to. A worker that registers the type works this queue
+    /// too (with [`DEFAULT_CONCURRENCY`] threads unless it already does).
+    pub fn queue(mut self, queue: impl Into<String>) -> JobOptions {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Priority within the queue; higher runs first.
+    pub fn priority(mut self, priority: i64) -> JobOptions {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Attempts before a job of this type is dead (at least 1, checked at enqueue).
+    pub fn max_attempts(mut self, max_attempts: u32) -> JobOptions {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// The attempt time limit, set on the worker that registers the type (as
+    /// [`WorkerBuilder::timeout`]); a job's own [`NewJob::timeout`] wins.
+    pub fn timeout(mut self, timeout: Duration) -> JobOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The retry policy, set on the worker that registers the type (as
+    /// [`WorkerBuilder::retry_policy`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> JobOptions {
+        self.retry_policy = Some(policy);
+        self
+    }
+
+    /// The options stored with each job, applied to `job`.
+    fn apply_to(&self, mut job: NewJob) -> NewJob {
+        if let Some(queue) = &self.queue {
+            job = job.queue(queue.clone());
+        }
+        if let Some(priority) = self.priority {
+            job = job.priority(priority);
+        }
+        if let Some(max_attempts) = self.max_attempts {
+            job = job.max_attempts(max_attempts);
+        }
+        job
+    }
+}
+
+impl NewJob {
+    /// A job of `J`'s type with `job` as its payload and `J`'s stored defaults (queue,
+    /// priority, max attempts), to change before enqueueing.
+    ///
+    /// ```
+    /// # use litejobs::{Job, NewJob, Queue};
+    /// # use std::time::Duration;
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct WelcomeEmail { user_id: i64 }
+    /// # impl Job for WelcomeEmail { const TYPE: &'static str = "welcome_email"; }
+    /// # fn main() -> litejobs::Result<()> {
+    /// # let queue = Queue::open_in_memory()?;
+    /// let job = NewJob::from_job(&WelcomeEmail { user_id: 42 })?
+    ///     .delay(Duration::from_secs(600))
+    ///     .idempotency_key("welcome:42");
+    /// queue.enqueue(job)?;
+    /// // Many at once, in one transaction:
+    /// let jobs = [WelcomeEmail { user_id: 1 }, WelcomeEmail { user_id: 2 }];
+    /// let batch = jobs.iter().map(NewJob::from_job).collect::<litejobs::Result<Vec<_>>>()?;
+    /// assert_eq!(queue.enqueue_batch(batch)?.len(), 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob), naming the job type, when
+    /// `job` cannot be represented as JSON (see [`NewJob::typed`]).
+    pub fn from_job<J: Job>(job: &J) -> Result<NewJob> {
+        let new_job = NewJob::typed(J::TYPE, job).map_err(|e| e.prefixed(J::TYPE))?;
+        Ok(J::options().apply_to(new_job))
+    }
+}
+
+/// What [`Queue::enqueue`](crate::Queue::enqueue) and [`enqueue_in`](crate::enqueue_in)
+/// accept: a [`NewJob`], or any [`Job`] value (with its type's defaults). Converting may
+/// fail (a value JSON cannot represent), so this is not `Into<NewJob>`.
+pub trait IntoNewJob {
+    /// The job to enqueue.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob) when the value cannot be
+    /// serialized as JSON.
+    fn into_new_job(self) -> Result<NewJob>;
+}
+
+impl IntoNewJob for NewJob {
+    fn into_new_job(self) -> Result<NewJob> {
+        Ok(self)
+    }
+}
+
+impl<J: Job> IntoNewJob for J {
+    fn into_new_job(self) -> Result<NewJob> {
+        NewJob::from_job(&self)
+    }
+}
+
+/// Runs jobs of type `J` with `run`, after deserializing the payload.
+struct TypedHandler<J, F> {
+    run: F,
+    /// `fn() -> J`: the handler is `Send + Sync` whatever `J` is.
+    job: PhantomData<fn() -> J>,
+}
+
+impl<J, F> Handler for TypedHandler<J, F>
+where
+    J: Job,
+    F: Fn(J, &JobContext) -> std::result::Result<(), JobError> + Send + Sync + 'static,
+{
+    fn run(&self, ctx: &JobContext) -> std::result::Result<(), JobError> {
+        // A payload that does not fit is permanent: the same bytes fail every attempt.
+        let job = J::deserialize(ctx.payload()).map_err(|e| {
+            JobError::permanent(format!(
+                "payload does not match the {} job's type {}: {e}",
+                ctx.job_type(),
+                type_name::<J>()
+            ))
+        })?;
+        (self.run)(job, ctx)
+    }
+}
+
+impl WorkerBuilder {
+    /// Registers the [`Job`] type `J`, run by its [`Perform::perform`], with its options:
+    /// its timeout and retry policy (as [`timeout`](WorkerBuilder::timeout) and
+    /// [`retry_policy`](WorkerBuilder::retry_policy); later calls for `J::TYPE` win), and
+    /// its queue, worked with [`DEFAULT_CONCURRENCY`] threads unless this builder already
+    /// works it (set its threads with [`queue`](WorkerBuilder::queue), before or after).
+    ///
+    /// See [`Job`] for an example.
+    pub fn register<J: Perform>(self) -> Self {
+        self.job(|job: J, ctx: &JobContext| job.perform(ctx))
+    }
+
+    /// Registers the [`Job`] type `J` with a closure that gets the deserialized payload,
+    /// applying `J`'s options as [`register`](WorkerBuilder::register) does.
+    ///
+    /// ```
+    /// use litejobs::{testing, Job, JobContext, Queue, Worker};
+    /// use serde::{Deserialize, Serialize};
+    /// use std::sync::mpsc;
+    ///
+    /// #[derive(Serialize, Deserialize)]
+    /// struct Ping { n: u32 }
+    /// impl Job for Ping { const TYPE: &'static str = "ping"; }
+    ///
+    /// # fn main() -> litejobs::Result<()> {
+    /// let queue = Queue::open_in_memory()?;
+    /// let (seen, got) = mpsc::channel();
+    /// let worker = Worker::builder(&queue).job(move |ping: Ping, _ctx: &JobContext| {
+    ///     seen.send(ping.n).map_err(|e| litejobs::JobError::retry(e.to_string()))
+    /// });
+    /// queue.enqueue(Ping { n: 7 })?;
+    /// testing::drain(&worker)?;
+    /// assert_eq!(got.try_recv().ok(), Some(7));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn job<J, F>(self, run: F) -> Self
+    where
+        J: Job,
+        F: Fn(J, &JobContext) -> std::result::Result<(), JobError> + Send + Sync + 'static,
+    {
+        let options = J::options();
+        let mut builder = self.handler(
+            J::TYPE,
+            TypedHandler {
+                run,
+                job: PhantomData,
+            },
+        );
+        if let Some(timeout) = options.timeout {
+            builder = builder.timeout(J::TYPE, timeout);
+        }
+        if let Some(policy) = options.retry_policy {
+            builder = builder.retry_policy(J::TYPE, policy);
+        }
+        if let Some(queue) = options.queue {
+            if !builder.queues.iter().any(|(name, _)| *name == queue) {
+                builder = builder.queue(queue, DEFAULT_CONCURRENCY);
+            }
+        }
+        builder
+    }
+}

@@ -1,0 +1,244 @@
+//! `GET /endpoints`: the webhook endpoints (Cargo feature `webhook`), each with its state,
+//! circuit breaker (closed, open until when, half-open), failures in a row, latest failure
+//! and rate limit; and `POST /endpoints/{id}/enable` · `/disable`, the page's two buttons.
+//!
+//! Secrets never reach the page: [`Endpoint`] keeps them behind a method this file never
+//! calls. URLs show without their password and query string, which often carry tokens.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::builtin::webhook::{limit_key, Endpoint, Endpoints, JOB_TYPE};
+use crate::limits::{Breaker, BreakerState, BreakerStatus};
+use crate::redact::mask_url_password;
+
+use crate::web::app::{App, Ctx};
+use crate::web::flash;
+use crate::web::format::{ago, clip, count, human_ms, utc};
+use crate::web::html::{action_button, esc, page, Nav};
+use crate::web::http::{query_string, Response};
+
+use super::error_response;
+
+/// Why an endpoint disabled with the page's button is disabled (kept on the endpoint and
+/// in the error of each delivery that goes dead meanwhile).
+const DISABLED_HERE: &str = "disabled from the dashboard";
+
+/// `GET /endpoints`.
+pub(crate) fn render(app: &App, ctx: &Ctx) -> Response {
+    let endpoints = match Endpoints::new(&app.queue).list() {
+        Ok(e) => e,
+        Err(e) => return error_response(ctx, &e),
+    };
+    // One read for every breaker; an endpoint's is under `limit_key(id)`.
+    let breakers: HashMap<String, BreakerStatus> = match Breaker::list(&app.queue) {
+        Ok(list) => list.into_iter().map(|b| (b.key.clone(), b)).collect(),
+        Err(e) => return error_response(ctx, &e),
+    };
+    let now = ctx.now;
+    let deliveries = |status: &str| {
+        format!(
+            "/jobs{}",
+            query_string(&[("type", JOB_TYPE), ("status", status)])
+        )
+    };
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "<div class=\"page-head\"><h1>Webhook endpoints</h1><span class=\"muted\">{} registered · \
+         <a href=\"{}\">retrying deliveries</a> · <a href=\"{}\">dead deliveries</a></span></div>",
+        count(i64::try_from(endpoints.len()).unwrap_or(i64::MAX)),
+        esc(&deliveries("failed")),
+        esc(&deliveries("dead")),
+    );
+    if endpoints.is_empty() {
+        body.push_str(
+            "<p class=\"empty\">No webhook endpoints yet: add one with \
+             <code>litejobs webhook add URL</code> or <code>Endpoints::add</code>.</p>\n",
+        );
+    } else {
+        body.push_str(
+            "<table class=\"grid endpoints\"><thead><tr><th class=\"num\">Id</th><th>URL</th>\
+             <th>State</th><th>Circuit breaker</th><th class=\"num\">Failures in a row</th>\
+             <th>Latest failure</th><th>Rate limit</th><th></th></tr></thead><tbody>\n",
+        );
+        for endpoint in &endpoints {
+            let breaker = breakers.get(&limit_key(endpoint.id));
+            row(&mut body, ctx, endpoint, breaker, now);
+        }
+        body.push_str(
+            "</tbody></table>\n<p class=\"muted small\">While a breaker is open, the \
+             endpoint's deliveries wait without spending attempts; when its cool-down ends one \
+             delivery probes, and its result closes or reopens the breaker. A disabled \
+             endpoint's deliveries go dead at once.</p>\n",
+        );
+    }
+    Response::html(
+        200,
+        page(ctx, Nav::Endpoints, "Webhook endpoints", "", &body),
+    )
+}
+
+/// One endpoint's row.
+fn row(
+    body: &mut String,
+    ctx: &Ctx,
+    endpoint: &Endpoint,
+    breaker: Option<&BreakerStatus>,
+    now: i64,
+) {
+    let when = |ms: i64| {
+        format!(
+            "<span title=\"{}\">{}</span>",
+            esc(&utc(ms)),
+            esc(&ago(ms, now))
+        )
+    };
+    let description = if endpoint.description.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<div class=\"muted small\">{}</div>",
+            esc(&clip(&endpoint.description, 200))
+        )
+    };
+    let state = if endpoint.enabled {
+        "<span class=\"badge badge-active\">enabled</span>".to_string()
+    } else {
+        format!(
+            "<span class=\"badge badge-paused\">disabled</span> <span class=\"muted small\">{}</span>",
+            esc(&clip(
+                endpoint
+                    .disabled_reason
+                    .as_deref()
+                    .unwrap_or("no reason given"),
+                200
+            ))
+        )
+    };
+    let breaker_cell = match breaker.map(|b| (b.state, b.open_until)) {
+        None | Some((BreakerState::Closed, _)) => {
+            "<span class=\"badge badge-active\">closed</span>".to_string()
+        }
+        Some((BreakerState::Open, Some(until))) if until > now => format!(
+            "<span class=\"badge badge-dead\">open</span> until {}",
+            when(until)
+        ),
+        Some((BreakerState::Open, _)) => "<span class=\"badge badge-dead\">open</span> \
+             <span class=\"muted small\">cool-down over: the next delivery probes</span>"
+            .to_string(),
+        Some((BreakerState::HalfOpen, until)) => format!(
+            "<span class=\"badge badge-failed\">half-open</span> <span class=\"muted small\">\
+             one delivery probes{}</span>",
+            until.map_or_else(String::new, |u| format!(", its turn lapses {}", when(u)))
+        ),
+    };
+    let latest = match breaker.and_then(|b| b.last_error.as_deref().map(|e| (e, b))) {
+        Some((error, b)) => format!(
+            "<span class=\"error-text\">{}</span> <span class=\"muted small\">({})</span>",
+            esc(&clip(error, 200)),
+            when(b.updated_at)
+        ),
+        None => "–".to_string(),
+    };
+    let action = format!("/endpoints/{}", endpoint.id);
+    let button = if endpoint.enabled {
+        action_button(
+            ctx,
+            &format!("{action}/disable"),
+            "Disable",
+            "btn-small btn-quiet",
+            Some("Disable this endpoint? Its deliveries go dead until it is enabled again."),
+        )
+    } else {
+        action_button(
+            ctx,
+            &format!("{action}/enable"),
+            "Enable",
+            "btn-small",
+            None,
+        )
+    };
+    let _ = writeln!(
+        body,
+        "<tr><td class=\"num\">{}</td><td class=\"wrap-cell\"><code>{}</code>{description}</td>\
+         <td>{state}</td><td>{breaker_cell}</td><td class=\"num\">{}</td>\
+         <td class=\"wrap-cell\">{latest}</td><td>{}</td><td>{button}</td></tr>",
+        endpoint.id,
+        esc(&shown_url(&endpoint.url)),
+        count(breaker.map_or(0, |b| b.failures)),
+        esc(&rate_text(endpoint)),
+    );
+}
+
+/// `POST /endpoints/{id}/enable` and `/disable`.
+pub(crate) fn switch(app: &App, ctx: &Ctx, id: i64, enable: bool) -> Response {
+    let endpoints = Endpoints::new(&app.queue);
+    let result = if enable {
+        endpoints.enable(id)
+    } else {
+        endpoints.disable(id, DISABLED_HERE)
+    };
+    match result {
+        Ok(()) => flash::redirect(
+            &app.secret,
+            "/endpoints",
+            true,
+            &if enable {
+                format!("Webhook endpoint {id} enabled.")
+            } else {
+                format!(
+                    "Webhook endpoint {id} disabled: its deliveries go dead until it is \
+                     enabled again."
+                )
+            },
+        ),
+        Err(e) => error_response(ctx, &e),
+    }
+}
+
+/// The URL without its password, query string or fragment: they often carry tokens.
+fn shown_url(url: &str) -> String {
+    let masked = mask_url_password(url);
+    match masked.find(['?', '#']) {
+        // `?` and `#` are ASCII: `cut + 1` is a char boundary.
+        Some(cut) => format!("{}…", &masked[..cut + 1]),
+        None => masked,
+    }
+}
+
+/// `10/s`, `600/m`, `5/2s`, or `none`.
+fn rate_text(endpoint: &Endpoint) -> String {
+    let Some(limit) = endpoint.rate_limit else {
+        return "none".to_string();
+    };
+    let period = match endpoint.rate_period_ms {
+        1_000 => "s".to_string(),
+        60_000 => "m".to_string(),
+        3_600_000 => "h".to_string(),
+        86_400_000 => "d".to_string(),
+        ms => human_ms(ms).replace(' ', ""),
+    };
+    format!("{limit}/{period}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_show_without_password_query_or_fragment() {
+        assert_eq!(
+            shown_url("https://u:pw@crm.example/hook?token=abc"),
+            "https://u:***@crm.example/hook?…"
+        );
+        assert_eq!(
+            shown_url("https://crm.example/hook#x"),
+            "https://crm.example/hook#…"
+        );
+        assert_eq!(
+            shown_url("http://127.0.0.1:8000/hooks"),
+            "http://127.0.0.1:8000/hooks"
+        );
+    }
+}

@@ -1,0 +1,313 @@
+//! `litejobs work --exec/--serve` (R29): command handlers run by the binary, with real
+//! scripts: jobs done end to end, shutdown mid-job that stops the command's process group,
+//! a command that finishes within the grace, refusals at start, the Python --serve example.
+
+use super::work::WorkChild;
+use super::*;
+
+fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("writing a script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+fn enqueue(db: &Path, job_type: &str, payload: &str) -> i64 {
+    let out = run(db, &["enqueue", job_type, payload]).ok();
+    out.stdout.trim().parse().expect("enqueue prints the id")
+}
+
+fn job(db: &Path, id: i64) -> Value {
+    run(db, &["show", &id.to_string(), "--json"]).json()["job"].clone()
+}
+
+/// Polls `show` until job `id` has `status` (bounded: fails after 30 s).
+fn wait_status(db: &Path, id: i64, status: &str) -> Value {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = job(db, id);
+        if job["status"] == status {
+            return job;
+        }
+        assert!(
+            Instant::now() < end,
+            "job {id} never became {status}: {job}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (bounded) until `path` holds a pid, and returns it.
+fn wait_pid(path: &Path) -> i32 {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < end,
+            "the command never wrote {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn runs(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty() && stat.split_whitespace().nth(2) != Some("Z")
+}
+
+fn sigterm(work: &WorkChild) {
+    let pid = work.child.id().to_string();
+    let sent = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+}
+
+#[test]
+fn work_exec_runs_a_script_per_job_with_the_database_in_its_environment() {
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "exec.db");
+    run(&db, &["init"]).ok();
+    let greet = script(
+        dir.path(),
+        "greet.sh",
+        "#!/bin/sh\nname=$(cat | sed 's/.*\"name\": *\"\\([^\"]*\\)\".*/\\1/')\n[ -n \"$LITEJOBS_DB\" ] || exit 65\nprintf '{\"greeting\": \"hello %s\"}\\n' \"$name\"\n",
+    );
+    let ids: Vec<i64> = ["ada", "bob", "cy"]
+        .iter()
+        .map(|n| enqueue(&db, "greet", &format!("{{\"name\": \"{n}\"}}")))
+        .collect();
+    let exec = format!("greet={}", greet.display());
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec], &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    for (id, name) in ids.iter().zip(["ada", "bob", "cy"]) {
+        let done = wait_status(&db, *id, "succeeded");
+        assert_eq!(
+            done["result"],
+            json!({ "greeting": format!("hello {name}") })
+        );
+    }
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+}
+
+#[test]
+fn shutdown_mid_job_stops_the_command_s_process_group_and_releases_its_job() {
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "exec.db");
+    run(&db, &["init"]).ok();
+    let pidfile = dir.path().join("pid");
+    // Ignores SIGTERM: only the SIGKILL after --kill-grace stops it.
+    let stubborn = script(
+        dir.path(),
+        "stubborn.sh",
+        &format!(
+            "#!/bin/sh\ntrap '' TERM\necho $$ > {}\nwhile :; do sleep 0.1; done\n",
+            pidfile.display()
+        ),
+    );
+    let id = enqueue(&db, "slow", "{}");
+    let exec = format!("slow={}", stubborn.display());
+    let args = ["--exec", &exec, "--grace", "500ms", "--kill-grace", "300ms"];
+    let mut work = WorkChild::start_with(&db, &args, &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let pid = wait_pid(&pidfile);
+    assert!(runs(pid));
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(!runs(pid), "the command outlived `work`: {lines:?}");
+    let released = job(&db, id);
+    assert_eq!(released["status"], "queued", "{released}");
+    assert_eq!(
+        released["attempts"], 0,
+        "a released job keeps its attempt: {released}"
+    );
+}
+
+#[test]
+fn a_command_that_ends_within_the_grace_finishes_its_job() {
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "exec.db");
+    run(&db, &["init"]).ok();
+    let pidfile = dir.path().join("pid");
+    let gofile = dir.path().join("go");
+    // Runs until the test says go (after `work` got SIGTERM), then succeeds.
+    let patient = script(
+        dir.path(),
+        "patient.sh",
+        &format!(
+            "#!/bin/sh\necho $$ > {}\nwhile [ ! -e {} ]; do sleep 0.05; done\necho '{{\"finished\": true}}'\n",
+            pidfile.display(),
+            gofile.display()
+        ),
+    );
+    let id = enqueue(&db, "slow", "{}");
+    let exec = format!("slow={}", patient.display());
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec, "--grace", "30s"], &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    wait_pid(&pidfile);
+    sigterm(&work);
+    assert!(work.wait_for_line("shutting down"), "{:?}", work.seen);
+    std::fs::write(&gofile, "").expect("go");
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let done = job(&db, id);
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["result"], json!({"finished": true}));
+}
+
+#[test]
+fn work_refuses_a_command_that_cannot_run_before_claiming_anything() {
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "exec.db");
+    run(&db, &["init"]).ok();
+    let id = enqueue(&db, "t", "{}");
+    let missing = dir.path().join("missing.sh");
+    let run_work = |args: &[&str]| {
+        Run::from(
+            litejobs(&db)
+                .arg("work")
+                .args(args)
+                .output()
+                .expect("running litejobs work"),
+        )
+    };
+    run_work(&["--exec", &format!("t={}", missing.display())]).refused("not found");
+    run_work(&["--exec", "t=no-such-program-anywhere --flag"]).refused("not found in PATH");
+    let not_executable = dir.path().join("plain.txt");
+    std::fs::write(&not_executable, "echo").expect("write");
+    run_work(&["--exec", &format!("t={}", not_executable.display())])
+        .refused("not an executable file");
+    run_work(&["--exec", "t=/bin/true", "--serve", "t=/bin/cat"]).refused("has a command already");
+    let bad = run_work(&["--exec", "no-equals-sign"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("TYPE=COMMAND"), "{bad:?}");
+    assert_eq!(job(&db, id)["status"], "queued", "nothing was claimed");
+}
+
+#[test]
+fn work_help_documents_the_exit_codes_and_the_serve_protocol() {
+    let help = Run::from(
+        Command::new(BIN)
+            .args(["work", "--help"])
+            .output()
+            .expect("running litejobs work --help"),
+    )
+    .ok()
+    .stdout;
+    for needle in [
+        "--exec <TYPE=COMMAND>",
+        "--serve <TYPE=COMMAND>",
+        "--timeout <[TYPE=]DURATION>",
+        "--kill-grace",
+        "65           dead at once",
+        "75           retry after",
+        "99           snooze",
+        "98           cancelled",
+        "LITEJOBS_JOB_ID",
+        "LITEJOBS_DEADLINE_MS",
+        "\"outcome\":\"ok|retry|permanent|snooze|cancel\"",
+    ] {
+        assert!(
+            help.contains(needle),
+            "work --help lacks {needle:?}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn work_serve_runs_the_python_example() {
+    if !crate::support::have_tool("python3") {
+        return;
+    }
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "serve.db");
+    run(&db, &["init"]).ok();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve_worker.py");
+    let counted = enqueue(&db, "count_words", r#"{"text": "one two three"}"#);
+    let refused = enqueue(&db, "count_words", r#"{"no_text": 1}"#);
+    let serve = format!("count_words=python3 {}", example.display());
+    let mut work = WorkChild::start_with(
+        &db,
+        &["--serve", &serve, "--concurrency", "count_words=2"],
+        &[],
+    );
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let done = wait_status(&db, counted, "succeeded");
+    assert_eq!(done["result"], json!({"words": 3}));
+    let dead = wait_status(&db, refused, "dead");
+    assert_eq!(dead["last_error"], "payload needs a string 'text'");
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("exit status: 0")),
+        "the example exits by itself when its stdin closes: {lines:?}"
+    );
+}
+
+#[test]
+fn work_exec_runs_the_shell_example() {
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "exec.db");
+    run(&db, &["init"]).ok();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exec_handler.sh");
+    let photo = dir.path().join("photo.jpg");
+    std::fs::write(&photo, "12345").expect("write");
+    let there = enqueue(
+        &db,
+        "resize",
+        &format!("{{\"path\": \"{}\"}}", photo.display()),
+    );
+    let missing = dir.path().join("later.jpg");
+    let later = enqueue(
+        &db,
+        "resize",
+        &format!("{{\"path\": \"{}\"}}", missing.display()),
+    );
+    let broken = enqueue(&db, "resize", r#"{"width": 640}"#);
+    let exec = format!("resize={}", example.display());
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec], &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let done = wait_status(&db, there, "succeeded");
+    assert_eq!(
+        done["result"],
+        json!({"path": photo.display().to_string(), "bytes": 5})
+    );
+    let waiting = wait_status(&db, later, "failed");
+    let error = waiting["last_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.starts_with("exit 75: job ") && error.contains("is not there yet"),
+        "{error}"
+    );
+    let delay =
+        waiting["run_at"].as_i64().unwrap_or(0) - waiting["updated_at"].as_i64().unwrap_or(0);
+    assert!(
+        (29_000..=31_000).contains(&delay),
+        "retried after the printed 30 s: {delay} ms"
+    );
+    let dead = wait_status(&db, broken, "dead");
+    assert!(
+        dead["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has no \"path\""),
+        "{dead}"
+    );
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+}
