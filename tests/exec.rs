@@ -4,7 +4,7 @@
 //! mid-job, stop answering or break the protocol, without a job lost or run twice.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use litejobs::exec::{Command, Serve};
@@ -12,16 +12,7 @@ use litejobs::{testing, JobRecord, JobStatus, NewJob, Worker};
 use serde_json::{json, Value};
 
 use crate::support::scripted::wait_finished;
-use crate::support::{have_tool, setup, TestEnv, START_MS};
-
-/// Writes an executable script into the test's directory.
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("writing a script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
+use crate::support::{have_tool, setup, write_script, TestEnv, START_MS};
 
 /// Each case's payload names what the script does.
 const SHELL_HANDLER: &str = r#"#!/bin/sh
@@ -126,7 +117,7 @@ fn check_exit_codes(env: &TestEnv, handler: Command) {
 #[test]
 fn a_shell_script_s_exit_codes_give_the_documented_outcomes() {
     let env = setup();
-    let path = script(env.dir.path(), "handler.sh", SHELL_HANDLER);
+    let path = write_script(env.dir.path(), "handler.sh", SHELL_HANDLER);
     check_exit_codes(&env, Command::new(path.to_string_lossy()));
 }
 
@@ -136,14 +127,14 @@ fn a_python_script_s_exit_codes_give_the_documented_outcomes() {
         return;
     }
     let env = setup();
-    let path = script(env.dir.path(), "handler.py", PYTHON_HANDLER);
+    let path = write_script(env.dir.path(), "handler.py", PYTHON_HANDLER);
     check_exit_codes(&env, Command::new(path.to_string_lossy()));
 }
 
 #[test]
 fn a_command_gets_the_job_in_its_environment_and_stderr_s_end_as_the_error() {
     let env = setup();
-    let path = script(env.dir.path(), "handler.sh", SHELL_HANDLER);
+    let path = write_script(env.dir.path(), "handler.sh", SHELL_HANDLER);
     let id = env
         .queue
         .enqueue(
@@ -171,7 +162,7 @@ fn a_command_gets_the_job_in_its_environment_and_stderr_s_end_as_the_error() {
     );
 
     // Only the last 4 KiB of a long stderr is kept: its end, where the reason is.
-    let noisy = script(
+    let noisy = write_script(
         env.dir.path(),
         "noisy.sh",
         "#!/bin/sh\ncat >/dev/null\nhead -c 20000 /dev/zero | tr '\\0' x >&2\necho ' the reason' >&2\nexit 1\n",
@@ -240,7 +231,7 @@ fn past_its_timeout_a_command_s_whole_process_tree_is_stopped() {
     let env = setup();
     let pids = env.dir.path().join("pids");
     // The command starts a child that ignores SIGTERM (only SIGKILL stops it), then hangs.
-    let path = script(
+    let path = write_script(
         env.dir.path(),
         "hang.sh",
         &format!(
@@ -302,7 +293,7 @@ fn serve_workers_answer_crash_hang_and_break_the_protocol_without_losing_or_repe
         return;
     }
     let env = setup();
-    let worker_py = script(env.dir.path(), "worker.py", SERVE_WORKER);
+    let worker_py = write_script(env.dir.path(), "worker.py", SERVE_WORKER);
     let log = env.dir.path().join("runs.log");
     let events = env.queue.subscribe();
     let plan = [
@@ -422,7 +413,7 @@ fn a_serve_result_and_the_job_fields_reach_the_process() {
         return;
     }
     let env = setup();
-    let echo = script(
+    let echo = write_script(
         env.dir.path(),
         "echo.py",
         "#!/usr/bin/env python3\nimport json, sys\nfor line in sys.stdin:\n    job = json.loads(line)\n    print(json.dumps({\"id\": job[\"id\"], \"outcome\": \"ok\", \"result\": job}), flush=True)\n",

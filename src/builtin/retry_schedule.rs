@@ -68,47 +68,17 @@ pub(crate) fn schedule_from_var(name: &str, value: &str) -> Result<RetryPolicy> 
     })
 }
 
-/// One delay: `500ms`, `30s`, `5m`, `2h`, `1d`, or a sum written together such as `1h30m`.
+/// One delay, as every duration litejobs reads ([`crate::human::parse_duration`]), above 0
+/// and at most [`MAX_DELAY`].
 fn parse_delay(text: &str) -> std::result::Result<Duration, String> {
-    let mut total_ms: u128 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if digits == 0 {
-            return Err(format!("expected a number at {rest:?}"));
-        }
-        let (number, after) = rest.split_at(digits);
-        let letters = after.len()
-            - after
-                .trim_start_matches(|c: char| c.is_ascii_alphabetic())
-                .len();
-        let (unit, after) = after.split_at(letters);
-        let per_unit_ms: u128 = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "" if after.starts_with('.') => {
-                return Err("fractions are not supported (write 1h30m, not 1.5h)".to_string())
-            }
-            "" => return Err(format!("{number} needs a unit (ms, s, m, h or d)")),
-            other => return Err(format!("unknown unit {other:?} (use ms, s, m, h or d)")),
-        };
-        let n: u128 = number.parse().map_err(|_| "too large".to_string())?;
-        total_ms = n
-            .checked_mul(per_unit_ms)
-            .and_then(|ms| total_ms.checked_add(ms))
-            .ok_or_else(|| "too large".to_string())?;
-        rest = after;
-    }
-    if total_ms == 0 {
+    let delay = crate::human::parse_duration(text)?;
+    if delay.is_zero() {
         return Err("a delay must be above 0 (a failing job would retry at once)".to_string());
     }
-    if total_ms > MAX_DELAY.as_millis() {
+    if delay > MAX_DELAY {
         return Err("a delay may be at most 30d".to_string());
     }
-    Ok(Duration::from_millis(total_ms as u64))
+    Ok(delay)
 }
 
 #[cfg(test)]

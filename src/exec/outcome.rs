@@ -127,23 +127,15 @@ fn delay_value(value: &Value) -> Option<Duration> {
     }
 }
 
-/// `30`, `2.5` (seconds), `500ms`, `30s`, `5m`, `2h`, `1d`.
+/// `30`, `2.5` (seconds, as in `Retry-After`), or a duration such as `500ms`, `5m`, `1h30m`.
 pub(crate) fn parse_delay(text: &str) -> Option<Duration> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 0.001,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => return None,
-    };
-    seconds(number * scale)
+    match text.parse::<f64>() {
+        Ok(secs) => seconds(secs),
+        Err(_) => crate::human::parse_duration(text)
+            .ok()
+            .and_then(|d| seconds(d.as_secs_f64())),
+    }
 }
 
 fn seconds(value: f64) -> Option<Duration> {

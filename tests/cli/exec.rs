@@ -4,14 +4,7 @@
 
 use super::work::WorkChild;
 use super::*;
-
-fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("writing a script");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    path
-}
+use crate::support::write_script;
 
 fn enqueue(db: &Path, job_type: &str, payload: &str) -> i64 {
     let out = run(db, &["enqueue", job_type, payload]).ok();
@@ -76,7 +69,7 @@ fn work_exec_runs_a_script_per_job_with_the_database_in_its_environment() {
     let dir = temp_dir();
     let (db, _pg) = new_db(dir.path(), "exec.db");
     run(&db, &["init"]).ok();
-    let greet = script(
+    let greet = write_script(
         dir.path(),
         "greet.sh",
         "#!/bin/sh\nname=$(cat | sed 's/.*\"name\": *\"\\([^\"]*\\)\".*/\\1/')\n[ -n \"$LITEJOBS_DB\" ] || exit 65\nprintf '{\"greeting\": \"hello %s\"}\\n' \"$name\"\n",
@@ -107,7 +100,7 @@ fn shutdown_mid_job_stops_the_command_s_process_group_and_releases_its_job() {
     run(&db, &["init"]).ok();
     let pidfile = dir.path().join("pid");
     // Ignores SIGTERM: only the SIGKILL after --kill-grace stops it.
-    let stubborn = script(
+    let stubborn = write_script(
         dir.path(),
         "stubborn.sh",
         &format!(
@@ -142,7 +135,7 @@ fn a_command_that_ends_within_the_grace_finishes_its_job() {
     let pidfile = dir.path().join("pid");
     let gofile = dir.path().join("go");
     // Runs until the test says go (after `work` got SIGTERM), then succeeds.
-    let patient = script(
+    let patient = write_script(
         dir.path(),
         "patient.sh",
         &format!(

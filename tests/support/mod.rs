@@ -250,6 +250,16 @@ pub fn create_app_database(path: &Path) {
     );
 }
 
+/// Writes an executable script (a command handler under test) into `dir`.
+#[cfg(unix)]
+pub fn write_script(dir: &Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("writing a script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
 /// A child process killed (and reaped) when dropped, so a test that fails or is stopped
 /// half-way never leaves a `litejobs work` or `web` running behind it.
 #[derive(Debug)]

@@ -92,6 +92,35 @@ impl Endpoint {
         self.previous_secret.as_deref()
     }
 
+    /// The rate limit as people write it: `10/s`, `600/m`, `5/2s`, or `none`.
+    ///
+    /// ```
+    /// # use litejobs::builtin::webhook::{Endpoints, NewEndpoint};
+    /// # use litejobs::limits::RateLimit;
+    /// # use std::time::Duration;
+    /// # fn main() -> litejobs::Result<()> {
+    /// # let queue = litejobs::Queue::open_in_memory()?;
+    /// let endpoints = Endpoints::new(&queue);
+    /// let limit = RateLimit::new(600, Duration::from_secs(60));
+    /// let id = endpoints.add(NewEndpoint::new("https://example.com/hook", "").rate_limit(limit))?;
+    /// assert_eq!(endpoints.get(id)?.map(|e| e.rate_text()).as_deref(), Some("600/m"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn rate_text(&self) -> String {
+        let Some(limit) = self.rate_limit else {
+            return "none".to_string();
+        };
+        let period = match self.rate_period_ms {
+            1_000 => "s".to_string(),
+            60_000 => "m".to_string(),
+            3_600_000 => "h".to_string(),
+            86_400_000 => "d".to_string(),
+            ms => crate::human::duration_ms(ms).replace(' ', ""),
+        };
+        format!("{limit}/{period}")
+    }
+
     /// The endpoint's rate limit, if it has one.
     pub fn rate(&self) -> Option<RateLimit> {
         let limit = u32::try_from(self.rate_limit?).unwrap_or(u32::MAX).max(1);

@@ -14,7 +14,7 @@ use crate::redact::mask_url_password;
 
 use crate::web::app::{App, Ctx};
 use crate::web::flash;
-use crate::web::format::{ago, clip, count, human_ms, utc};
+use crate::web::format::{ago, clip, count, utc};
 use crate::web::html::{action_button, esc, page, Nav};
 use crate::web::http::{query_string, Response};
 
@@ -167,7 +167,7 @@ fn row(
         endpoint.id,
         esc(&shown_url(&endpoint.url)),
         count(breaker.map_or(0, |b| b.failures)),
-        esc(&rate_text(endpoint)),
+        esc(&endpoint.rate_text()),
     );
 }
 
@@ -205,21 +205,6 @@ fn shown_url(url: &str) -> String {
         Some(cut) => format!("{}…", &masked[..cut + 1]),
         None => masked,
     }
-}
-
-/// `10/s`, `600/m`, `5/2s`, or `none`.
-fn rate_text(endpoint: &Endpoint) -> String {
-    let Some(limit) = endpoint.rate_limit else {
-        return "none".to_string();
-    };
-    let period = match endpoint.rate_period_ms {
-        1_000 => "s".to_string(),
-        60_000 => "m".to_string(),
-        3_600_000 => "h".to_string(),
-        86_400_000 => "d".to_string(),
-        ms => human_ms(ms).replace(' ', ""),
-    };
-    format!("{limit}/{period}")
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use super::{CliError, Ctx, Exit};
 use crate::args::{
     EndpointIdArgs, WebhookAddArgs, WebhookCommand, WebhookDisableArgs, WebhookRotateArgs,
 };
-use crate::duration::{ago, human_ms, utc};
+use crate::duration::{ago, utc};
 use crate::output::{clip, one_line, or_dash, write_json, Table};
 
 /// `show` looks for an endpoint's failed deliveries among this many of the newest retrying
@@ -215,7 +215,7 @@ fn list(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
             clip(&state_text(e), 40),
             breaker_short(breaker, now),
             breaker.map_or(0, |b| b.failures).to_string(),
-            rate_text(e),
+            e.rate_text(),
             clip(&mask_url_password(&e.url), 60),
             clip(&or_dash(breaker.and_then(|b| b.last_error.as_deref())), 50),
             clip(&e.description, 40),
@@ -316,7 +316,7 @@ fn show(ctx: &Ctx, args: &EndpointIdArgs, out: &mut dyn Write) -> Result<Exit, C
         ("endpoint", endpoint.id.to_string()),
         ("url", mask_url_password(&endpoint.url)),
         ("state", state_text(&endpoint)),
-        ("rate limit", rate_text(&endpoint)),
+        ("rate limit", endpoint.rate_text()),
     ];
     if !endpoint.description.is_empty() {
         fields.push(("description", endpoint.description.clone()));
@@ -520,21 +520,6 @@ fn state_text(endpoint: &Endpoint) -> String {
                 .unwrap_or("no reason given")
         )
     }
-}
-
-/// `10/s`, `600/m`, `5/2s`, or `none`.
-fn rate_text(endpoint: &Endpoint) -> String {
-    let Some(limit) = endpoint.rate_limit else {
-        return "none".to_string();
-    };
-    let period = match endpoint.rate_period_ms {
-        1_000 => "s".to_string(),
-        60_000 => "m".to_string(),
-        3_600_000 => "h".to_string(),
-        86_400_000 => "d".to_string(),
-        ms => human_ms(ms).replace(' ', ""),
-    };
-    format!("{limit}/{period}")
 }
 
 /// The breaker in a table cell: `closed`, `open, probe in 42s`, `half_open, probing`.
