@@ -102,7 +102,8 @@ impl Endpoint {
     /// # let queue = litejobs::Queue::open_in_memory()?;
     /// let endpoints = Endpoints::new(&queue);
     /// let limit = RateLimit::new(600, Duration::from_secs(60));
-    /// let id = endpoints.add(NewEndpoint::new("https://example.com/hook", "").rate_limit(limit))?;
+    /// let secret = litejobs::builtin::webhook::generate_secret()?;
+    /// let id = endpoints.add(NewEndpoint::new("https://example.com/hook", secret).rate_limit(limit))?;
     /// assert_eq!(endpoints.get(id)?.map(|e| e.rate_text()).as_deref(), Some("600/m"));
     /// # Ok(())
     /// # }
