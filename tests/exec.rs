@@ -431,3 +431,125 @@ fn a_serve_result_and_the_job_fields_reach_the_process() {
                "deadline_ms": START_MS + 60_000, "payload": {"n": 1}})
     );
 }
+
+/// Waits (bounded) until every job in `ids` finished with `status`; fails on any other end.
+/// A snoozed job is made due again by moving `clock` past the snooze.
+fn wait_all_status(
+    events: &crossbeam_channel::Receiver<litejobs::Event>,
+    ids: &[i64],
+    status: JobStatus,
+    clock: &litejobs::ManualClock,
+) {
+    let mut open: Vec<i64> = ids.to_vec();
+    let end = Instant::now() + Duration::from_secs(60);
+    while !open.is_empty() {
+        match events.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(litejobs::Event::Finished {
+                id, status: got, ..
+            }) if open.contains(&id) => {
+                if got == status {
+                    open.retain(|&o| o != id);
+                } else {
+                    assert!(
+                        matches!(got, JobStatus::Queued),
+                        "job {id} ended {got:?}, expected {status:?} (or a snooze)"
+                    );
+                    clock.advance(litejobs::exec::NO_SLOT_SNOOZE * 2);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => panic!("jobs {open:?} did not finish: {e}"),
+        }
+    }
+}
+
+#[test]
+fn jobs_waiting_for_a_concurrency_slot_go_back_to_the_queue_without_spending_their_attempt() {
+    let env = setup();
+    let go = env.dir.path().join("go");
+    let started = env.dir.path().join("started");
+    // Each run notes that it started, then holds its slot until the test says go.
+    let path = write_script(
+        env.dir.path(),
+        "hold.sh",
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho $LITEJOBS_JOB_ID >> {}\nwhile [ ! -e {} ]; do sleep 0.02; done\n",
+            started.display(),
+            go.display()
+        ),
+    );
+    let events = env.queue.subscribe();
+    let ids: Vec<i64> = (0..3)
+        .map(|_| {
+            let new = NewJob::new("hold", json!({}))
+                .max_attempts(1)
+                .timeout(Duration::from_secs(30));
+            env.queue.enqueue(new).expect("enqueue")
+        })
+        .collect();
+    let worker = Worker::builder(&env.queue)
+        .handler("hold", Command::new(path.to_string_lossy()).concurrency(1))
+        .concurrency(3)
+        .start()
+        .expect("start");
+    // One runs; the others find no slot and go back to the queue (not dead, attempt kept).
+    let snoozed = loop {
+        match events.recv_timeout(Duration::from_secs(30)) {
+            Ok(litejobs::Event::Finished { id, status, .. }) => {
+                assert_eq!(
+                    status,
+                    JobStatus::Queued,
+                    "job {id} went {status:?} while waiting"
+                );
+                break id;
+            }
+            Ok(_) => {}
+            Err(e) => panic!("no job went back to the queue: {e}"),
+        }
+    };
+    assert_eq!(job(&env, snoozed).attempts, 0, "waiting spent no attempt");
+    assert_eq!(read_pids(&started).len(), 1, "one command at a time");
+    std::fs::write(&go, "").expect("go");
+    env.clock.advance(litejobs::exec::NO_SLOT_SNOOZE * 2);
+    wait_all_status(&events, &ids, JobStatus::Succeeded, &env.clock);
+    worker.shutdown(Duration::from_secs(5)).expect("shutdown");
+    for id in ids {
+        assert_eq!(job(&env, id).attempts, 1, "job {id}");
+    }
+}
+
+#[test]
+fn a_serve_process_that_ends_while_idle_costs_no_job_an_attempt() {
+    if !have_tool("python3") {
+        return;
+    }
+    let env = setup();
+    // Answers one job, then exits: the next job must go to a new process, not fail.
+    let pids = env.dir.path().join("pids");
+    let once = write_script(
+        env.dir.path(),
+        "once.py",
+        &format!(
+            "#!/usr/bin/env python3\nimport json, os, sys\nopen({:?}, 'a').write(f'{{os.getpid()}}\\n')\njob = json.loads(sys.stdin.readline())\nprint(json.dumps({{\"id\": job[\"id\"], \"outcome\": \"ok\"}}), flush=True)\n",
+            pids.display().to_string()
+        ),
+    );
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("once", Serve::new(once.to_string_lossy()))
+        .concurrency(1)
+        .start()
+        .expect("start");
+    for round in 1..=3 {
+        let id = env
+            .queue
+            .enqueue(NewJob::new("once", json!({})).max_attempts(1))
+            .expect("enqueue");
+        wait_all_status(&events, &[id], JobStatus::Succeeded, &env.clock);
+        // The process ends while idle; the next job finds it gone and starts another.
+        let started = read_pids(&pids);
+        assert_eq!(started.len(), round, "one process per job: {started:?}");
+        wait_gone(started[round - 1]);
+    }
+    worker.shutdown(Duration::from_secs(5)).expect("shutdown");
+}

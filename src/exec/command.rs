@@ -8,7 +8,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::outcome::{self, STDERR_TAIL_BYTES};
 use super::process::{self, watchdog, Collected, Keep, Program};
-use super::{job_env, parse_command_line, DEFAULT_KILL_GRACE};
+use super::{job_env, parse_command_line, slot_wait_until, DEFAULT_KILL_GRACE, NO_SLOT_SNOOZE};
 use crate::context::JobContext;
 use crate::handler::{Handler, JobError};
 
@@ -117,7 +117,12 @@ impl Command {
     }
 
     /// Runs at most `processes` of this command at once in this worker (0: no limit but the
-    /// worker's handler threads). A job waits for a free slot on its handler thread.
+    /// worker's handler threads). A job waits on its handler thread up to [`MAX_SLOT_WAIT`]
+    /// (a quarter of its timeout if shorter) for a free slot; then it goes back to the queue
+    /// for [`NO_SLOT_SNOOZE`], its attempt not spent.
+    ///
+    /// [`MAX_SLOT_WAIT`]: super::MAX_SLOT_WAIT
+    /// [`NO_SLOT_SNOOZE`]: super::NO_SLOT_SNOOZE
     pub fn concurrency(mut self, processes: usize) -> Command {
         self.slots = (processes > 0).then(|| {
             let (give, take) = crossbeam_channel::bounded(processes);
@@ -139,23 +144,18 @@ impl Command {
         self.program.program.clone()
     }
 
+    /// A free slot, or a snooze: a job never spends its attempt waiting for one.
     fn take_slot(&self, ctx: &JobContext) -> Result<Option<SlotGuard<'_>>, JobError> {
         let Some(slots) = &self.slots else {
             return Ok(None);
         };
-        let until = ctx.run_until();
-        loop {
-            // Short waits: the attempt may be stopped while it waits (a flag, not a channel).
-            match slots.take.recv_timeout(Duration::from_millis(50)) {
-                Ok(()) => return Ok(Some(SlotGuard(&slots.give))),
-                Err(_) if ctx.should_stop() || Instant::now() >= until => {
-                    return Err(JobError::retry(format!(
-                        "no free slot for {} before the attempt's deadline",
-                        self.shown()
-                    )))
-                }
-                Err(_) => {}
-            }
+        let until = slot_wait_until(ctx);
+        match slots
+            .take
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            Ok(()) => Ok(Some(SlotGuard(&slots.give))),
+            Err(_) => Err(JobError::snooze(NO_SLOT_SNOOZE)),
         }
     }
 }

@@ -77,14 +77,41 @@ use crate::error::{Error, ErrorKind, Result};
 /// Time between SIGTERM and SIGKILL for a process group that must stop.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
-/// Waits until no command started by this process's handlers is running, at most
-/// `timeout`; true when none is. `litejobs work` calls it after [`Worker::shutdown`]: the
-/// shutdown's end stops the commands still running (SIGTERM, then SIGKILL after their kill
-/// grace), and the process must not exit before they are gone.
+/// The longest a job waits on its handler thread for a free process (a `concurrency`
+/// slot, or an idle `Serve` process); a quarter of its timeout when that is shorter.
+pub const MAX_SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// A job that found no free process goes back to the queue for this long, its attempt
+/// not spent, rather than spending its time limit waiting.
+pub const NO_SLOT_SNOOZE: Duration = Duration::from_secs(1);
+
+/// Until when a job may wait for a free process: the wait counts toward its time limit, so
+/// it is kept short.
+fn slot_wait_until(ctx: &JobContext) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    let left = ctx.run_until().saturating_duration_since(now);
+    now + MAX_SLOT_WAIT.min(left / 4)
+}
+
+/// Stops the idle [`Serve`] processes (stdin closed, then SIGTERM and SIGKILL after their
+/// kill grace) and waits until no command started by this process's handlers is running,
+/// at most `timeout`; true when none is. `litejobs work` calls it after
+/// [`Worker::shutdown`]: the shutdown's end stops the commands still running (SIGTERM, then
+/// SIGKILL after their kill grace), and the process must not exit before they are gone.
 ///
 /// [`Worker::shutdown`]: crate::Worker::shutdown
 pub fn wait_for_commands(timeout: Duration) -> bool {
+    serve::stop_idle_processes(false);
     process::watchdog().wait_idle(timeout)
+}
+
+/// Kills (SIGKILL) the process group of every command running for this process's handlers
+/// and every idle [`Serve`] process, at once. For a process about to exit without a
+/// graceful shutdown (`litejobs work` on a second signal): no command outlives it as an
+/// orphan. Their jobs come back when their leases expire.
+pub fn kill_all_commands() {
+    process::watchdog().kill_all();
+    serve::stop_idle_processes(true);
 }
 
 /// The environment a command gets for one job.

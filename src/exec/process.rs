@@ -18,6 +18,18 @@ use nix::unistd::Pid;
 /// waited on; 25 ms keeps a timeout's kill prompt and costs nothing while nothing runs.
 const WATCH_TICK: Duration = Duration::from_millis(25);
 
+/// The variables that describe a job to its command.
+pub(crate) const JOB_VARIABLES: [&str; 8] = [
+    "LITEJOBS_JOB_ID",
+    "LITEJOBS_JOB_TYPE",
+    "LITEJOBS_QUEUE",
+    "LITEJOBS_ATTEMPT",
+    "LITEJOBS_MAX_ATTEMPTS",
+    "LITEJOBS_DEADLINE_MS",
+    "LITEJOBS_IDEMPOTENCY_KEY",
+    "LITEJOBS_GROUP_KEY",
+];
+
 /// What to run: a program with its arguments, extra environment and directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Program {
@@ -39,6 +51,11 @@ impl Program {
     /// Starts it in a new process group, stdin, stdout and stderr piped.
     pub(crate) fn spawn(&self, job_env: &[(&str, String)]) -> std::io::Result<Child> {
         let mut command = std::process::Command::new(&self.program);
+        // This process's own values of the job variables (say, `litejobs work` run from a
+        // command handler) must not pass for the job's.
+        for name in JOB_VARIABLES {
+            command.env_remove(name);
+        }
         command
             .args(&self.args)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
@@ -244,6 +261,14 @@ impl Watchdog {
             self.started.notify_all();
         }
         Watch { id }
+    }
+
+    /// SIGKILL to every watched group, now.
+    pub(crate) fn kill_all(&self) {
+        let state = self.lock();
+        for entry in state.entries.values() {
+            signal_group(entry.pgid, Signal::SIGKILL);
+        }
     }
 
     /// Waits until no watched command runs, at most `timeout`. True when none runs.

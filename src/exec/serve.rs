@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -13,12 +13,15 @@ use serde_json::json;
 
 use super::outcome::{self, STDERR_TAIL_BYTES};
 use super::process::{signal_group, watchdog, Program};
-use super::{deadline_ms, parse_command_line, DEFAULT_KILL_GRACE};
+use super::{deadline_ms, parse_command_line, slot_wait_until, DEFAULT_KILL_GRACE, NO_SLOT_SNOOZE};
 use crate::context::JobContext;
 use crate::handler::{Handler, JobError};
 
 /// The longest answer line read (16 MiB): a longer one breaks the protocol.
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// The longest stderr line logged (8 KiB); the rest of a longer one is dropped.
+const MAX_STDERR_LINE: usize = 8 * 1024;
 
 /// A handler that keeps `processes` copies of a program running and sends each one job at a
 /// time: one JSON line in (`{"id", "type", "queue", "attempt", "max_attempts",
@@ -110,7 +113,7 @@ impl Serve {
             program,
             kill_grace: DEFAULT_KILL_GRACE,
             processes: 1,
-            pool: Arc::new(Pool::new(1, DEFAULT_KILL_GRACE)),
+            pool: Pool::shared(1, DEFAULT_KILL_GRACE),
         }
     }
 
@@ -141,7 +144,7 @@ impl Serve {
     /// many handler threads.
     pub fn processes(mut self, processes: usize) -> Serve {
         self.processes = processes.max(1);
-        self.pool = Arc::new(Pool::new(self.processes, self.kill_grace));
+        self.pool = Pool::shared(self.processes, self.kill_grace);
         self
     }
 
@@ -149,7 +152,7 @@ impl Serve {
     /// [`DEFAULT_KILL_GRACE`].
     pub fn kill_grace(mut self, grace: Duration) -> Serve {
         self.kill_grace = grace;
-        self.pool = Arc::new(Pool::new(self.processes, grace));
+        self.pool = Pool::shared(self.processes, grace);
         self
     }
 
@@ -198,25 +201,36 @@ impl Serve {
 
     /// Takes an idle process (or starts one), waiting while all are busy.
     fn take(&self, ctx: &JobContext) -> Result<Worker, JobError> {
-        let until = ctx.run_until();
-        loop {
-            match self.pool.take.recv_timeout(Duration::from_millis(50)) {
-                Ok(Some(worker)) => return Ok(worker),
-                Ok(None) => {
-                    return self.start().inspect_err(|_| {
-                        // The slot stays free for the next try.
-                        let _ = self.pool.give.send(None);
-                    });
+        let until = slot_wait_until(ctx);
+        match self
+            .pool
+            .take
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+        {
+            Ok(Some(mut worker)) => match worker.child.try_wait() {
+                // It exited while idle: no job was lost with it, a new one takes this job.
+                Ok(None) => Ok(worker),
+                _ => {
+                    let ended = self.retire(worker);
+                    log::warn!(
+                        "litejobs: {} ({}) ended while idle: {ended}",
+                        self.shown(),
+                        ended.pid
+                    );
+                    self.start_in_slot()
                 }
-                Err(_) if ctx.should_stop() || Instant::now() >= until => {
-                    return Err(JobError::retry(format!(
-                        "no free {} process before the attempt's deadline",
-                        self.shown()
-                    )))
-                }
-                Err(_) => {}
-            }
+            },
+            Ok(None) => self.start_in_slot(),
+            // All busy: back to the queue, attempt not spent.
+            Err(_) => Err(JobError::snooze(NO_SLOT_SNOOZE)),
         }
+    }
+
+    /// Starts a process for a free slot; on failure the slot stays free.
+    fn start_in_slot(&self) -> Result<Worker, JobError> {
+        self.start().inspect_err(|_| {
+            let _ = self.pool.give.send(None);
+        })
     }
 
     fn run_on(&self, worker: &mut Worker, ctx: &JobContext) -> Answer {
@@ -236,7 +250,7 @@ impl Serve {
             .write_all(line.as_bytes())
             .and_then(|()| worker.stdin.flush())
         {
-            return Answer::Broken(format!("cannot send the job: {e}"));
+            return Answer::NotSent(format!("cannot send the job: {e}"));
         }
         let pid = worker.child.id();
         let watch = watchdog().watch(pid, ctx.stop_flag(), Some(ctx.run_until()), self.kill_grace);
@@ -253,9 +267,12 @@ impl Serve {
                 }
                 Line::Text(text) => {
                     return match outcome::from_answer(&text, ctx.id()) {
+                        // An answer that came as the watchdog was stopping the process: the
+                        // job is done, the process is not trusted with another.
+                        Ok(outcome) if watch.stopped().is_some() => Answer::DoneByStopped(outcome),
                         Ok(outcome) => Answer::Done(outcome),
                         Err(why) => Answer::Broken(why),
-                    }
+                    };
                 }
                 Line::TooLong => {
                     return Answer::Broken(format!("answer over {MAX_ANSWER_BYTES} bytes"))
@@ -275,11 +292,50 @@ impl Serve {
 
 enum Answer {
     Done(Result<Option<serde_json::Value>, JobError>),
+    /// Answered, but the process is being stopped: it takes no other job.
+    DoneByStopped(Result<Option<serde_json::Value>, JobError>),
+    /// The job never reached the process (it had ended): another process may take it.
+    NotSent(String),
     /// The process can no longer be trusted with a job: it is stopped.
     Broken(String),
 }
 
+/// Every live pool, so that the end of `litejobs work` can stop idle processes whose pool
+/// an abandoned handler thread still holds.
+static POOLS: Mutex<Vec<Weak<Pool>>> = Mutex::new(Vec::new());
+
+/// Stops the idle processes of every live pool: stdin closed, then SIGTERM and SIGKILL
+/// after their kill grace (`hard`: SIGKILL at once).
+pub(crate) fn stop_idle_processes(hard: bool) {
+    let pools: Vec<Arc<Pool>> = {
+        let mut all = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|weak| weak.strong_count() > 0);
+        all.iter().filter_map(Weak::upgrade).collect()
+    };
+    for pool in pools {
+        let workers: Vec<Worker> = pool.take.try_iter().flatten().collect();
+        for _ in 0..workers.len() {
+            let _ = pool.give.send(None);
+        }
+        if hard {
+            for worker in &workers {
+                signal_group(worker.child.id(), Signal::SIGKILL);
+            }
+        }
+        stop_idle(workers, pool.kill_grace);
+    }
+}
+
 impl Pool {
+    fn shared(processes: usize, kill_grace: Duration) -> Arc<Pool> {
+        let pool = Arc::new(Pool::new(processes, kill_grace));
+        POOLS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&pool));
+        pool
+    }
+
     fn new(processes: usize, kill_grace: Duration) -> Pool {
         let (give, take) = crossbeam_channel::bounded(processes);
         for _ in 0..processes {
@@ -296,30 +352,55 @@ impl Pool {
 impl Handler for Serve {
     fn run(&self, ctx: &JobContext) -> Result<(), JobError> {
         let mut worker = self.take(ctx)?;
-        match self.run_on(&mut worker, ctx) {
+        let mut answer = self.run_on(&mut worker, ctx);
+        if let Answer::NotSent(why) = &answer {
+            // The process ended before it could read the job: nothing ran, so a fresh
+            // process takes it, once.
+            let ended = self.retire(worker);
+            log::warn!("litejobs: {} {why}; {ended}", self.shown());
+            worker = self.start_in_slot()?;
+            answer = self.run_on(&mut worker, ctx);
+        }
+        let outcome = match answer {
             Answer::Done(outcome) => {
                 let _ = self.pool.give.send(Some(worker));
-                if let Some(result) = outcome? {
-                    ctx.set_result(result);
-                }
-                Ok(())
+                outcome
             }
-            Answer::Broken(why) => {
-                drop(worker.stdin);
-                let ended = stop(
-                    &mut worker.child,
-                    &worker.stderr,
-                    Duration::ZERO,
-                    self.kill_grace,
-                );
+            Answer::DoneByStopped(outcome) => {
+                self.retire(worker);
                 let _ = self.pool.give.send(None);
-                Err(JobError::retry(format!(
-                    "{} (pid {}): {why}; {ended}",
+                outcome
+            }
+            Answer::Broken(why) | Answer::NotSent(why) => {
+                let ended = self.retire(worker);
+                let _ = self.pool.give.send(None);
+                // The parts that vary (pid, stderr) last, so equal failures group in `stats`.
+                return Err(JobError::retry(format!(
+                    "{why}; {ended} ({}, pid {})",
                     self.shown(),
                     ended.pid
-                )))
+                )));
             }
+        };
+        if let Some(result) = outcome? {
+            ctx.set_result(result);
         }
+        Ok(())
+    }
+}
+
+impl Serve {
+    /// Stops a process that takes no more jobs (its slot is the caller's to give back).
+    fn retire(&self, worker: Worker) -> Ended {
+        let Worker {
+            mut child,
+            stdin,
+            stdout,
+            stderr,
+        } = worker;
+        drop(stdin);
+        drop(stdout);
+        stop(&mut child, &stderr, Duration::ZERO, self.kill_grace)
     }
 }
 
@@ -412,10 +493,37 @@ fn read_line(reader: &mut impl BufRead) -> Line {
 
 /// Logs a process's stderr line by line (its own logging) and keeps the last lines for the
 /// error of an attempt it breaks.
-fn log_stderr(reader: impl BufRead, tail: &Mutex<Tail>, shown: &str, pid: u32) {
-    for line in reader.split(b'\n') {
-        let Ok(line) = line else { return };
-        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+fn log_stderr(mut reader: impl BufRead, tail: &Mutex<Tail>, shown: &str, pid: u32) {
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader
+            .by_ref()
+            .take(MAX_STDERR_LINE as u64)
+            .read_until(b'\n', &mut buf)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let complete = buf.ends_with(b"\n");
+        let mut text = String::from_utf8_lossy(&buf).trim_end().to_string();
+        if !complete && buf.len() >= MAX_STDERR_LINE {
+            // The rest of an endless line is read and dropped, so memory stays bounded.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                match reader
+                    .by_ref()
+                    .take(MAX_STDERR_LINE as u64)
+                    .read_until(b'\n', &mut rest)
+                {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) if rest.ends_with(b"\n") => break,
+                    Ok(_) => {}
+                }
+            }
+            text.push_str(" [line cut]");
+        }
         log::info!("{shown} (pid {pid}): {text}");
         if let Ok(mut tail) = tail.lock() {
             tail.push(&text);

@@ -194,9 +194,14 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
             Some(id) => api::job(app, id),
             None => not_found(ctx, api),
         },
-        [] | ["jobs"] | ["jobs", _] | ["dead"] | ["schedules"] | ["metrics"] | ["api", ..] => {
-            method_not_allowed("GET, HEAD")
-        }
+        []
+        | ["jobs"]
+        | ["jobs", _]
+        | ["dead"]
+        | ["schedules"]
+        | ["metrics"]
+        | ["api", "stats" | "overview" | "jobs" | "dead"]
+        | ["api", "jobs", _] => method_not_allowed("GET, HEAD"),
         ["jobs", _, _] | ["dead", "requeue"] | ["queues", _, _] | ["login"] | ["logout"] => {
             method_not_allowed("POST")
         }

@@ -304,3 +304,93 @@ fn work_exec_runs_the_shell_example() {
     let (code, lines) = work.exit_code();
     assert_eq!(code, Some(0), "{lines:?}");
 }
+
+#[test]
+fn a_second_signal_exits_at_once_and_takes_the_commands_with_it() {
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "exec.db");
+    run(&db, &["init"]).ok();
+    let pidfile = dir.path().join("pid");
+    let stubborn = write_script(
+        dir.path(),
+        "stubborn.sh",
+        &format!(
+            "#!/bin/sh\ntrap '' TERM\necho $$ > {}\nwhile :; do sleep 0.1; done\n",
+            pidfile.display()
+        ),
+    );
+    enqueue(&db, "slow", "{}");
+    let exec = format!("slow={}", stubborn.display());
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec, "--grace", "60s"], &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let pid = wait_pid(&pidfile);
+    sigterm(&work);
+    assert!(work.wait_for_line("shutting down"), "{:?}", work.seen);
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(130), "{lines:?}");
+    let end = Instant::now() + Duration::from_secs(10);
+    while runs(pid) {
+        assert!(
+            Instant::now() < end,
+            "the command outlived `work`: {lines:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn idle_serve_processes_are_stopped_even_when_a_command_outlives_the_grace() {
+    if !crate::support::have_tool("python3") {
+        return;
+    }
+    let dir = temp_dir();
+    let (db, _pg) = new_db(dir.path(), "serve.db");
+    run(&db, &["init"]).ok();
+    let lazy_pid = dir.path().join("lazy");
+    let slow_pid = dir.path().join("slow");
+    // Answers jobs but does not exit when its stdin closes: only signals stop it.
+    let lazy = write_script(
+        dir.path(),
+        "lazy.py",
+        &format!(
+            "#!/usr/bin/env python3\nimport json, os, sys, time\nopen({:?}, 'w').write(str(os.getpid()))\nfor line in sys.stdin:\n    job = json.loads(line)\n    print(json.dumps({{'id': job['id'], 'outcome': 'ok'}}), flush=True)\nwhile True: time.sleep(1)\n",
+            lazy_pid.display().to_string()
+        ),
+    );
+    let slow = write_script(
+        dir.path(),
+        "slow.sh",
+        &format!(
+            "#!/bin/sh\necho $$ > {}\nwhile :; do sleep 0.1; done\n",
+            slow_pid.display()
+        ),
+    );
+    let answered = enqueue(&db, "lz", "{}");
+    let serve = format!("lz={}", lazy.display());
+    let exec = format!("slow={}", slow.display());
+    let args = [
+        "--serve",
+        &serve,
+        "--exec",
+        &exec,
+        "--grace",
+        "300ms",
+        "--kill-grace",
+        "300ms",
+    ];
+    let mut work = WorkChild::start_with(&db, &args, &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    wait_status(&db, answered, "succeeded");
+    enqueue(&db, "slow", "{}");
+    let lazy = wait_pid(&lazy_pid);
+    let slow = wait_pid(&slow_pid);
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(!runs(slow), "the --exec command outlived `work`: {lines:?}");
+    assert!(
+        !runs(lazy),
+        "the idle --serve process outlived `work`: {lines:?}"
+    );
+}

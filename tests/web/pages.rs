@@ -37,6 +37,10 @@ fn every_route_answers_with_its_status_code() {
     }
     let show = c.get(&format!("/api/jobs/{}", s.dead)).expect(200).json();
     assert_eq!(show["job"]["id"], json!(s.dead));
+    // An API route that does not exist is not found, whatever the method.
+    for path in ["/api/nonexistent", "/api/stats/x", "/api/jobs/1/extra"] {
+        c.get(path).expect(404);
+    }
 
     let metrics = c.get("/metrics").expect(200);
     assert!(metrics

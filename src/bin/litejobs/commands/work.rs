@@ -87,7 +87,12 @@ fn install_signal_handler() -> Result<Receiver<()>, CliError> {
     let seen = AtomicUsize::new(0);
     ctrlc::set_handler(move || {
         if seen.fetch_add(1, Ordering::SeqCst) > 0 {
-            eprintln!("litejobs: second signal, exiting without waiting for handlers");
+            eprintln!(
+                "litejobs: second signal, exiting without waiting for handlers (commands \
+                 killed; their jobs come back when their leases expire)"
+            );
+            #[cfg(unix)]
+            litejobs::exec::kill_all_commands();
             std::process::exit(130);
         }
         let _ = tx.send(());

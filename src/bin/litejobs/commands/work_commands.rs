@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use litejobs::WorkerBuilder;
 
 use super::{CliError, Ctx};
-use crate::args::WorkArgs;
+use crate::args::{Concurrency, WorkArgs};
 
 /// Registers every `--exec` and `--serve` handler and applies `--timeout`; returns the
 /// builder and the job types the commands serve.
@@ -20,6 +20,25 @@ pub fn register(
             Some(job_type) => builder.timeout(job_type, timeout.timeout),
             None => builder.default_timeout(timeout.timeout),
         };
+    }
+    for spec in &args.concurrency_specs {
+        if let Concurrency::Type(job_type, n) = spec {
+            let commanded = args
+                .exec
+                .iter()
+                .chain(&args.serve)
+                .any(|c| &c.job_type == job_type);
+            if !commanded {
+                return Err(CliError::new(format!(
+                    "--concurrency {job_type}={n}: no --exec or --serve handles {job_type:?}"
+                )));
+            }
+            if *n == 0 {
+                return Err(CliError::new(format!(
+                    "--concurrency {job_type}=0: give at least 1 process"
+                )));
+            }
+        }
     }
     let env = command_env(ctx)?;
     let mut served: Vec<String> = Vec::new();

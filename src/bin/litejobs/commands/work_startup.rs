@@ -59,7 +59,16 @@ impl Line {
 /// When the counts cannot be read (the built-in lines are logged before). The worker is not
 /// affected: log the error and go on serving.
 pub fn report(queue: &Queue, options: &BuiltinOptions, served: &[String]) -> Result<(), CliError> {
-    log_lines(builtin_lines(options));
+    // A built-in type taken over by a command is the command's: its line would be false.
+    let builtins = builtin_lines(options)
+        .into_iter()
+        .filter(|line| {
+            !served
+                .iter()
+                .any(|t| line.text.starts_with(&format!("{t}: ")))
+        })
+        .collect();
+    log_lines(builtins);
     let stats = queue.stats()?;
     let mut serving: BTreeSet<&str> = served_builtins(options).into_iter().collect();
     serving.extend(served.iter().map(String::as_str));
