@@ -36,7 +36,16 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
         worker.id(),
         ctx.shown_db()?
     );
-    if let Err(e) = work_startup::report(&queue, &options, &served) {
+    let mut worked: Vec<String> = args
+        .queues
+        .iter()
+        .filter(|q| q.threads != Some(0))
+        .map(|q| q.name.clone())
+        .collect();
+    if threads > 0 {
+        worked.push(litejobs::defaults::DEFAULT_QUEUE.to_string());
+    }
+    if let Err(e) = work_startup::report(&queue, &options, &served, &worked) {
         log::warn!("litejobs work: cannot read which job types wait: {e}");
     }
     serve(worker, &signals, args.grace, args.kill_grace)

@@ -58,7 +58,12 @@ impl Line {
 /// # Errors
 /// When the counts cannot be read (the built-in lines are logged before). The worker is not
 /// affected: log the error and go on serving.
-pub fn report(queue: &Queue, options: &BuiltinOptions, served: &[String]) -> Result<(), CliError> {
+pub fn report(
+    queue: &Queue,
+    options: &BuiltinOptions,
+    served: &[String],
+    worked: &[String],
+) -> Result<(), CliError> {
     // A built-in type taken over by a command is the command's: its line would be false.
     let builtins = builtin_lines(options)
         .into_iter()
@@ -73,7 +78,65 @@ pub fn report(queue: &Queue, options: &BuiltinOptions, served: &[String]) -> Res
     let mut serving: BTreeSet<&str> = served_builtins(options).into_iter().collect();
     serving.extend(served.iter().map(String::as_str));
     log_lines(unserved_lines(&waiting_by_type(&stats.counts), &serving));
+    let paused = queue.paused_queues()?;
+    let counts: Vec<(&str, &str, JobStatus, i64)> = stats
+        .counts
+        .iter()
+        .map(|c| (c.queue.as_str(), c.job_type.as_str(), c.status, c.count))
+        .collect();
+    log_lines(queue_lines(&counts, &serving, worked, &paused));
     Ok(())
+}
+
+/// Warnings about jobs this worker could run but will not: of a type it serves, in a queue
+/// it does not work, or in a queue that is paused.
+/// `counts` are `(queue, job type, status, jobs)`, as in [`litejobs::Stats::counts`].
+pub fn queue_lines(
+    counts: &[(&str, &str, JobStatus, i64)],
+    serving: &BTreeSet<&str>,
+    worked: &[String],
+    paused: &[String],
+) -> Vec<Line> {
+    let mut elsewhere: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    let mut held: BTreeMap<&str, i64> = BTreeMap::new();
+    for &(queue, job_type, status, n) in counts {
+        let waiting = matches!(status, JobStatus::Queued | JobStatus::Failed) && n > 0;
+        if !waiting || !serving.contains(job_type) {
+            continue;
+        }
+        if !worked.iter().any(|q| q == queue) {
+            *elsewhere.entry((queue, job_type)).or_insert(0) += n;
+        } else if paused.iter().any(|q| q == queue) {
+            *held.entry(queue).or_insert(0) += n;
+        }
+    }
+    let mut lines: Vec<Line> = elsewhere
+        .into_iter()
+        .take(MAX_UNSERVED_SHOWN)
+        .map(|((queue, job_type), n)| {
+            let (jobs, wait) = if n == 1 {
+                ("job", "waits")
+            } else {
+                ("jobs", "wait")
+            };
+            Line::warn(format!(
+                "{n} {jobs} of type {} {wait} in queue {}, which this worker does not work; \
+                 add --queue {}",
+                one_line(job_type),
+                one_line(queue),
+                one_line(queue)
+            ))
+        })
+        .collect();
+    lines.extend(held.into_iter().map(|(queue, n)| {
+        Line::warn(format!(
+            "queue {} is paused with {n} {} this worker serves; `litejobs resume {}` starts them",
+            one_line(queue),
+            if n == 1 { "job" } else { "jobs" },
+            one_line(queue)
+        ))
+    }));
+    lines
 }
 
 fn log_lines(lines: Vec<Line>) {
@@ -541,5 +604,27 @@ mod tests {
         assert!(help.contains("(default 5s,5m,30m,2h,5h,10h)"), "{help}");
         assert!(help.contains("(default 1m,5m,30m,2h,5h,10h)"), "{help}");
         assert!(help.lines().all(|l| l.chars().count() <= 140), "{help}");
+    }
+
+    #[test]
+    fn jobs_in_queues_not_worked_or_paused_are_named() {
+        let counts = vec![
+            ("images", "resize", JobStatus::Queued, 3),
+            ("default", "resize", JobStatus::Queued, 2),
+            ("hold", "resize", JobStatus::Failed, 1),
+            ("images", "other", JobStatus::Queued, 9),
+            ("images", "resize", JobStatus::Succeeded, 7),
+        ];
+        let serving: BTreeSet<&str> = ["resize"].into_iter().collect();
+        let worked = vec!["default".to_string(), "hold".to_string()];
+        let lines = queue_lines(&counts, &serving, &worked, &["hold".to_string()]);
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "3 jobs of type resize wait in queue images, which this worker does not work; add --queue images",
+                "queue hold is paused with 1 job this worker serves; `litejobs resume hold` starts them",
+            ]
+        );
     }
 }
