@@ -76,6 +76,13 @@ impl CliError {
         self.kind == Some(litejobs::ErrorKind::Uninitialized)
     }
 
+    /// The same failure with its message rewritten (say, advice meant for Rust code put
+    /// in the command line's terms).
+    pub fn map_message(mut self, f: impl FnOnce(&str) -> String) -> CliError {
+        self.message = f(&self.message);
+        self
+    }
+
     /// True when stdout was closed by the reader (e.g. `| head`).
     pub fn is_broken_pipe(&self) -> bool {
         self.io_kind == Some(io::ErrorKind::BrokenPipe)

@@ -72,7 +72,15 @@ fn add(ctx: &Ctx, args: &WebhookAddArgs, out: &mut dyn Write) -> Result<Exit, Cl
     if args.disabled {
         endpoint = endpoint.disabled();
     }
-    let id = Endpoints::new(&queue).add(endpoint)?;
+    let id = Endpoints::new(&queue).add(endpoint).map_err(|e| {
+        // The library's advice names its Rust function; here the option is the way.
+        CliError::from(e).map_message(|m| {
+            m.replace(
+                "(make one with webhook::generate_secret)",
+                "(leave out --secret and one is generated)",
+            )
+        })
+    })?;
     let url = mask_url_password(&args.url);
     if ctx.json {
         write_json(

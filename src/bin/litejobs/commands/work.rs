@@ -28,9 +28,17 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     let (builder, served) = commands::register(builder, args, ctx)?;
     // Installed before start so that a signal during start-up is not lost.
     let signals = install_signal_handler()?;
-    let worker = builder
-        .start()
-        .map_err(|e| CliError::new(format!("cannot start the worker: {e}")))?;
+    let worker = builder.start().map_err(|e| {
+        let mut message = format!("cannot start the worker: {e}");
+        if message.contains("no handlers registered") {
+            // The library's advice is for Rust code; a sidecar's is a flag or a variable.
+            message = "cannot start the worker: no handlers registered: give --exec \
+                           TYPE=COMMAND or --serve TYPE=COMMAND, or turn on a built-in kind \
+                           (LITEJOBS_WEBHOOK_ENABLED=1, LITEJOBS_SMTP_URL)"
+                .to_string();
+        }
+        CliError::new(message)
+    })?;
     log::info!(
         "litejobs work: worker {} running on {}; stop with SIGINT or SIGTERM",
         worker.id(),
