@@ -170,9 +170,13 @@ impl PgDb {
         };
         let quoted = quoted_schema(schema)?;
         let lock_ms = config.busy_timeout.as_millis().max(1);
+        // Prepared statements keep one generic plan from their first run. Left to `auto`,
+        // PostgreSQL switched plans after five runs and about one processing run in six
+        // then ran at a third of the speed; custom plans for every run avoided that but cost
+        // about 1 ms of planning per claim (pickup p50 1.6 -> 2.5 ms with a 1 ms change check).
         let setup = format!(
             "SET search_path TO {quoted}; SET lock_timeout = {lock_ms}; SET TIME ZONE 'UTC'; \
-             SET plan_cache_mode = force_custom_plan"
+             SET plan_cache_mode = force_generic_plan"
         );
         let mut first = PgConnection::establish(url).map_err(|e| {
             Error::new(
