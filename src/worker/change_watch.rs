@@ -36,6 +36,14 @@ const BUSY_BEFORE_UNWATCH: Duration = Duration::from_millis(50);
 /// checks cover other processes' commits.
 const LOCAL_QUIET: Duration = Duration::from_secs(1);
 
+/// Timed checks after another connection's commit was seen: every millisecond for
+/// [`HOT_SPAN`], because jobs tend to come in runs. A worker that has seen none for that
+/// long goes back to its `change_check_interval`, so an idle worker costs what it did.
+const HOT_INTERVAL: Duration = Duration::from_millis(1);
+
+/// How long checks stay at [`HOT_INTERVAL`] after the last commit seen.
+const HOT_SPAN: Duration = Duration::from_secs(1);
+
 /// The dispatcher's view of commits made elsewhere.
 pub(crate) struct ChangeWatch {
     signal: Box<dyn ChangeSignal>,
@@ -52,6 +60,8 @@ pub(crate) struct ChangeWatch {
     /// The reported write the follow-up checks count from, and how many were made.
     hinted_at: Instant,
     follow_up: usize,
+    /// When a timed check last saw another connection's commit.
+    last_change: Option<Instant>,
 }
 
 impl ChangeWatch {
@@ -83,6 +93,7 @@ impl ChangeWatch {
             next_check: None,
             hinted_at: now,
             follow_up: FOLLOW_UPS_US.len(),
+            last_change: None,
         }
     }
 
@@ -180,8 +191,19 @@ impl ChangeWatch {
             log::debug!("litejobs: change check failed ({e}); looking for due jobs anyway");
             true
         });
+        if changed {
+            self.last_change = Some(now);
+        }
         self.next_check = if !self.file_watch_on() {
-            Some(now + self.interval)
+            let hot = self
+                .last_change
+                .is_some_and(|at| now.duration_since(at) < HOT_SPAN);
+            let interval = if hot {
+                self.interval.min(HOT_INTERVAL)
+            } else {
+                self.interval
+            };
+            Some(now + interval)
         } else {
             // Even after a change is seen the schedule goes on: the change may have been
             // this process's own commit, and the write that was reported may become
@@ -403,8 +425,16 @@ mod tests {
         assert!(!watch.look_if_due(t0 + interval / 2), "not due yet");
         changes.store(1, Ordering::SeqCst);
         assert!(watch.look_if_due(t0 + interval));
-        assert_eq!(watch.next_check(), Some(t0 + 2 * interval));
         assert_eq!(asked.load(Ordering::SeqCst), 2);
+        // A commit was seen: jobs come in runs, so the next looks are a millisecond apart...
+        let t1 = t0 + interval;
+        assert_eq!(watch.next_check(), Some(t1 + HOT_INTERVAL));
+        assert!(!watch.look_if_due(t1 + HOT_INTERVAL), "nothing new");
+        assert_eq!(watch.next_check(), Some(t1 + 2 * HOT_INTERVAL));
+        // ...until none has been seen for HOT_SPAN: back to the interval.
+        let quiet = t1 + HOT_SPAN;
+        assert!(!watch.look_if_due(quiet));
+        assert_eq!(watch.next_check(), Some(quiet + interval));
     }
 
     #[cfg(target_os = "linux")]
