@@ -2,7 +2,7 @@
 //! scripts: jobs done end to end, shutdown mid-job that stops the command's process group,
 //! a command that finishes within the grace, refusals at start, the Python --serve example.
 
-use super::work::WorkChild;
+use super::work::{initialized_db, WorkChild};
 use super::*;
 use crate::support::write_script;
 
@@ -67,8 +67,7 @@ fn sigterm(work: &WorkChild) {
 #[test]
 fn work_exec_runs_a_script_per_job_with_the_database_in_its_environment() {
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "exec.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let greet = write_script(
         dir.path(),
         "greet.sh",
@@ -79,8 +78,7 @@ fn work_exec_runs_a_script_per_job_with_the_database_in_its_environment() {
         .map(|n| enqueue(&db, "greet", &format!("{{\"name\": \"{n}\"}}")))
         .collect();
     let exec = format!("greet={}", greet.display());
-    let mut work = WorkChild::start_with(&db, &["--exec", &exec], &[]);
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let work = WorkChild::running(&db, &["--exec", &exec]);
     for (id, name) in ids.iter().zip(["ada", "bob", "cy"]) {
         let done = wait_status(&db, *id, "succeeded");
         assert_eq!(
@@ -96,8 +94,7 @@ fn work_exec_runs_a_script_per_job_with_the_database_in_its_environment() {
 #[test]
 fn shutdown_mid_job_stops_the_command_s_process_group_and_releases_its_job() {
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "exec.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let pidfile = dir.path().join("pid");
     // Ignores SIGTERM: only the SIGKILL after --kill-grace stops it.
     let stubborn = write_script(
@@ -111,8 +108,7 @@ fn shutdown_mid_job_stops_the_command_s_process_group_and_releases_its_job() {
     let id = enqueue(&db, "slow", "{}");
     let exec = format!("slow={}", stubborn.display());
     let args = ["--exec", &exec, "--grace", "500ms", "--kill-grace", "300ms"];
-    let mut work = WorkChild::start_with(&db, &args, &[]);
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let work = WorkChild::running(&db, &args);
     let pid = wait_pid(&pidfile);
     assert!(runs(pid));
     sigterm(&work);
@@ -130,8 +126,7 @@ fn shutdown_mid_job_stops_the_command_s_process_group_and_releases_its_job() {
 #[test]
 fn a_command_that_ends_within_the_grace_finishes_its_job() {
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "exec.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let pidfile = dir.path().join("pid");
     let gofile = dir.path().join("go");
     // Runs until the test says go (after `work` got SIGTERM), then succeeds.
@@ -146,8 +141,7 @@ fn a_command_that_ends_within_the_grace_finishes_its_job() {
     );
     let id = enqueue(&db, "slow", "{}");
     let exec = format!("slow={}", patient.display());
-    let mut work = WorkChild::start_with(&db, &["--exec", &exec, "--grace", "30s"], &[]);
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let mut work = WorkChild::running(&db, &["--exec", &exec, "--grace", "30s"]);
     wait_pid(&pidfile);
     sigterm(&work);
     assert!(work.wait_for_line("shutting down"), "{:?}", work.seen);
@@ -162,8 +156,7 @@ fn a_command_that_ends_within_the_grace_finishes_its_job() {
 #[test]
 fn work_refuses_a_command_that_cannot_run_before_claiming_anything() {
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "exec.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let id = enqueue(&db, "t", "{}");
     let missing = dir.path().join("missing.sh");
     let run_work = |args: &[&str]| {
@@ -224,18 +217,12 @@ fn work_serve_runs_the_python_example() {
         return;
     }
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "serve.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve_worker.py");
     let counted = enqueue(&db, "count_words", r#"{"text": "one two three"}"#);
     let refused = enqueue(&db, "count_words", r#"{"no_text": 1}"#);
     let serve = format!("count_words=python3 {}", example.display());
-    let mut work = WorkChild::start_with(
-        &db,
-        &["--serve", &serve, "--concurrency", "count_words=2"],
-        &[],
-    );
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let work = WorkChild::running(&db, &["--serve", &serve, "--concurrency", "count_words=2"]);
     let done = wait_status(&db, counted, "succeeded");
     assert_eq!(done["result"], json!({"words": 3}));
     let dead = wait_status(&db, refused, "dead");
@@ -252,8 +239,7 @@ fn work_serve_runs_the_python_example() {
 #[test]
 fn work_exec_runs_the_shell_example() {
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "exec.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/exec_handler.sh");
     let photo = dir.path().join("photo.jpg");
     std::fs::write(&photo, "12345").expect("write");
@@ -270,8 +256,7 @@ fn work_exec_runs_the_shell_example() {
     );
     let broken = enqueue(&db, "resize", r#"{"width": 640}"#);
     let exec = format!("resize={}", example.display());
-    let mut work = WorkChild::start_with(&db, &["--exec", &exec], &[]);
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let work = WorkChild::running(&db, &["--exec", &exec]);
     let done = wait_status(&db, there, "succeeded");
     assert_eq!(
         done["result"],
@@ -308,8 +293,7 @@ fn work_exec_runs_the_shell_example() {
 #[test]
 fn a_second_signal_exits_at_once_and_takes_the_commands_with_it() {
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "exec.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let pidfile = dir.path().join("pid");
     let stubborn = write_script(
         dir.path(),
@@ -321,8 +305,7 @@ fn a_second_signal_exits_at_once_and_takes_the_commands_with_it() {
     );
     enqueue(&db, "slow", "{}");
     let exec = format!("slow={}", stubborn.display());
-    let mut work = WorkChild::start_with(&db, &["--exec", &exec, "--grace", "60s"], &[]);
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let mut work = WorkChild::running(&db, &["--exec", &exec, "--grace", "60s"]);
     let pid = wait_pid(&pidfile);
     sigterm(&work);
     assert!(work.wait_for_line("shutting down"), "{:?}", work.seen);
@@ -345,8 +328,7 @@ fn idle_serve_processes_are_stopped_even_when_a_command_outlives_the_grace() {
         return;
     }
     let dir = temp_dir();
-    let (db, _pg) = new_db(dir.path(), "serve.db");
-    run(&db, &["init"]).ok();
+    let (db, _pg) = initialized_db(&dir);
     let lazy_pid = dir.path().join("lazy");
     let slow_pid = dir.path().join("slow");
     // Answers jobs but does not exit when its stdin closes: only signals stop it.
@@ -379,8 +361,7 @@ fn idle_serve_processes_are_stopped_even_when_a_command_outlives_the_grace() {
         "--kill-grace",
         "300ms",
     ];
-    let mut work = WorkChild::start_with(&db, &args, &[]);
-    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    let work = WorkChild::running(&db, &args);
     wait_status(&db, answered, "succeeded");
     enqueue(&db, "slow", "{}");
     let lazy = wait_pid(&lazy_pid);

@@ -81,6 +81,13 @@ impl WorkChild {
         }
     }
 
+    /// `litejobs work ARGS`, once it says it is running.
+    pub(super) fn running(db: &Path, args: &[&str]) -> WorkChild {
+        let mut work = WorkChild::start_with(db, args, &[]);
+        assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+        work
+    }
+
     /// Reads stderr until a line contains `needle` (true) or stderr closes (false).
     pub(super) fn wait_for_line(&mut self, needle: &str) -> bool {
         loop {
@@ -112,7 +119,7 @@ impl WorkChild {
     }
 }
 
-fn initialized_db(dir: &TempDir) -> (PathBuf, PgGuard) {
+pub(super) fn initialized_db(dir: &TempDir) -> (PathBuf, PgGuard) {
     let (db, pg) = new_db(dir.path(), "sidecar.db");
     run(&db, &["init"]).ok();
     (db, pg)
