@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::signal::Signal;
-use serde_json::json;
 
 use super::outcome::{self, STDERR_TAIL_BYTES};
 use super::process::{signal_group, watchdog, Program};
@@ -234,16 +233,20 @@ impl Serve {
     }
 
     fn run_on(&self, worker: &mut Worker, ctx: &JobContext) -> Answer {
-        let request = json!({
-            "id": ctx.id(),
-            "type": ctx.job_type(),
-            "queue": ctx.queue_name(),
-            "attempt": ctx.attempt(),
-            "max_attempts": ctx.max_attempts(),
-            "deadline_ms": deadline_ms(ctx),
-            "payload": ctx.payload(),
-        });
-        let mut line = request.to_string();
+        let request = Request {
+            id: ctx.id(),
+            job_type: ctx.job_type(),
+            queue: ctx.queue_name(),
+            attempt: ctx.attempt(),
+            max_attempts: ctx.max_attempts(),
+            deadline_ms: deadline_ms(ctx),
+            payload: ctx.payload(),
+        };
+        // Serialized from borrows: the payload is not copied into a new JSON value per job.
+        let mut line = match serde_json::to_string(&request) {
+            Ok(line) => line,
+            Err(e) => return Answer::NotSent(format!("cannot write the job as JSON: {e}")),
+        };
         line.push('\n');
         if let Err(e) = worker
             .stdin
@@ -288,6 +291,19 @@ impl Serve {
             }
         }
     }
+}
+
+/// One job as the line a process reads (field names are the protocol's).
+#[derive(serde::Serialize)]
+struct Request<'a> {
+    id: i64,
+    #[serde(rename = "type")]
+    job_type: &'a str,
+    queue: &'a str,
+    attempt: u32,
+    max_attempts: u32,
+    deadline_ms: i64,
+    payload: &'a serde_json::Value,
 }
 
 enum Answer {
