@@ -8,6 +8,9 @@
 //! minimal queue table, bare rusqlite, no framework), run in this process. Ratios are
 //! litejobs ÷ ceiling from the same run; absolute numbers move with the machine's noise,
 //! ratios much less. The same loops on litejobs' own schema show what the schema costs.
+//! The enqueue and processing figures and their ceilings are measured in `--rounds`
+//! alternating rounds (3 by default): each figure is the median of its rounds, so one noisy
+//! second on a shared machine moves neither side of a ratio alone.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,6 +32,7 @@ struct Config {
     backlog: usize,
     read_rows: usize,
     idle_secs: u64,
+    rounds: usize,
     json: bool,
     syncs: Vec<Synchronous>,
 }
@@ -44,6 +48,7 @@ impl Config {
             backlog: 1_000_000,
             read_rows: 1_000_000,
             idle_secs: 10,
+            rounds: 3,
             json: false,
             syncs: vec![Synchronous::Normal, Synchronous::Full],
         };
@@ -67,6 +72,7 @@ impl Config {
                         backlog: 20_000,
                         read_rows: 20_000,
                         idle_secs: 1,
+                        rounds: 1,
                         json: c.json,
                         syncs: vec![Synchronous::Normal],
                     }
@@ -103,6 +109,10 @@ impl Config {
                     c.idle_secs = value(i) as u64;
                     i += 1
                 }
+                "--rounds" => {
+                    c.rounds = value(i).max(1);
+                    i += 1
+                }
                 "--normal-only" => c.syncs = vec![Synchronous::Normal],
                 "--help" | "-h" => usage(""),
                 other => usage(&format!("unknown argument {other}")),
@@ -125,7 +135,7 @@ fn usage(problem: &str) -> ! {
     eprintln!(
         "usage: cargo run --release --example bench -- [--json] [--quick] [--normal-only]\n\
          \x20 [--single N] [--batched N] [--process N] [--steady N] [--latency-samples N]\n\
-         \x20 [--backlog N] [--read-rows N] [--idle-secs S]"
+         \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N]"
     );
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }
@@ -178,57 +188,94 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
         "NORMAL"
     };
 
-    // The ceiling first: bench-ceiling's loops on its minimal table (the judge), then the
-    // same loops on litejobs' schema (what the schema costs), with the same pragmas.
-    for (prefix, table) in [
-        ("ceiling", Table::Minimal),
-        ("schema_ceiling", Table::Litejobs),
-    ] {
-        let single = ceiling_single(&fresh(prefix), pragma_sync, table, c.single)?;
-        let batched = ceiling_batched(&fresh(prefix), pragma_sync, table, c.batched)?;
-        let process = ceiling_process(&fresh(prefix), pragma_sync, table, c.process)?;
-        f.insert(
-            format!("{prefix}_enqueue_single_per_s"),
-            json!(single.round()),
+    // Rounds of: the ceiling (bench-ceiling's loops on its minimal table, the judge), the
+    // same loops on litejobs' schema (what the schema costs), with the same pragmas, then
+    // litejobs on the same workloads. Each database is deleted once measured.
+    let mut rounds = BTreeMap::<String, Vec<f64>>::new();
+    let mut sample = |name: String, rate: f64| rounds.entry(name).or_default().push(rate);
+    for _ in 0..c.rounds {
+        for (prefix, table) in [
+            ("ceiling", Table::Minimal),
+            ("schema_ceiling", Table::Litejobs),
+        ] {
+            let path = fresh(prefix);
+            let single = ceiling_single(&path, pragma_sync, table, c.single)?;
+            discard(&path);
+            let path = fresh(prefix);
+            let batched = ceiling_batched(&path, pragma_sync, table, c.batched)?;
+            discard(&path);
+            let path = fresh(prefix);
+            let process = ceiling_process(&path, pragma_sync, table, c.process)?;
+            discard(&path);
+            sample(format!("{prefix}_enqueue_single_per_s"), single);
+            sample(format!("{prefix}_enqueue_batched_per_s"), batched);
+            sample(format!("{prefix}_process_per_s"), process);
+        }
+
+        // 1. single enqueue, each its own transaction.
+        let path = fresh("single");
+        let q = open(&path, sync)?;
+        let t = Instant::now();
+        for i in 0..c.single {
+            q.enqueue(NewJob::new("noop", json!({ "i": i })))?;
+        }
+        sample(
+            "enqueue_single_per_s".into(),
+            c.single as f64 / t.elapsed().as_secs_f64(),
         );
-        f.insert(
-            format!("{prefix}_enqueue_batched_per_s"),
-            json!(batched.round()),
+        drop(q);
+        discard(&path);
+
+        // 2. batched enqueue, 1 000 per call.
+        let path = fresh("batched");
+        let q = open(&path, sync)?;
+        let t = Instant::now();
+        enqueue_noops(&q, c.batched)?;
+        sample(
+            "enqueue_batched_per_s".into(),
+            c.batched as f64 / t.elapsed().as_secs_f64(),
         );
-        f.insert(format!("{prefix}_process_per_s"), json!(process.round()));
+        drop(q);
+        discard(&path);
+
+        // 3. process queued no-op jobs with 1, 2 and 4 handler threads.
+        for threads in [1usize, 2, 4] {
+            let path = fresh(&format!("process{threads}"));
+            let q = open(&path, sync)?;
+            enqueue_noops(&q, c.process)?;
+            let rate = process(&q, c.process, threads)?;
+            sample(format!("process_{threads}_threads_per_s"), rate);
+            drop(q);
+            discard(&path);
+        }
     }
+    for (name, rates) in &rounds {
+        f.insert(name.clone(), json!(median(rates).round()));
+        f.insert(
+            format!("{name}_rounds"),
+            json!(rates.iter().map(|r| r.round()).collect::<Vec<_>>()),
+        );
+    }
+    f.insert("rounds".into(), json!(c.rounds));
     let figure = |f: &BTreeMap<String, Value>, k: &str| f[k].as_f64().unwrap_or(f64::NAN);
-    let ceil_single = figure(&f, "ceiling_enqueue_single_per_s");
-    let ceil_batched = figure(&f, "ceiling_enqueue_batched_per_s");
     let ceil_process = figure(&f, "ceiling_process_per_s");
-
-    // 1. single enqueue, each its own transaction.
-    let q = open(&fresh("single"), sync)?;
-    let t = Instant::now();
-    for i in 0..c.single {
-        q.enqueue(NewJob::new("noop", json!({ "i": i })))?;
+    for (ours, ceiling, name) in [
+        (
+            "enqueue_single_per_s",
+            "ceiling_enqueue_single_per_s",
+            "ratio_enqueue_single",
+        ),
+        (
+            "enqueue_batched_per_s",
+            "ceiling_enqueue_batched_per_s",
+            "ratio_enqueue_batched",
+        ),
+    ] {
+        let r = ratio(figure(&f, ours), figure(&f, ceiling));
+        f.insert(name.into(), r);
     }
-    let single = c.single as f64 / t.elapsed().as_secs_f64();
-    f.insert("enqueue_single_per_s".into(), json!(single.round()));
-    f.insert("ratio_enqueue_single".into(), ratio(single, ceil_single));
-
-    // 2. batched enqueue, 1 000 per call.
-    let q = open(&fresh("batched"), sync)?;
-    let t = Instant::now();
-    enqueue_noops(&q, c.batched)?;
-    let batched = c.batched as f64 / t.elapsed().as_secs_f64();
-    f.insert("enqueue_batched_per_s".into(), json!(batched.round()));
-    f.insert("ratio_enqueue_batched".into(), ratio(batched, ceil_batched));
-
-    // 3. process queued no-op jobs with 1, 2 and 4 handler threads.
     for threads in [1usize, 2, 4] {
-        let q = open(&fresh(&format!("process{threads}")), sync)?;
-        enqueue_noops(&q, c.process)?;
-        let rate = process(&q, c.process, threads)?;
-        f.insert(
-            format!("process_{threads}_threads_per_s"),
-            json!(rate.round()),
-        );
+        let rate = figure(&f, &format!("process_{threads}_threads_per_s"));
         f.insert(
             format!("ratio_process_{threads}_threads"),
             ratio(rate, ceil_process),
@@ -375,6 +422,21 @@ fn read_side_ms(q: &Queue) -> Res<Vec<(&'static str, f64)>> {
 
 fn open(path: &Path, sync: Synchronous) -> Res<Queue> {
     Ok(Queue::builder().synchronous(sync).open(path)?)
+}
+
+fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Deletes a measured database with its log and shared memory.
+fn discard(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
 }
 
 fn ratio(a: f64, b: f64) -> Value {
@@ -820,6 +882,15 @@ fn print_table(report: &BTreeMap<String, Value>) {
             }
         }
         for (label, k) in [
+            ("rounds (enqueue, process: medians)", "rounds"),
+            (
+                "process no-op, 4 threads, each round",
+                "process_4_threads_per_s_rounds",
+            ),
+            (
+                "ceiling process, each round",
+                "ceiling_process_per_s_rounds",
+            ),
             ("steady state max backlog (jobs)", "steady_max_backlog"),
             (
                 "pickup latency in-process p50 (ms)",

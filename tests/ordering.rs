@@ -418,6 +418,108 @@ fn a_worker_holds_at_most_its_threads_plus_its_prefetch() {
     stop(worker);
 }
 
+/// Polls the count of running jobs every 2 ms until `done` says stop (or WAIT passes);
+/// returns the most seen.
+fn most_running_until(env: &TestEnv, done: impl Fn(i64) -> bool) -> i64 {
+    let give_up = std::time::Instant::now() + WAIT;
+    let mut most = 0;
+    loop {
+        let running = env.queue.stats().expect("stats").count(JobStatus::Running);
+        most = most.max(running);
+        if done(running) || std::time::Instant::now() > give_up {
+            return most;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The default prefetch follows the jobs: jobs that each take longer than the prefetch span
+/// (10 ms) are never hoarded: a worker holds one waiting job per thread, so other workers
+/// share the backlog.
+#[test]
+fn long_jobs_are_prefetched_one_per_thread() {
+    let env = setup();
+    let ids = env
+        .queue
+        .enqueue_batch(
+            (0..40)
+                .map(|n| NewJob::new("slow", json!({ "n": n })))
+                .collect(),
+        )
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("slow", |_: &litejobs::JobContext| {
+            // At least 20 ms of run time per attempt, whatever the machine.
+            std::thread::sleep(Duration::from_millis(20));
+            Ok(())
+        })
+        .concurrency(2)
+        .start()
+        .expect("worker starts");
+    let most = most_running_until(&env, |_| {
+        env.queue
+            .stats()
+            .expect("stats")
+            .count(JobStatus::Succeeded)
+            == 40
+    });
+    wait_all(&events, &ids, JobStatus::Succeeded);
+    stop(worker);
+    assert!(
+        most <= 4,
+        "two threads running 20 ms jobs held {most} jobs at once (at most 2 running + 2 waiting)"
+    );
+}
+
+/// Quick jobs make the prefetch grow up to its bound: once a queue has run a few jobs that
+/// take no time, it claims far more than one per thread (fewer, bigger transactions).
+#[test]
+fn quick_jobs_grow_the_prefetch_up_to_its_bound() {
+    let env = setup();
+    let gate = Latch::new();
+    // Twenty quick jobs run first (higher priority), then every "held" job waits on the gate.
+    let quick = env
+        .queue
+        .enqueue_batch(
+            (0..20)
+                .map(|n| NewJob::new("t", json!({ "n": n })).priority(1))
+                .collect(),
+        )
+        .expect("enqueue quick jobs");
+    let held = env
+        .queue
+        .enqueue_batch(
+            (0..300)
+                .map(|n| NewJob::new("t", json!({ "hold": n })))
+                .collect(),
+        )
+        .expect("enqueue held jobs");
+    let events = env.queue.subscribe();
+    let waiting = gate.clone();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", move |ctx: &litejobs::JobContext| {
+            if ctx.payload().get("hold").is_some() {
+                waiting.wait(WAIT);
+            }
+            Ok(())
+        })
+        .concurrency(2)
+        .prefetch(100)
+        .start()
+        .expect("worker starts");
+    let _open_on_failure = gate.open_on_drop();
+    wait_all(&events, &quick, JobStatus::Succeeded);
+    let most = most_running_until(&env, |running| running >= 102);
+    assert_eq!(
+        most, 102,
+        "after quick jobs, two threads and a prefetch of at most 100 hold 102 jobs"
+    );
+    gate.open();
+    wait_all(&events, &held, JobStatus::Succeeded);
+    stop(worker);
+}
+
 /// The bound holds per queue while another queue of the same worker keeps finishing jobs:
 /// those outcomes are counted against their own queue, never free a stuck queue's places.
 #[test]

@@ -1,11 +1,12 @@
 //! The dispatcher: the worker's one writer thread. Each round it writes the finished
 //! attempts (the completer's batch), reaps when due, and claims as many due jobs as its
-//! queues have free slots plus a bounded prefetch, all in one `BEGIN IMMEDIATE`
+//! queues have free slots plus a bounded prefetch sized by how long their jobs take
+//! ([`PrefetchGauge`]), all in one `BEGIN IMMEDIATE`
 //! transaction; then it hands the claimed jobs to the executor threads. It sleeps until a
 //! result arrives, an in-process enqueue wakes it, an attempt's deadline passes, or the
 //! poll interval finds rows written by other processes.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
+use crate::worker::prefetch::PrefetchGauge;
 use crate::worker::registry::Claimer;
 use crate::worker::renewal::{Prefetched, Renewal};
 
@@ -42,7 +44,6 @@ pub(crate) enum Control {
 /// Timing knobs of a dispatcher.
 #[derive(Debug)]
 pub(crate) struct DispatchConfig {
-    pub(crate) prefetch: usize,
     pub(crate) poll_interval: Duration,
     /// How often an idle dispatcher asks the [`ChangeSignal`] whether another connection
     /// committed.
@@ -69,6 +70,8 @@ pub(crate) struct QueueRuntime {
     maybe_more: bool,
     /// Claimed jobs not yet taken by an executor, whose leases are renewed while they wait.
     prefetched: Prefetched,
+    /// How many jobs to claim beyond the free slots.
+    prefetch: PrefetchGauge,
 }
 
 impl QueueRuntime {
@@ -81,12 +84,15 @@ impl QueueRuntime {
         // Unbounded in type, bounded in practice: the dispatcher sends only what it claimed,
         // and it never claims more than the queue's concurrency plus the prefetch in flight.
         let (job_tx, job_rx) = crossbeam_channel::unbounded();
+        let prefetch = PrefetchGauge::new(concurrency, prefetch);
         let feed = Arc::new(QueueFeed {
             name: name.clone(),
             jobs: job_rx,
             in_flight: AtomicUsize::new(0),
             taken: AtomicUsize::new(0),
-            wake_at: claim_threshold(concurrency, prefetch),
+            wake_at: AtomicUsize::new(claim_threshold(concurrency, prefetch.current())),
+            ran: AtomicU64::new(0),
+            busy_micros: AtomicU64::new(0),
         });
         let mut runtime = QueueRuntime {
             name,
@@ -99,6 +105,7 @@ impl QueueRuntime {
             finished_unwritten: 0,
             maybe_more: true,
             prefetched: Prefetched::default(),
+            prefetch,
         };
         for index in 0..concurrency {
             let (slot, thread) =
@@ -115,16 +122,26 @@ impl QueueRuntime {
     }
 
     /// How many jobs a claim now would take: free slots plus the prefetch.
-    fn wanted(&self, prefetch: usize) -> usize {
-        (self.concurrency + prefetch).saturating_sub(self.in_flight())
+    fn wanted(&self) -> usize {
+        (self.concurrency + self.prefetch.current()).saturating_sub(self.in_flight())
     }
 
     /// Claim once half the prefetch is used up, so the executors never run dry while the
     /// claims stay batched (a claim per freed slot would mean a transaction per job).
-    fn needs_claim(&self, prefetch: usize) -> bool {
+    fn needs_claim(&self) -> bool {
         self.maybe_more
-            && self.wanted(prefetch) > 0
-            && self.in_flight() <= claim_threshold(self.concurrency, prefetch)
+            && self.wanted() > 0
+            && self.in_flight() <= claim_threshold(self.concurrency, self.prefetch.current())
+    }
+
+    /// Resizes the prefetch from the run times of the attempts finished since the last look.
+    fn resize_prefetch(&mut self) {
+        let ran = self.feed.ran.load(Ordering::Relaxed);
+        let busy = self.feed.busy_micros.load(Ordering::Relaxed);
+        if self.prefetch.observe(ran, busy) {
+            let wake_at = claim_threshold(self.concurrency, self.prefetch.current());
+            self.feed.wake_at.store(wake_at, Ordering::Relaxed);
+        }
     }
 }
 
@@ -279,11 +296,10 @@ impl Dispatcher {
     /// Whether a write round is worth a transaction now: group commit collects outcomes
     /// while other attempts are still running, up to a batch or a short linger.
     fn has_work(&self, now: Instant) -> bool {
-        let prefetch = self.config.prefetch;
         let nothing_running = self.queues.iter().all(|q| q.in_flight() == 0);
         self.completer.due(now, nothing_running)
             || self.reaper.due(now)
-            || self.queues.iter().any(|q| q.needs_claim(prefetch))
+            || self.queues.iter().any(QueueRuntime::needs_claim)
             || self.renewal_due()
     }
 
@@ -319,12 +335,7 @@ impl Dispatcher {
     /// True when some queue would claim more but does not know of due work: only then is a
     /// commit elsewhere worth a look.
     fn watching(&self) -> bool {
-        let prefetch = self.config.prefetch;
-        self.change.is_some()
-            && self
-                .queues
-                .iter()
-                .any(|q| !q.maybe_more && q.wanted(prefetch) > 0)
+        self.change.is_some() && self.queues.iter().any(|q| !q.maybe_more && q.wanted() > 0)
     }
 
     /// An in-process enqueue woke the dispatcher: every queue may have work, and the
@@ -393,13 +404,12 @@ impl Dispatcher {
     /// Rows from other processes are not announced: look for due work in idle queues.
     fn poll_due(&mut self) {
         let now = self.shared.queue.now_ms();
-        let prefetch = self.config.prefetch;
         let types = self.claimer.job_types();
         let db = self.shared.queue.db();
         for q in self
             .queues
             .iter_mut()
-            .filter(|q| !q.maybe_more && q.wanted(prefetch) > 0)
+            .filter(|q| !q.maybe_more && q.wanted() > 0)
         {
             match db.read_statement(|conn| conn.any_due(&q.name, types, now)) {
                 Ok(due) => q.maybe_more = due,
@@ -468,14 +478,16 @@ impl Dispatcher {
         let now = self.shared.queue.now_ms();
         let started = Instant::now();
         let reap = claim && self.reaper.due(started);
-        let prefetch = self.config.prefetch;
         let plan: Vec<(usize, usize)> = if claim {
+            self.queues
+                .iter_mut()
+                .for_each(QueueRuntime::resize_prefetch);
             // Every queue that could use jobs rides along, not only the one that asked.
             self.queues
                 .iter()
                 .enumerate()
                 .filter(|(_, q)| q.maybe_more)
-                .map(|(i, q)| (i, q.wanted(prefetch)))
+                .map(|(i, q)| (i, q.wanted()))
                 .filter(|&(_, want)| want > 0)
                 .collect()
         } else {

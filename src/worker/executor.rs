@@ -2,7 +2,7 @@
 //! dispatcher's help, and hand each outcome to the writer.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -128,15 +128,19 @@ pub(crate) struct QueueFeed {
     /// ones still waiting behind them.
     pub(crate) taken: AtomicUsize,
     /// Wake the dispatcher when `in_flight` falls to this: time to claim more (or, at 0,
-    /// to write the outcomes of a queue gone quiet).
-    pub(crate) wake_at: usize,
+    /// to write the outcomes of a queue gone quiet). It moves with the prefetch.
+    pub(crate) wake_at: AtomicUsize,
+    /// Attempts run to the end, and the time their handlers took: the dispatcher sizes the
+    /// prefetch from them ([`PrefetchGauge`](super::prefetch::PrefetchGauge)).
+    pub(crate) ran: AtomicU64,
+    pub(crate) busy_micros: AtomicU64,
 }
 
 impl QueueFeed {
     /// One job of this queue is finished (its outcome is on its way to the writer).
     pub(crate) fn finished_one(&self, writer: &WriterHandle) {
         let before = self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if before <= self.wake_at + 1 {
+        if before <= self.wake_at.load(Ordering::Relaxed) + 1 {
             writer.nudge();
         }
     }
@@ -214,6 +218,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
             });
         }
         let keeper = LeaseKeeper::Writer(shared.writer.clone());
+        let began = Instant::now();
         let outcome = run_attempt(
             &shared.registry,
             &shared.queue,
@@ -226,6 +231,9 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
                 started_at: now,
             },
         );
+        let micros = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        feed.busy_micros.fetch_add(micros, Ordering::Relaxed);
+        feed.ran.fetch_add(1, Ordering::Relaxed);
         if !slot.finish() {
             // Timed out (or given up at shutdown) and replaced: the result is discarded.
             log::warn!(
