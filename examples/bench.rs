@@ -9,7 +9,7 @@
 //! litejobs ÷ ceiling from the same run; absolute numbers move with the machine's noise,
 //! ratios much less. The same loops on litejobs' own schema show what the schema costs.
 //! The enqueue and processing figures and their ceilings are measured in `--rounds`
-//! alternating rounds (3 by default): each figure is the median of its rounds, so one noisy
+//! alternating rounds (5 by default): each figure is the median of its rounds, so one noisy
 //! second on a shared machine moves neither side of a ratio alone.
 
 use std::collections::BTreeMap;
@@ -40,15 +40,17 @@ struct Config {
 impl Config {
     fn from_args() -> Config {
         let mut c = Config {
-            single: 5_000,
-            batched: 200_000,
-            process: 50_000,
+            // bench-ceiling's sizes (its N = 20 000): the same loops at the same sizes measure
+            // the same ceiling, so the ratios here are the ratios to the judge.
+            single: 2_000,
+            batched: 20_000,
+            process: 20_000,
             steady: 50_000,
             latency_samples: 200,
             backlog: 1_000_000,
             read_rows: 1_000_000,
             idle_secs: 10,
-            rounds: 3,
+            rounds: 5,
             json: false,
             syncs: vec![Synchronous::Normal, Synchronous::Full],
         };
