@@ -112,11 +112,12 @@ fn value_rows(rows: usize, per_row: usize, tail: &str) -> String {
 }
 
 /// Inserts of jobs without idempotency keys: `?1` is the time of the enqueue, then eight
-/// parameters per row.
+/// parameters per row. No `RETURNING`: the ids follow from the newest id before the
+/// statement ([`insert_rows`]), which spares SQLite a table of returned rows per statement.
 static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
-            run_at, timeout_ms, group_key, created_at, updated_at) VALUES {} RETURNING id",
+            run_at, timeout_ms, group_key, created_at, updated_at) VALUES {}",
         value_rows(rows, 8, ",?1,?1")
     )
 });
@@ -161,9 +162,12 @@ fn insert_in_order(
 ) -> Result<Vec<Inserted>> {
     let mut inserted = Vec::with_capacity(jobs.len());
     let mut next = 0;
+    // The largest id in the table, once read: this transaction is the only writer.
+    let mut newest = None;
     while next < jobs.len() {
         if jobs[next].idempotency_key.is_some() {
             inserted.push(insert(conn, &jobs[next], &payloads[next], now)?);
+            newest = None;
             next += 1;
             continue;
         }
@@ -173,7 +177,7 @@ fn insert_in_order(
             .count();
         let rows = INSERTS.next_rows(run);
         let chunk = &jobs[next..next + rows];
-        let ids = insert_rows(conn, chunk, &payloads[next..next + rows], now)
+        let ids = insert_rows(conn, chunk, &payloads[next..next + rows], now, &mut newest)
             .map_err(|e| batch_error(e, chunk, next))?;
         inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
         next += rows;
@@ -181,13 +185,22 @@ fn insert_in_order(
     Ok(inserted)
 }
 
-/// Inserts jobs without idempotency keys by one statement; their ids in order.
+/// Inserts jobs without idempotency keys by one statement; their ids in order. `newest` is
+/// the largest id in the table (read if `None`), and is moved past the new rows.
 fn insert_rows(
     conn: &Connection,
     jobs: &[NewJob],
     payloads: &[String],
     now: i64,
+    newest: &mut Option<i64>,
 ) -> Result<Vec<i64>> {
+    let before = match *newest {
+        Some(id) => id,
+        None => conn
+            .prepare_cached("SELECT MAX(id) FROM jobs")?
+            .query_row([], |row| row.get::<_, Option<i64>>(0))?
+            .unwrap_or(0),
+    };
     let mut stmt = conn.prepare_cached(INSERTS.sql(jobs.len()))?;
     stmt.raw_bind_parameter(1, now)?;
     for (row, (job, payload)) in jobs.iter().zip(payloads).enumerate() {
@@ -201,26 +214,25 @@ fn insert_rows(
         stmt.raw_bind_parameter(p + 6, job.timeout_ms)?;
         stmt.raw_bind_parameter(p + 7, &job.group_key)?;
     }
-    let mut ids = Vec::with_capacity(jobs.len());
-    let mut rows = stmt.raw_query();
-    while let Some(row) = rows.next()? {
-        ids.push(row.get::<_, i64>(0)?);
-    }
-    // SQLite numbers a statement's rows one after another (each takes one more than the
-    // largest id so far), so in id order they are the jobs in order. Anything else (ids
-    // near the end of the 64-bit range) is refused rather than guessed.
-    ids.sort_unstable();
-    let consecutive = ids.len() == jobs.len() && ids.windows(2).all(|pair| pair[1] == pair[0] + 1);
-    if !consecutive {
+    let added = stmt.raw_execute()?;
+    // SQLite gives each new row one more than the largest id so far, until the largest is
+    // the last 64-bit integer (then it picks at random). So `added` rows whose last id is
+    // `before + added` are exactly `before + 1 ..= before + added`, in the jobs' order.
+    // Anything else is refused rather than guessed (the transaction rolls back).
+    let last = conn.last_insert_rowid();
+    let count = i64::try_from(added).unwrap_or(i64::MAX);
+    if added != jobs.len() || before.checked_add(count) != Some(last) {
         return Err(crate::Error::new(
             crate::ErrorKind::Database,
             format!(
-                "a batch insert of {} jobs gave ids {ids:?}, not one consecutive run",
+                "a batch insert of {} jobs added {added} rows ending at id {last} after id \
+                 {before}, not one consecutive run",
                 jobs.len()
             ),
         ));
     }
-    Ok(ids)
+    *newest = Some(last);
+    Ok((before + 1..=last).collect())
 }
 
 /// The job holding `key`: a live or succeeded job, or a remembered key of a pruned job.
@@ -896,6 +908,58 @@ mod tests {
         let value = f(&tx)?;
         tx.commit()?;
         Ok(value)
+    }
+
+    /// Jobs of a batch get the ids after the newest row, in the batch's order, around
+    /// jobs with keys and after rows another program inserted with ids of its own; where
+    /// SQLite would pick ids at random (the newest id is the last 64-bit integer) the batch
+    /// is refused and nothing is inserted.
+    #[test]
+    fn batch_ids_follow_the_newest_row_in_order_or_the_batch_is_refused() {
+        let conn = db();
+        conn.execute(
+            "INSERT INTO jobs (id, job_type, payload) VALUES (1000, 'other', '{}')",
+            [],
+        )
+        .expect("a row with an id of its own");
+        let jobs: Vec<NewJob> = (0..70)
+            .map(|n| {
+                let job = NewJob::new("t", serde_json::json!({ "n": n }));
+                if n == 40 {
+                    job.idempotency_key("forty")
+                } else {
+                    job
+                }
+            })
+            .collect();
+        let payloads: Vec<String> = (0..70).map(|n| format!("{{\"n\":{n}}}")).collect();
+        let ids: Vec<i64> = write(&conn, |tx| insert_many(tx, &jobs, &payloads, T0))
+            .expect("insert")
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
+        assert_eq!(ids, (1001..1071).collect::<Vec<_>>());
+        let stored: Vec<String> = conn
+            .prepare("SELECT payload FROM jobs WHERE id > 1000 ORDER BY id")
+            .and_then(|mut st| {
+                st.query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .expect("read back");
+        assert_eq!(stored, payloads, "each id holds its own job");
+
+        conn.execute(
+            "INSERT INTO jobs (id, job_type, payload) VALUES (9223372036854775806, 'other', '{}')",
+            [],
+        )
+        .expect("a row just below the last id");
+        let err = write(&conn, |tx| insert_many(tx, &jobs[..3], &payloads[..3], T0))
+            .expect_err("three more ids do not fit in order");
+        assert!(err.to_string().contains("not one consecutive run"), "{err}");
+        let count: i64 = conn
+            .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(count, 72, "the refused batch left nothing behind");
     }
 
     /// The claim recovers from a rule-breaking row only if [`RULE_BROKEN_SQL`] names every
