@@ -48,8 +48,6 @@ pub(crate) struct ClaimedRow {
     pub(crate) queue: String,
     pub(crate) job_type: String,
     pub(crate) payload: String,
-    pub(crate) priority: i64,
-    pub(crate) run_at: i64,
     pub(crate) attempt: i64,
     pub(crate) max_attempts: i64,
     pub(crate) timeout_ms: Option<i64>,

@@ -339,8 +339,6 @@ impl ClaimRow {
             queue: self.queue,
             job_type: self.job_type,
             payload: self.payload,
-            priority: self.priority,
-            run_at: self.run_at,
             attempt: self.attempts,
             max_attempts: self.max_attempts,
             timeout_ms: self.timeout_ms,
@@ -414,10 +412,7 @@ impl JobStore for PgTx<'_> {
                 Err(e) => return Err(e.into()),
             }
         };
-        let mut rows: Vec<ClaimedRow> = rows
-            .into_iter()
-            .map(|row| row.into_claimed(req.max_payload_bytes))
-            .collect();
+        let mut rows = rows;
         // RETURNING gives no order; hand jobs out in claim order.
         rows.sort_by(|a, b| {
             b.priority
@@ -425,6 +420,10 @@ impl JobStore for PgTx<'_> {
                 .then(a.run_at.cmp(&b.run_at))
                 .then(a.id.cmp(&b.id))
         });
+        let rows: Vec<ClaimedRow> = rows
+            .into_iter()
+            .map(|row| row.into_claimed(req.max_payload_bytes))
+            .collect();
         Ok(Claimed {
             rows,
             refused: Vec::new(),

@@ -260,9 +260,12 @@ fn read_claimed(row: &rusqlite::Row<'_>, max_payload_bytes: usize) -> rusqlite::
         queue: lenient::text(row, 1, "queue", p)?,
         job_type: lenient::text(row, 2, "job_type", p)?,
         payload: lenient::text(row, 3, "payload", p)?,
-        priority: lenient::int(row, 4, "priority", p)?,
-        run_at: lenient::int(row, 5, "run_at", p)?,
-        attempt: lenient::int(row, 6, "attempts", p)?,
+        attempt: {
+            // Read for their types only: the claim's order needs them, the job does not.
+            lenient::int(row, 4, "priority", p)?;
+            lenient::int(row, 5, "run_at", p)?;
+            lenient::int(row, 6, "attempts", p)?
+        },
         max_attempts: lenient::int(row, 7, "max_attempts", p)?,
         timeout_ms: lenient::opt_int(row, 8, "timeout_ms", p)?,
         locked_until: lenient::int(row, 9, "locked_until", p)?,
@@ -403,11 +406,14 @@ fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec
     // parameter's value and re-prepares the statement whenever it changes (measured: 14 % of
     // the dispatcher's time went to re-preparing this claim).
     // The lease is the job's timeout (its own, else its type's) plus the grace.
-    let sql = format!(
-        "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_by = ?1,
-                locked_until = ?2 + COALESCE(timeout_ms, CASE job_type{lease_cases} ELSE ?3 END) + ?4, started_at = ?2, updated_at = ?2
-         WHERE id IN (
-            SELECT j.id FROM jobs j
+    // Two statements in the caller's write transaction, on the same snapshot: a SELECT reads
+    // the jobs with what they will hold once claimed, in claim order, then an UPDATE by the
+    // same choice claims them. One `UPDATE … RETURNING` made SQLite keep a table of returned
+    // rows: measured with callgrind, 5 500 instructions more per job (of about 60 000 for a
+    // claim and a completion).
+    let lease = format!("?2 + COALESCE(timeout_ms, CASE job_type{lease_cases} ELSE ?3 END) + ?4");
+    let choice = format!(
+        "FROM jobs j
             WHERE j.queue = ?5 AND j.status IN ('queued', 'failed') AND j.run_at <= ?2
               AND j.job_type IN ({types})
               AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
@@ -419,12 +425,21 @@ fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec
                                  AND g.status IN ('queued', 'failed') AND g.run_at <= ?2
                                ORDER BY g.priority DESC, g.run_at, g.id LIMIT 1)))
             ORDER BY j.priority DESC, j.run_at, j.id
-            LIMIT CAST(?6 AS INTEGER))
-         RETURNING id, queue, job_type, payload, priority, run_at, attempts, max_attempts,
-                   timeout_ms, locked_until, idempotency_key, group_key",
+            LIMIT CAST(?6 AS INTEGER)",
         types = type_params.join(", "),
     );
-    let mut stmt = conn.prepare_cached(&sql)?;
+    // `?1` (the worker) only in the UPDATE: both statements take the same parameters.
+    let select = format!(
+        "SELECT j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.attempts + 1,
+                j.max_attempts, j.timeout_ms, {lease}, j.idempotency_key, j.group_key
+         {choice}"
+    );
+    let update = format!(
+        "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_by = ?1,
+                locked_until = {lease}, started_at = ?2, updated_at = ?2
+         WHERE id IN (SELECT j.id {choice})"
+    );
+    let mut stmt = conn.prepare_cached(&select)?;
     let mut args: Vec<rusqlite::types::Value> = vec![
         req.worker_id.to_string().into(),
         now.into(),
@@ -443,18 +458,27 @@ fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec
     // Rows are read leniently: a value another program wrote that litejobs cannot use marks
     // that job defective (it goes dead), and never fails the claim of every other job.
     let max_payload = req.max_payload_bytes;
-    let mut rows = stmt
-        .query_map(rusqlite::params_from_iter(args), |row| {
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(&args), |row| {
             read_claimed(row, max_payload)
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    // RETURNING gives no order; hand jobs out in claim order.
-    rows.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.run_at.cmp(&b.run_at))
-            .then(a.id.cmp(&b.id))
-    });
+    if rows.is_empty() {
+        return Ok(rows);
+    }
+    let claimed = conn
+        .prepare_cached(&update)?
+        .execute(rusqlite::params_from_iter(&args))?;
+    if claimed != rows.len() {
+        // Cannot happen in one write transaction; never hand out jobs the update missed.
+        return Err(crate::Error::new(
+            crate::ErrorKind::Database,
+            format!(
+                "a claim chose {} jobs but claimed {claimed}; nothing was claimed",
+                rows.len()
+            ),
+        ));
+    }
     Ok(rows)
 }
 
