@@ -391,7 +391,8 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Resu
 /// Claims up to `limit` due jobs of one queue in (priority DESC, run_at, id) order, moving
 /// them to `running` under a lease. Skips a paused queue, types this worker cannot run, and
 /// any job whose group key already has a running job or an earlier due job (R13).
-/// Must run inside a write transaction (the dispatcher's `BEGIN IMMEDIATE`).
+/// Must run inside a write transaction (the dispatcher's `BEGIN IMMEDIATE`): its lock is what
+/// makes the claim's SELECT and UPDATE choose the same rows, and the claim atomic (R3).
 fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec<ClaimedRow>> {
     if req.limit == 0 || req.job_types.is_empty() {
         return Ok(Vec::new());
