@@ -397,6 +397,12 @@ fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec
     if req.limit == 0 || req.job_types.is_empty() {
         return Ok(Vec::new());
     }
+    if conn.is_autocommit() {
+        return Err(crate::Error::new(
+            crate::ErrorKind::Database,
+            "a claim must run inside a write transaction; nothing was claimed",
+        ));
+    }
     let n = req.job_types.len();
     let type_params: Vec<String> = (0..n).map(|i| format!("?{}", i + 7)).collect();
     let lease_cases: String = (0..n)
@@ -1144,6 +1150,49 @@ mod tests {
         let mut claimed = claim(tx, &req, now).expect("claim");
         assert!(claimed.refused.is_empty());
         claimed.rows.pop().expect("a due job to claim")
+    }
+
+    /// A claim outside a write transaction is refused: only the transaction's lock makes
+    /// its SELECT and its UPDATE choose the same rows.
+    #[test]
+    fn a_claim_outside_a_write_transaction_is_refused_and_claims_nothing() {
+        let db = db();
+        db.execute(
+            "INSERT INTO jobs (job_type, payload) VALUES ('t', '{}')",
+            [],
+        )
+        .expect("a due job");
+        let types = ["t".to_string()];
+        let req = ClaimRequest {
+            queue: "default",
+            job_types: &types,
+            type_timeouts_ms: &[1_000],
+            limit: 1,
+            worker_id: "w",
+            lease_grace_ms: 500,
+            max_payload_bytes: 1 << 16,
+        };
+        // A "now" far enough ahead that the job (run_at defaults to the wall clock) is due.
+        let later = 4_000_000_000_000;
+        let err = claim(&db, &req, later).expect_err("no transaction");
+        assert!(
+            err.to_string().contains("inside a write transaction"),
+            "{err}"
+        );
+        let running: i64 = db
+            .query_row(
+                "SELECT COUNT(*) FROM jobs WHERE status = 'running'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(running, 0);
+        let tx = db.unchecked_transaction().expect("tx");
+        assert_eq!(
+            claim_one(&tx, "w", later).attempt,
+            1,
+            "inside one, the same claim works"
+        );
     }
 
     /// Successes written together (45 jobs: statements of 32, 8, 4 and 1) each take their
