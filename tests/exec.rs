@@ -553,3 +553,59 @@ fn a_serve_process_that_ends_while_idle_costs_no_job_an_attempt() {
     }
     worker.shutdown(Duration::from_secs(5)).expect("shutdown");
 }
+
+/// `exec::wait_for_commands` (what `litejobs work` calls before it exits) returns only once
+/// the idle serve processes are gone, also when the last holder of their pool drops it on
+/// another thread meanwhile and the pool stops them there: a process that ignores the end
+/// of its input is stopped, never left running after the program.
+#[test]
+fn waiting_for_commands_outlasts_idle_serve_processes_stopped_on_another_thread() {
+    if !have_tool("python3") {
+        return;
+    }
+    let env = setup();
+    let pid_file = env.dir.path().join("lazy.pid");
+    let closed = env.dir.path().join("closed");
+    let lazy = write_script(
+        env.dir.path(),
+        "lazy.py",
+        &format!(
+            "#!/usr/bin/env python3\nimport json, os, sys, time\nopen({:?}, 'w').write(str(os.getpid()))\nfor line in sys.stdin:\n    job = json.loads(line)\n    print(json.dumps({{'id': job['id'], 'outcome': 'ok'}}), flush=True)\nopen({:?}, 'w').write('input ended')\nwhile True: time.sleep(1)\n",
+            pid_file.display().to_string(),
+            closed.display().to_string()
+        ),
+    );
+    let builder = Worker::builder(&env.queue).handler(
+        "lz",
+        Serve::new(lazy.to_string_lossy()).kill_grace(Duration::from_millis(300)),
+    );
+    let id = env
+        .queue
+        .enqueue(NewJob::new("lz", json!({})))
+        .expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    assert_eq!(job(&env, id).status, JobStatus::Succeeded);
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the process wrote its pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    // The builder holds the last handle on the pool: dropped on another thread, the pool
+    // closes its idle process's input there and waits for it to exit before signalling it.
+    let dropper = std::thread::spawn(move || drop(builder));
+    let end = Instant::now() + Duration::from_secs(20);
+    while !closed.exists() {
+        assert!(
+            Instant::now() < end,
+            "the idle process never saw its input end"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(litejobs::exec::wait_for_commands(Duration::from_secs(10)));
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        state.is_empty() || state.split_whitespace().nth(2) == Some("Z"),
+        "the idle serve process still runs after wait_for_commands: {state}"
+    );
+    dropper.join().expect("the dropping thread");
+}

@@ -101,8 +101,11 @@ fn slot_wait_until(ctx: &JobContext) -> std::time::Instant {
 ///
 /// [`Worker::shutdown`]: crate::Worker::shutdown
 pub fn wait_for_commands(timeout: Duration) -> bool {
+    let end = std::time::Instant::now() + timeout;
     serve::stop_idle_processes(false);
-    process::watchdog().wait_idle(timeout)
+    // Both: a pool dropped on another thread stops its idle processes there.
+    let commands = process::watchdog().wait_idle(timeout);
+    serve::wait_processes_gone(end) && commands
 }
 
 /// Kills (SIGKILL) the process group of every command running for this process's handlers

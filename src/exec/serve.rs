@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -78,6 +78,50 @@ struct Worker {
     /// watchdog, which closes this pipe.
     stdout: BufReader<ChildStdout>,
     stderr: Arc<Mutex<Tail>>,
+    /// Counts the process as running until it is waited for (or the worker dropped).
+    alive: Alive,
+}
+
+/// Serve processes started and not yet waited for, in this whole program: `litejobs work`
+/// must not exit before they are gone, whichever thread stops them (a pool dropped by the
+/// last handler thread that held it stops its idle processes on that thread).
+static ALIVE: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// One process in [`ALIVE`] for as long as this lives.
+#[derive(Debug)]
+struct Alive;
+
+impl Alive {
+    fn new() -> Alive {
+        *ALIVE.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Alive
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        let mut alive = ALIVE.0.lock().unwrap_or_else(|p| p.into_inner());
+        *alive = alive.saturating_sub(1);
+        ALIVE.1.notify_all();
+    }
+}
+
+/// Waits until every serve process started here has been waited for, at most until `end`;
+/// true when none is left.
+pub(crate) fn wait_processes_gone(end: Instant) -> bool {
+    let mut alive = ALIVE.0.lock().unwrap_or_else(|p| p.into_inner());
+    while *alive > 0 {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        alive = ALIVE
+            .1
+            .wait_timeout(alive, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+    true
 }
 
 /// One line read from a process's stdout.
@@ -195,6 +239,7 @@ impl Serve {
             stdin,
             stdout: BufReader::new(stdout),
             stderr: tail,
+            alive: Alive::new(),
         })
     }
 
@@ -413,10 +458,13 @@ impl Serve {
             stdin,
             stdout,
             stderr,
+            alive,
         } = worker;
         drop(stdin);
         drop(stdout);
-        stop(&mut child, &stderr, Duration::ZERO, self.kill_grace)
+        let ended = stop(&mut child, &stderr, Duration::ZERO, self.kill_grace);
+        drop(alive);
+        ended
     }
 }
 
@@ -477,11 +525,12 @@ fn stop_idle(workers: Vec<Worker>, grace: Duration) {
     for worker in workers {
         drop(worker.stdin);
         drop(worker.stdout);
-        children.push((worker.child, worker.stderr));
+        children.push((worker.child, worker.stderr, worker.alive));
     }
-    for (mut child, stderr) in children {
+    for (mut child, stderr, alive) in children {
         let ended = stop(&mut child, &stderr, grace, grace);
         log::info!("litejobs: {} (pid {})", ended.how, ended.pid);
+        drop(alive);
     }
 }
 
