@@ -323,10 +323,7 @@ impl Queue {
             })
             .collect::<Result<Vec<String>>>()?;
         let now = self.now_ms();
-        let inserted = self
-            .inner
-            .db
-            .write(|tx| tx.insert_jobs(&jobs, &payloads, now))?;
+        let inserted = self.inner.db.insert_jobs(&jobs, &payloads, now)?;
         let created: Vec<(i64, &NewJob)> = inserted
             .iter()
             .zip(&jobs)

@@ -41,6 +41,13 @@ pub(crate) struct ClaimRequest<'a> {
     pub(crate) max_payload_bytes: usize,
 }
 
+/// From this many jobs without keys, a batch is inserted with the schema's CHECK rules
+/// off where the backend allows (SQLite): they guard rows from other programs, and a job
+/// litejobs inserts has passed the same rules in code already ([`crate::job::validate`],
+/// [`crate::job::RunAt::resolve`]; a test holds every validated row to the rules). Measured,
+/// the rules cost 15 % of a batch.
+pub(crate) const VALIDATED_FROM_ROWS: usize = 128;
+
 /// A row moved to `running` by a claim.
 #[derive(Debug, Clone)]
 pub(crate) struct ClaimedRow {
@@ -130,6 +137,8 @@ pub(crate) trait JobStore {
     fn insert_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted>;
 
     /// Inserts many validated jobs (`payloads[i]` is `jobs[i]`'s JSON text), in order.
+    /// On SQLite, a batch of [`VALIDATED_FROM_ROWS`] or more jobs without keys skips the
+    /// schema's CHECK rules.
     fn insert_jobs(&self, jobs: &[NewJob], payloads: &[String], now: i64) -> Result<Vec<Inserted>>;
 
     /// Claims up to `req.limit` due jobs of one queue in (priority DESC, run_at, id) order,

@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::job::{clamp_run_at, NewJob, RunAt};
 use crate::storage::jobs::{
     batch_error, AfterFailure, AttemptRow, ClaimRequest, Claimed, ClaimedRow, Inserted, JobStore,
-    Lease, Refused, Success,
+    Lease, Refused, Success, VALIDATED_FROM_ROWS,
 };
 
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
@@ -122,14 +122,6 @@ static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     )
 });
 
-/// From this many jobs without keys, a batch is inserted with the schema's CHECK rules
-/// switched off for the connection: they guard rows from other programs, and a job litejobs
-/// inserts has passed the same rules in code already ([`crate::job::validate`],
-/// [`RunAt::resolve`]; a test holds every validated row to [`RULE_BROKEN_SQL`]). Measured, the
-/// rules cost 15 % of a batch. The switch makes SQLite re-prepare this connection's
-/// statements (it changes the code they compile to), which only a big batch repays.
-const UNCHECKED_FROM_ROWS: usize = 128;
-
 /// Inserts validated jobs in order: a job with an idempotency key alone (it may find a
 /// holder instead), the runs of jobs between them by multi-row statements.
 pub(super) fn insert_many(
@@ -142,7 +134,18 @@ pub(super) fn insert_many(
         .iter()
         .filter(|job| job.idempotency_key.is_none())
         .count();
-    if keyless < UNCHECKED_FROM_ROWS {
+    if keyless < VALIDATED_FROM_ROWS {
+        return insert_in_order(conn, jobs, payloads, now);
+    }
+    // A batch of VALIDATED_FROM_ROWS jobs without keys goes in with the CHECK rules off (a
+    // test holds every validated row to RULE_BROKEN_SQL). The queue's own batches come on a
+    // connection kept with them off (`SqliteDb::write_validated_tx`); on any other
+    // connection they are switched off for the batch, which makes SQLite re-prepare that
+    // connection's statements (the switch changes the code they compile to).
+    let already_off: bool = conn
+        .prepare_cached("PRAGMA ignore_check_constraints")?
+        .query_row([], |row| row.get(0))?;
+    if already_off {
         return insert_in_order(conn, jobs, payloads, now);
     }
     conn.prepare_cached("PRAGMA ignore_check_constraints = ON")?
@@ -1109,7 +1112,7 @@ mod tests {
             })
             .collect();
         assert_eq!(valid.len(), 13, "the cases meant to be valid are");
-        let (jobs, payloads): (Vec<NewJob>, Vec<String>) = (0..UNCHECKED_FROM_ROWS * 2)
+        let (jobs, payloads): (Vec<NewJob>, Vec<String>) = (0..VALIDATED_FROM_ROWS * 2)
             .map(|i| valid[i % valid.len()].clone())
             .unzip();
         write(&db, |tx| {

@@ -86,6 +86,13 @@ pub(crate) struct SqliteDb {
     open_more: Box<dyn Fn() -> rusqlite::Result<Connection> + Send + Sync>,
     /// The database file, for a watch on its writes (`None` in memory).
     file: Option<PathBuf>,
+    /// A connection of its own with the schema's CHECK rules off, for big batches of jobs
+    /// litejobs validated in code ([`Backend::write_validated_tx`]); opened on first use.
+    /// Switching the rules off and on per batch on a pooled connection made SQLite
+    /// re-prepare that connection's statements every time (6 % of a batch).
+    validated: Mutex<Option<Connection>>,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
     /// Checkpoints the WAL of a writable file off the writers' path (after the pool in
     /// this struct, so that it closes the last connection).
     checkpointer: Option<checkpointer::Checkpointer>,
@@ -280,6 +287,9 @@ impl SqliteDb {
             in_memory,
             read_only: false,
             open_more,
+            validated: Mutex::new(None),
+            synchronous,
+            busy_timeout,
             file: None,
             checkpointer: None,
         })
@@ -288,6 +298,29 @@ impl SqliteDb {
     /// A pooled connection.
     fn conn(&self) -> Result<r2d2::PooledConnection<SqliteConnectionManager>> {
         Ok(self.pool.get()?)
+    }
+
+    fn refuse_if_read_only(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "this queue was opened read-only (Queue::open_read_only); nothing was written",
+            ));
+        }
+        Ok(())
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction on `conn` (the caller holds the write gate).
+    fn write_on(&self, conn: &Connection, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        let tx = WriteTx::begin(conn)?;
+        let handle = SqliteTx::new(conn);
+        f(&handle)?;
+        handle.write_succeeded_counts()?;
+        tx.commit()?;
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.wrote();
+        }
+        Ok(())
     }
     fn gate(&self) -> MutexGuard<'_, ()> {
         // A panic while holding the gate leaves no shared state behind (the transaction
@@ -310,23 +343,35 @@ impl Backend for SqliteDb {
     /// process queue on the write gate first; another process's lock is waited out up to the
     /// busy timeout, then [`ErrorKind::Busy`] is returned and nothing was written.
     fn write_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
-        if self.read_only {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                "this queue was opened read-only (Queue::open_read_only); nothing was written",
-            ));
-        }
+        self.refuse_if_read_only()?;
         let conn = self.conn()?;
         let _gate = self.gate();
-        let tx = WriteTx::begin(&conn)?;
-        let handle = SqliteTx::new(&conn);
-        f(&handle)?;
-        handle.write_succeeded_counts()?;
-        tx.commit()?;
-        if let Some(checkpointer) = &self.checkpointer {
-            checkpointer.wrote();
+        self.write_on(&conn, f)
+    }
+
+    /// [`Backend::write_tx`] on the connection kept with the CHECK rules off.
+    fn write_validated_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
+        self.refuse_if_read_only()?;
+        let _gate = self.gate();
+        let mut kept = self
+            .validated
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if kept.is_none() {
+            let mut conn = (self.open_more)()?;
+            configure(
+                &mut conn,
+                self.synchronous,
+                self.busy_timeout,
+                !self.in_memory,
+            )?;
+            conn.execute_batch("PRAGMA ignore_check_constraints = ON")?;
+            *kept = Some(conn);
         }
-        Ok(())
+        match kept.as_ref() {
+            Some(conn) => self.write_on(conn, f),
+            None => self.write_tx(f),
+        }
     }
 
     fn is_read_only(&self) -> bool {
@@ -515,5 +560,61 @@ mod tests {
         assert!(db.checkpointer.is_some());
         let memory = SqliteDb::open_in_memory(&config).expect("in memory");
         assert!(memory.checkpointer.is_none());
+    }
+
+    /// A big batch of new jobs goes in on the connection kept with the CHECK rules off, in
+    /// the same database, while every pooled connection keeps them on: a rule-breaking write
+    /// through the queue's other paths is still refused after it.
+    #[test]
+    fn big_batches_use_a_connection_of_their_own_and_the_pool_keeps_the_rules() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = DbConfig {
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            pool_size: 2,
+            create: true,
+            pg_schema: None,
+        };
+        for db in [
+            SqliteDb::open(&dir.path().join("q.db"), &config).expect("open"),
+            SqliteDb::open_in_memory(&config).expect("in memory"),
+        ] {
+            let jobs: Vec<crate::NewJob> = (0..crate::storage::jobs::VALIDATED_FROM_ROWS)
+                .map(|n| crate::NewJob::new("t", serde_json::json!({ "n": n })))
+                .collect();
+            let payloads: Vec<String> = jobs
+                .iter()
+                .map(|job| crate::job::validate(job, 1 << 16).expect("valid"))
+                .collect();
+            for round in 0..2 {
+                db.write_validated_tx(&mut |tx| {
+                    let ids = tx.insert_jobs(&jobs, &payloads, 1_700_000_000_000)?;
+                    assert_eq!(ids.len(), jobs.len(), "round {round}");
+                    Ok(())
+                })
+                .expect("a big batch");
+            }
+            let kept = db.validated.lock().expect("the kept connection");
+            let off: i64 = kept
+                .as_ref()
+                .expect("opened by the batch")
+                .query_row("PRAGMA ignore_check_constraints", [], |r| r.get(0))
+                .expect("pragma");
+            assert_eq!(off, 1, "the kept connection has the rules off");
+            let conn = db.conn().expect("a pooled connection");
+            let count: i64 = conn
+                .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+                .expect("count");
+            assert_eq!(count, 2 * jobs.len() as i64, "both batches, one database");
+            let off: i64 = conn
+                .query_row("PRAGMA ignore_check_constraints", [], |r| r.get(0))
+                .expect("pragma");
+            assert_eq!(off, 0, "pooled connections keep the rules");
+            let refused = conn.execute("UPDATE jobs SET priority = 'high' WHERE id = 1", []);
+            assert!(
+                refused.is_err(),
+                "a rule-breaking write is refused: {refused:?}"
+            );
+        }
     }
 }
