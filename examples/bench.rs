@@ -121,10 +121,10 @@ impl Config {
             }
             i += 1;
         }
-        // The big-backlog run processes `min(process, 10 000)` jobs twice (in the bench and
-        // in the memory child), so the backlog must hold both.
-        if c.backlog < 2 * c.process.min(10_000) {
-            usage("--backlog must be at least twice min(--process, 10000)");
+        // The big-backlog run processes `min(process, 10 000)` jobs once per round and once
+        // more in the memory child, so the backlog must hold them all.
+        if c.backlog < (c.rounds + 1) * c.process.min(10_000) {
+            usage("--backlog must be at least (--rounds + 1) × min(--process, 10000)");
         }
         c
     }
@@ -306,12 +306,30 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
     let path = fresh("backlog");
     let q = open(&path, sync)?;
     let small = c.process.min(10_000);
-    let q_small = open(&fresh("backlog-small"), sync)?;
-    enqueue_noops(&q_small, small)?;
-    let rate_small = process(&q_small, small, 4)?;
     enqueue_noops(&q, c.backlog)?;
     let bytes = file_bytes(&path);
-    let rate_big = process(&q, small, 4)?;
+    // Alternating rounds, as above: `small` jobs from a fresh file, then `small` jobs from
+    // the big backlog.
+    let (mut smalls, mut bigs) = (Vec::new(), Vec::new());
+    for _ in 0..c.rounds {
+        let small_path = fresh("backlog-small");
+        let q_small = open(&small_path, sync)?;
+        enqueue_noops(&q_small, small)?;
+        smalls.push(process(&q_small, small, 4)?);
+        drop(q_small);
+        discard(&small_path);
+        bigs.push(process(&q, small, 4)?);
+    }
+    let (rate_small, rate_big) = (median(&smalls), median(&bigs));
+    let rounded = |rates: &[f64]| json!(rates.iter().map(|r| r.round()).collect::<Vec<_>>());
+    f.insert(
+        "process_4_threads_small_backlog_per_s_rounds".into(),
+        rounded(&smalls),
+    );
+    f.insert(
+        "process_4_threads_big_backlog_per_s_rounds".into(),
+        rounded(&bigs),
+    );
     drop(q);
     let worker_peak_rss = worker_rss(&path, small)?;
     f.insert(
