@@ -33,7 +33,10 @@ const BUSY_ENQUEUES: usize = 200;
 
 /// A worker process: says it is ready, waits for the go file (so both processes start on
 /// an equal footing), runs jobs until none are left, then shuts down gracefully. Each run
-/// appends `start <job> <attempt> <pid>` to the shared log.
+/// appends `start <job> <attempt> <pid>` to the shared log. Its handlers hold their first
+/// jobs until both processes have started one: quick jobs would otherwise all go to
+/// whichever process started first on a loaded machine, and the test means to see two
+/// processes share a backlog.
 #[test]
 fn child_worker_process() {
     if !child::is_child(WORKER_ROLE) {
@@ -45,9 +48,29 @@ fn child_worker_process() {
     let pid = std::process::id();
     std::fs::write(child::env_path(READY_VAR), b"ready").expect("child: writing ready file");
     child::wait_for_file(&child::env_path(SIGNAL_VAR), &deadline);
+    let dir = child::env_path(LOG_VAR)
+        .parent()
+        .expect("the log's directory")
+        .to_path_buf();
+    let both_started = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let worker = Worker::builder(&queue)
         .handler("shared", move |ctx: &JobContext| -> Result<(), JobError> {
             log.line(&format!("start {} {} {pid}", ctx.id(), ctx.attempt()));
+            if !both_started.load(std::sync::atomic::Ordering::Acquire) {
+                let mine = dir.join(format!("started-{pid}"));
+                if !mine.exists() {
+                    std::fs::write(&mine, b"").expect("child: writing its started file");
+                }
+                let end = Instant::now() + CHILD_LIFETIME_CAP / 2;
+                while started_workers(&dir) < 2 {
+                    assert!(
+                        Instant::now() < end,
+                        "child: the other worker never started a job"
+                    );
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                both_started.store(true, std::sync::atomic::Ordering::Release);
+            }
             Ok(())
         })
         .concurrency(2)
@@ -58,6 +81,18 @@ fn child_worker_process() {
     worker
         .shutdown(Duration::from_secs(10))
         .expect("child: graceful shutdown");
+}
+
+/// How many worker processes have started a job (their `started-<pid>` files in `dir`).
+fn started_workers(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("started-"))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// A process that hammers the write lock until the stop file appears: `BEGIN IMMEDIATE`,
