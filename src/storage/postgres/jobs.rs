@@ -397,7 +397,7 @@ impl JobStore for PgTx<'_> {
             return Ok(Claimed::default());
         }
         let mut tries = 0;
-        let rows = loop {
+        let mut rows = loop {
             tries += 1;
             let keyed = tries < CLAIM_TRIES;
             match self.claim_rows(req, now, keyed) {
@@ -412,7 +412,6 @@ impl JobStore for PgTx<'_> {
                 Err(e) => return Err(e.into()),
             }
         };
-        let mut rows = rows;
         // RETURNING gives no order; hand jobs out in claim order.
         rows.sort_by(|a, b| {
             b.priority

@@ -1139,17 +1139,22 @@ mod tests {
 
     const T0: i64 = 1_700_000_000_000;
 
-    fn claim_one(tx: &Connection, worker: &str, now: i64) -> ClaimedRow {
-        let types = ["t".to_string()];
-        let req = ClaimRequest {
+    /// A claim of one `t` job of the default queue by `worker`.
+    fn t_jobs<'a>(types: &'a [String], worker: &'a str) -> ClaimRequest<'a> {
+        ClaimRequest {
             queue: "default",
-            job_types: &types,
+            job_types: types,
             type_timeouts_ms: &[1_000],
             limit: 1,
             worker_id: worker,
             lease_grace_ms: 500,
             max_payload_bytes: 1 << 16,
-        };
+        }
+    }
+
+    fn claim_one(tx: &Connection, worker: &str, now: i64) -> ClaimedRow {
+        let types = ["t".to_string()];
+        let req = t_jobs(&types, worker);
         let mut claimed = claim(tx, &req, now).expect("claim");
         assert!(claimed.refused.is_empty());
         claimed.rows.pop().expect("a due job to claim")
@@ -1166,15 +1171,7 @@ mod tests {
         )
         .expect("a due job");
         let types = ["t".to_string()];
-        let req = ClaimRequest {
-            queue: "default",
-            job_types: &types,
-            type_timeouts_ms: &[1_000],
-            limit: 1,
-            worker_id: "w",
-            lease_grace_ms: 500,
-            max_payload_bytes: 1 << 16,
-        };
+        let req = t_jobs(&types, "w");
         // A "now" far enough ahead that the job (run_at defaults to the wall clock) is due.
         let later = 4_000_000_000_000;
         let err = claim(&db, &req, later).expect_err("no transaction");
@@ -1511,13 +1508,8 @@ mod tests {
             let free = insert(tx, &NewJob::new("t", serde_json::json!({})), "{}", T0)?.id;
             let types = ["t".to_string()];
             let req = ClaimRequest {
-                queue: "default",
-                job_types: &types,
-                type_timeouts_ms: &[1_000],
                 limit: 10,
-                worker_id: "A",
-                lease_grace_ms: 500,
-                max_payload_bytes: 1 << 16,
+                ..t_jobs(&types, "A")
             };
             let ids = |c: Claimed| c.rows.iter().map(|r| r.id).collect::<Vec<_>>();
             // k2 outranks k1 within key k; one job per key; keyless jobs all go.
@@ -1561,13 +1553,9 @@ mod tests {
             let over = insert(1_000, &format!("{limit} "))?;
             let types = ["t".to_string()];
             let req = ClaimRequest {
-                queue: "default",
-                job_types: &types,
-                type_timeouts_ms: &[1_000],
                 limit: 10,
-                worker_id: "A",
-                lease_grace_ms: 500,
                 max_payload_bytes: limit.len(),
+                ..t_jobs(&types, "A")
             };
             let claimed = claim(tx, &req, T0)?;
             let defect = |id: i64| {

@@ -357,21 +357,21 @@ impl Backend for SqliteDb {
             .validated
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if kept.is_none() {
-            let mut conn = (self.open_more)()?;
-            configure(
-                &mut conn,
-                self.synchronous,
-                self.busy_timeout,
-                !self.in_memory,
-            )?;
-            conn.execute_batch("PRAGMA ignore_check_constraints = ON")?;
-            *kept = Some(conn);
-        }
-        match kept.as_ref() {
-            Some(conn) => self.write_on(conn, f),
-            None => self.write_tx(f),
-        }
+        let conn = match &mut *kept {
+            Some(conn) => conn,
+            empty @ None => {
+                let mut conn = (self.open_more)()?;
+                configure(
+                    &mut conn,
+                    self.synchronous,
+                    self.busy_timeout,
+                    !self.in_memory,
+                )?;
+                conn.execute_batch("PRAGMA ignore_check_constraints = ON")?;
+                empty.insert(conn)
+            }
+        };
+        self.write_on(conn, f)
     }
 
     fn is_read_only(&self) -> bool {
@@ -538,18 +538,22 @@ fn configure(
 mod tests {
     use super::*;
 
-    /// Writes through a file database never checkpoint in the committing thread (the
-    /// checkpoint thread does, off the writers' path); databases without a log have none.
-    #[test]
-    fn pooled_connections_leave_checkpoints_to_the_checkpoint_thread() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = DbConfig {
+    fn test_config() -> DbConfig {
+        DbConfig {
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(5),
             pool_size: 2,
             create: true,
             pg_schema: None,
-        };
+        }
+    }
+
+    /// Writes through a file database never checkpoint in the committing thread (the
+    /// checkpoint thread does, off the writers' path); databases without a log have none.
+    #[test]
+    fn pooled_connections_leave_checkpoints_to_the_checkpoint_thread() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = test_config();
         let db = SqliteDb::open(&dir.path().join("q.db"), &config).expect("open");
         let autocheckpoint: i64 = db
             .conn()
@@ -568,13 +572,7 @@ mod tests {
     #[test]
     fn big_batches_use_a_connection_of_their_own_and_the_pool_keeps_the_rules() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = DbConfig {
-            synchronous: Synchronous::Normal,
-            busy_timeout: Duration::from_secs(5),
-            pool_size: 2,
-            create: true,
-            pg_schema: None,
-        };
+        let config = test_config();
         for db in [
             SqliteDb::open(&dir.path().join("q.db"), &config).expect("open"),
             SqliteDb::open_in_memory(&config).expect("in memory"),
