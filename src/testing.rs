@@ -85,7 +85,8 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     for _ in 0..DRAIN_MAX_ROUNDS {
         let now = queue.now_ms();
         let mut refused = Vec::new();
-        let claimed = queue.db().write(|tx| {
+        // The worker's own path: the rules are checked by the claim's reading (R28).
+        let claimed = queue.db().write_validated(|tx| {
             let mut all = Vec::new();
             for (name, _) in &builder.queues {
                 let claimed = tx.claim(&claimer.request(name, DRAIN_BATCH), now)?;

@@ -78,9 +78,10 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// [`ErrorKind::Busy`] having written nothing.
     fn write_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()>;
 
-    /// [`Backend::write_tx`] for rows litejobs validated in code already (a big batch of
-    /// new jobs), where the backend can skip the schema's CHECK rules for them. Defaults to
-    /// [`Backend::write_tx`].
+    /// [`Backend::write_tx`] for a transaction that writes only values litejobs made or
+    /// validated in code (a big batch of new jobs; a worker's claims, outcomes, renewals and
+    /// reaping, whose claim checks every row against the rules as it reads it), where the
+    /// backend can skip the schema's CHECK rules. Defaults to [`Backend::write_tx`].
     fn write_validated_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
         self.write_tx(f)
     }
@@ -201,6 +202,12 @@ impl Db {
     /// database past the busy timeout; [`ErrorKind::ReadOnly`] on a read-only database.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
         run_once(|g| self.backend.write_tx(g), f)
+    }
+
+    /// [`Db::write`] for a transaction that writes only values litejobs made or validated
+    /// itself; see [`Backend::write_validated_tx`].
+    pub(crate) fn write_validated<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
+        run_once(|g| self.backend.write_validated_tx(g), f)
     }
 
     /// Inserts validated jobs in one write transaction, in order. A batch of at least

@@ -1,6 +1,7 @@
 //! [`JobStore`] on SQLite: the `jobs` table's inserts (with idempotency keys), the claim,
 //! the lease-fenced writes, the attempt history and the reaper.
 
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{lenient, SqliteTx};
@@ -151,7 +152,8 @@ pub(super) fn insert_many(
     conn.prepare_cached("PRAGMA ignore_check_constraints = ON")?
         .execute([])?;
     let inserted = insert_in_order(conn, jobs, payloads, now);
-    // Back on whatever happened: the claim relies on the rules to catch other programs' rows.
+    // Back on whatever happened: the connection goes on to serve writes of values from
+    // outside (a job's fields, a person's edit), which the rules guard.
     conn.prepare_cached("PRAGMA ignore_check_constraints = OFF")?
         .execute([])?;
     inserted
@@ -254,37 +256,75 @@ pub(super) fn find_key_holder(conn: &Connection, key: &str, now: i64) -> Result<
         .optional()?)
 }
 
-/// Reads a row of the claim's `RETURNING` list, whatever its columns hold.
+/// Reads a row of the claim's SELECT, whatever its columns hold, and checks it against every
+/// schema rule ([`RULE_BROKEN_SQL`] in code, which a test holds it to; all but `updated_at`'s,
+/// which the claim writes anew): the worker claims on
+/// a connection with the CHECK rules off, so a row another program wrote with the rules off
+/// is caught here, and goes dead without running instead of stopping the queue (R28).
 fn read_claimed(row: &rusqlite::Row<'_>, max_payload_bytes: usize) -> rusqlite::Result<ClaimedRow> {
     let mut problems = Vec::new();
     let p = &mut problems;
-    let claimed = ClaimedRow {
-        id: row.get(0)?,
-        queue: lenient::text(row, 1, "queue", p)?,
-        job_type: lenient::text(row, 2, "job_type", p)?,
-        payload: lenient::text(row, 3, "payload", p)?,
-        attempt: {
-            // Read for their types only: the claim's order needs them, the job does not.
-            lenient::int(row, 4, "priority", p)?;
-            lenient::int(row, 5, "run_at", p)?;
-            lenient::int(row, 6, "attempts", p)?
-        },
-        max_attempts: lenient::int(row, 7, "max_attempts", p)?,
-        timeout_ms: lenient::opt_int(row, 8, "timeout_ms", p)?,
-        locked_until: lenient::int(row, 9, "locked_until", p)?,
-        idempotency_key: lenient::opt_text(row, 10, "idempotency_key", p)?,
-        group_key: lenient::opt_text(row, 11, "group_key", p)?,
-        defect: None,
+    let id = row.get(0)?;
+    // Text the rules let in (a number too; empty text only where `empty_ok`), else the
+    // problem noted and the value described. Each value is read once: this runs per job.
+    let text = |i: usize,
+                column: &str,
+                what: &str,
+                empty_ok: bool,
+                p: &mut Vec<String>|
+     -> rusqlite::Result<Option<String>> {
+        let value = row.get_ref(i)?;
+        Ok(match value {
+            ValueRef::Null => None,
+            ValueRef::Text(bytes) if empty_ok || !bytes.is_empty() => {
+                Some(match std::str::from_utf8(bytes) {
+                    Ok(text) => text.to_owned(),
+                    Err(_) => {
+                        p.push(format!(
+                            "column {column} holds TEXT that is not valid UTF-8 ({} bytes)",
+                            bytes.len()
+                        ));
+                        String::from_utf8_lossy(bytes).into_owned()
+                    }
+                })
+            }
+            ValueRef::Integer(i) => Some(i.to_string()),
+            ValueRef::Real(f) => Some(f.to_string()),
+            ValueRef::Text(_) | ValueRef::Blob(_) => {
+                p.push(format!(
+                    "column {column} holds {}, not {what}",
+                    lenient::describe(value)
+                ));
+                Some(lenient::describe(value))
+            }
+        })
     };
-    if claimed.max_attempts < 1 {
-        p.push(format!(
-            "column max_attempts holds {}, not an integer of at least 1",
-            claimed.max_attempts
-        ));
+    let queue = text(1, "queue", "a queue name", false, p)?.unwrap_or_default();
+    let job_type = text(2, "job_type", "a job type", false, p)?.unwrap_or_default();
+    let payload = text(3, "payload", "JSON text", true, p)?.unwrap_or_default();
+    strict_int(row, 4, "priority", i64::MIN, p)?;
+    let created_at = strict_int(row, 12, "created_at", i64::MIN, p)?;
+    if let Some(run_at) = strict_int(row, 5, "run_at", i64::MIN, p)? {
+        if created_at.is_some_and(|created| run_at < created / 100) {
+            p.push(format!(
+                "column run_at holds {run_at}, which looks like seconds, not milliseconds since 1970"
+            ));
+        } else if run_at > crate::job::MAX_RUN_AT_MS {
+            p.push(format!(
+                "column run_at holds {run_at}, past the year 5000: microseconds or \
+                 nanoseconds, not milliseconds"
+            ));
+        }
     }
-    if claimed.timeout_ms.is_some_and(|ms| ms < 1) {
-        p.push("column timeout_ms holds a value below 1 ms".to_string());
-    }
+    let attempts = strict_int(row, 6, "attempts", 0, p)?.unwrap_or(0);
+    let max_attempts = strict_int(row, 7, "max_attempts", 1, p)?.unwrap_or(1);
+    let timeout_ms = match row.get_ref(8)? {
+        ValueRef::Null => None,
+        _ => strict_int(row, 8, "timeout_ms", 1, p)?,
+    };
+    let locked_until = lenient::int(row, 9, "locked_until", p)?;
+    let idempotency_key = text(10, "idempotency_key", "NULL or text", true, p)?;
+    let group_key = text(11, "group_key", "NULL or text", true, p)?;
     let size = row.get_ref(3)?.as_bytes().map_or(0, <[u8]>::len);
     if size > max_payload_bytes {
         p.push(format!(
@@ -292,8 +332,52 @@ fn read_claimed(row: &rusqlite::Row<'_>, max_payload_bytes: usize) -> rusqlite::
              {max_payload_bytes} bytes"
         ));
     }
-    let defect = (!problems.is_empty()).then(|| problems.join("; "));
-    Ok(ClaimedRow { defect, ..claimed })
+    Ok(ClaimedRow {
+        id,
+        queue,
+        job_type,
+        payload,
+        attempt: attempts.saturating_add(1),
+        max_attempts,
+        timeout_ms,
+        locked_until,
+        idempotency_key,
+        group_key,
+        defect: (!problems.is_empty()).then(|| problems.join("; ")),
+    })
+}
+
+/// What the claim's SELECT reads of each job, in [`read_claimed`]'s order; `LEASE` stands
+/// for the lease's expression. Not `updated_at`: the claim writes it anew.
+const CLAIMED_COLUMNS: &str = "j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at,
+    j.attempts, j.max_attempts, j.timeout_ms, LEASE, j.idempotency_key, j.group_key,
+    j.created_at";
+
+/// An INTEGER column's value of at least `least`, or `None` with the problem noted: the
+/// schema's rules store a whole number as INTEGER whatever type it was bound as, so any
+/// other stored type got in with the rules off.
+fn strict_int(
+    row: &rusqlite::Row<'_>,
+    index: usize,
+    column: &str,
+    least: i64,
+    problems: &mut Vec<String>,
+) -> rusqlite::Result<Option<i64>> {
+    let value = row.get_ref(index)?;
+    Ok(match value {
+        ValueRef::Integer(i) if i >= least => Some(i),
+        _ => {
+            let what = match least {
+                i64::MIN => "an integer".to_string(),
+                least => format!("an integer of at least {least}"),
+            };
+            problems.push(format!(
+                "column {column} holds {}, not {what}",
+                lenient::describe(value)
+            ));
+            None
+        }
+    })
 }
 
 /// Why a live row breaks a schema rule (the CHECK rules of schema.sql, in the same order),
@@ -373,8 +457,10 @@ fn refuse_rule_breakers(conn: &Connection, queue: &str, now: i64) -> Result<Vec<
 }
 
 /// Claims up to `limit` due jobs of one queue (see [`claim_rows`]). A claim never fails on a
-/// row another program wrote: a row that breaks a schema rule (its update to `running`
-/// would be refused) is made dead first, and the claim runs again.
+/// row another program wrote: on the worker's connection (CHECK rules off) a row that breaks
+/// a schema rule is claimed with a [`ClaimedRow::defect`] and goes dead without running; on
+/// a connection with the rules on, its update to `running` is refused, so such rows are made
+/// dead first and the claim runs again.
 pub(super) fn claim(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Claimed> {
     match claim_rows(conn, req, now) {
         Ok(rows) => Ok(Claimed {
@@ -440,9 +526,8 @@ fn claim_rows(conn: &Connection, req: &ClaimRequest<'_>, now: i64) -> Result<Vec
     );
     // `?1` (the worker) only in the UPDATE: both statements take the same parameters.
     let select = format!(
-        "SELECT j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.attempts + 1,
-                j.max_attempts, j.timeout_ms, {lease}, j.idempotency_key, j.group_key
-         {choice}"
+        "SELECT {} {choice}",
+        CLAIMED_COLUMNS.replace("LEASE", &lease)
     );
     let update = format!(
         "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_by = ?1,
@@ -1051,6 +1136,29 @@ mod tests {
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<_>>()?;
             assert_eq!(ids.len(), rows.len());
+            // The claim's own reading (on a connection with the rules off) finds the same
+            // rows, naming the column the SQL names first.
+            let claimed_sql = format!(
+                "SELECT {} FROM jobs j ORDER BY j.id",
+                CLAIMED_COLUMNS.replace("LEASE", "0")
+            );
+            let defects: Vec<Option<String>> = tx
+                .prepare(&claimed_sql)?
+                .query_map([], |r| read_claimed(r, 1 << 16).map(|c| c.defect))?
+                .collect::<rusqlite::Result<_>>()?;
+            for ((row, (_, broken)), defect) in rows.iter().zip(&ids).zip(&defects) {
+                match (broken, defect) {
+                    (None, None) => {}
+                    (Some(why), Some(defect)) => {
+                        let column = why
+                            .split_whitespace()
+                            .nth(1)
+                            .expect("the SQL names a column");
+                        assert!(defect.contains(column), "{row:?}: {why} / {defect}");
+                    }
+                    _ => panic!("row {row:?}: RULE_BROKEN_SQL says {broken:?}, the claim {defect:?}"),
+                }
+            }
             for ((id, broken), row) in ids.into_iter().zip(&rows) {
                 let moved = tx.execute(
                     "UPDATE jobs SET status = 'running' WHERE id = ?1",
@@ -1158,6 +1266,66 @@ mod tests {
         let mut claimed = claim(tx, &req, now).expect("claim");
         assert!(claimed.refused.is_empty());
         claimed.rows.pop().expect("a due job to claim")
+    }
+
+    /// A row that breaks a rule (written with the rules off) never fails a claim, with the
+    /// rules on or off: with them on (a connection serving outside values) it is made dead
+    /// and the good job is claimed; with them off (the worker's connection) it is claimed
+    /// defective, naming the column, and goes dead without running.
+    #[test]
+    fn a_rule_breaker_never_fails_a_claim_with_the_rules_on_or_off() {
+        for rules_off in [false, true] {
+            let db = db();
+            let types = ["t".to_string()];
+            let req = ClaimRequest {
+                limit: 10,
+                ..t_jobs(&types, "A")
+            };
+            let claimed = write(&db, |tx| {
+                tx.execute_batch(
+                    "PRAGMA ignore_check_constraints = ON;
+                     INSERT INTO jobs (job_type, payload, run_at, created_at)
+                         VALUES ('t', '{}', 1700000000000, 1700000000000);
+                     INSERT INTO jobs (job_type, payload, priority, run_at, created_at)
+                         VALUES ('t', '{}', 'high', 1700000000000, 1700000000000);",
+                )?;
+                if !rules_off {
+                    tx.execute_batch("PRAGMA ignore_check_constraints = OFF")?;
+                }
+                claim(tx, &req, T0)
+            })
+            .expect("the claim succeeds");
+            let mut defects: Vec<(i64, Option<String>)> = claimed
+                .rows
+                .iter()
+                .map(|r| (r.id, r.defect.clone()))
+                .collect();
+            // TEXT sorts above every number: the claim's order put the bad row first.
+            defects.sort();
+            if rules_off {
+                assert!(claimed.refused.is_empty());
+                assert_eq!(defects.len(), 2, "{defects:?}");
+                assert_eq!(defects[0], (1, None));
+                let defect = defects[1].1.clone().unwrap_or_default();
+                assert!(
+                    defects[1].0 == 2 && defect.contains("column priority holds TEXT 'high'"),
+                    "{defects:?}"
+                );
+            } else {
+                assert_eq!(defects, vec![(1, None)]);
+                let refused: Vec<(i64, &str)> = claimed
+                    .refused
+                    .iter()
+                    .map(|r| (r.id, r.error.as_str()))
+                    .collect();
+                assert!(
+                    refused.len() == 1
+                        && refused[0].0 == 2
+                        && refused[0].1.contains("column priority holds TEXT 'high'"),
+                    "{refused:?}"
+                );
+            }
+        }
     }
 
     /// A claim outside a write transaction is refused: only the transaction's lock makes
