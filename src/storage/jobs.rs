@@ -101,6 +101,10 @@ pub(crate) struct Success<'a> {
     pub(crate) lease: Lease<'a>,
     pub(crate) result: Option<&'a str>,
     pub(crate) progress: Option<&'a str>,
+    /// The job's queue and type as claimed: where the row still holds them, the success
+    /// is counted under them without reading them back.
+    pub(crate) queue: &'a str,
+    pub(crate) job_type: &'a str,
 }
 
 /// What happens to a job after a failed attempt.

@@ -345,6 +345,8 @@ fn success_of<'a>(c: &'a Completion, worker_id: &'a str) -> Option<Success<'a>> 
             lease: lease_of(&c.row, worker_id),
             result: result.as_deref(),
             progress: progress.as_deref(),
+            queue: &c.row.queue,
+            job_type: &c.row.job_type,
         }),
         _ => None,
     }
@@ -394,6 +396,8 @@ pub(crate) fn write_completion(
                 lease,
                 result: result.as_deref(),
                 progress: progress.as_deref(),
+                queue: &c.row.queue,
+                job_type: &c.row.job_type,
             };
             let applied =
                 write_successes(tx, worker_id, &[(c, success)], now, idempotency_window_ms)?;
