@@ -274,30 +274,11 @@ fn read_claimed(row: &rusqlite::Row<'_>, max_payload_bytes: usize) -> rusqlite::
                 p: &mut Vec<String>|
      -> rusqlite::Result<Option<String>> {
         let value = row.get_ref(i)?;
-        Ok(match value {
-            ValueRef::Null => None,
-            ValueRef::Text(bytes) if empty_ok || !bytes.is_empty() => {
-                Some(match std::str::from_utf8(bytes) {
-                    Ok(text) => text.to_owned(),
-                    Err(_) => {
-                        p.push(format!(
-                            "column {column} holds TEXT that is not valid UTF-8 ({} bytes)",
-                            bytes.len()
-                        ));
-                        String::from_utf8_lossy(bytes).into_owned()
-                    }
-                })
-            }
-            ValueRef::Integer(i) => Some(i.to_string()),
-            ValueRef::Real(f) => Some(f.to_string()),
-            ValueRef::Text(_) | ValueRef::Blob(_) => {
-                p.push(format!(
-                    "column {column} holds {}, not {what}",
-                    lenient::describe(value)
-                ));
-                Some(lenient::describe(value))
-            }
-        })
+        if value == ValueRef::Text(b"") && !empty_ok {
+            p.push(format!("column {column} holds TEXT '', not {what}"));
+            return Ok(Some(String::new()));
+        }
+        Ok(lenient::opt_text_of(value, column, what, p))
     };
     let queue = text(1, "queue", "a queue name", false, p)?.unwrap_or_default();
     let job_type = text(2, "job_type", "a job type", false, p)?.unwrap_or_default();

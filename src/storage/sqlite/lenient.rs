@@ -88,8 +88,17 @@ pub(crate) fn opt_text(
     column: &str,
     problems: &mut Vec<String>,
 ) -> rusqlite::Result<Option<String>> {
-    let value = row.get_ref(index)?;
-    Ok(match value {
+    Ok(opt_text_of(row.get_ref(index)?, column, "text", problems))
+}
+
+/// [`opt_text`] of a value read already: a BLOB is noted as "not `what`".
+pub(crate) fn opt_text_of(
+    value: ValueRef<'_>,
+    column: &str,
+    what: &str,
+    problems: &mut Vec<String>,
+) -> Option<String> {
+    match value {
         ValueRef::Null => None,
         ValueRef::Text(bytes) => Some(match std::str::from_utf8(bytes) {
             Ok(text) => text.to_string(),
@@ -105,12 +114,12 @@ pub(crate) fn opt_text(
         ValueRef::Real(f) => Some(f.to_string()),
         ValueRef::Blob(_) => {
             problems.push(format!(
-                "column {column} holds {}, not text",
+                "column {column} holds {}, not {what}",
                 describe(value)
             ));
             Some(describe(value))
         }
-    })
+    }
 }
 
 /// A column's value as an integer: INTEGER as it is, a REAL rounded down (older versions and
