@@ -22,7 +22,7 @@ use crate::storage::jobs::{Claimed, ClaimedRow};
 use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
-use crate::worker::executor::{self, ExecShared, QueueFeed, Slot};
+use crate::worker::executor::{self, ExecShared, FeedMsg, QueueFeed, Slot};
 use crate::worker::prefetch::PrefetchGauge;
 use crate::worker::registry::Claimer;
 use crate::worker::renewal::{Prefetched, Renewal};
@@ -57,7 +57,7 @@ pub(crate) struct DispatchConfig {
 pub(crate) struct QueueRuntime {
     pub(crate) name: String,
     pub(crate) concurrency: usize,
-    job_tx: Option<Sender<Arc<ClaimedRow>>>,
+    job_tx: Option<Sender<FeedMsg>>,
     feed: Arc<QueueFeed>,
     slots: Vec<Arc<Slot>>,
     threads: Vec<Option<JoinHandle<()>>>,
@@ -341,7 +341,16 @@ impl Dispatcher {
     /// An in-process enqueue woke the dispatcher: every queue may have work, and the
     /// change watch hears of this process's own write.
     fn woken(&mut self) {
-        self.queues.iter_mut().for_each(|q| q.maybe_more = true);
+        for q in &mut self.queues {
+            q.maybe_more = true;
+            // An idle queue's executor is woken now, to be awake when the claim hands it
+            // the job: its wake-up (40 µs on a small VM) overlaps the claim's transaction.
+            if q.outstanding == 0 {
+                if let Some(tx) = &q.job_tx {
+                    let _ = tx.send(FeedMsg::Ready);
+                }
+            }
+        }
         let watching = self.watching();
         if let Some(change) = &mut self.change {
             let now = Instant::now();
@@ -600,7 +609,7 @@ impl Dispatcher {
             for row in rows {
                 let lease_ms = duration_to_ms(self.shared.registry.timeout_for(&row)) + grace_ms;
                 q.prefetched.sent(&row, lease_ms);
-                let _ = tx.send(Arc::new(row));
+                let _ = tx.send(FeedMsg::Job(Arc::new(row)));
             }
         }
     }
@@ -616,7 +625,15 @@ impl Dispatcher {
             .queues
             .iter()
             .flat_map(|q| {
-                let taken: Vec<_> = q.feed.jobs.try_iter().collect();
+                let taken: Vec<_> = q
+                    .feed
+                    .jobs
+                    .try_iter()
+                    .filter_map(|msg| match msg {
+                        FeedMsg::Job(row) => Some(row),
+                        FeedMsg::Ready => None,
+                    })
+                    .collect();
                 q.feed.in_flight.fetch_sub(taken.len(), Ordering::AcqRel);
                 taken
             })
