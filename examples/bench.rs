@@ -46,7 +46,7 @@ impl Config {
             batched: 20_000,
             process: 20_000,
             steady: 50_000,
-            latency_samples: 200,
+            latency_samples: 1000,
             backlog: 1_000_000,
             read_rows: 1_000_000,
             idle_secs: 10,
