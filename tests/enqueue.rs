@@ -360,6 +360,60 @@ fn a_long_batch_with_keys_among_it_gives_each_job_its_own_id_in_order() {
     assert_eq!(env.count_jobs(), 77);
 }
 
+/// A batch of one queue and one job type goes in by statements that bind the two once;
+/// every other field is still each job's own, on the small-batch and the big-batch path.
+#[test]
+fn a_batch_of_one_kind_stores_every_job_s_own_fields() {
+    let env = setup();
+    for size in [7_usize, 150] {
+        let jobs: Vec<NewJob> = (0..size)
+            .map(|i| {
+                let mut job = NewJob::new("send", json!({ "i": i }))
+                    .queue("mail")
+                    .priority(i as i64 % 5)
+                    .max_attempts(1 + (i as u32 % 3));
+                if i % 2 == 0 {
+                    job = job.timeout(Duration::from_millis(1_000 + i as u64));
+                }
+                if i % 3 == 0 {
+                    job = job.group_key(format!("g{i}"));
+                }
+                if i % 4 == 0 {
+                    job = job.delay(Duration::from_secs(60 + i as u64));
+                }
+                job
+            })
+            .collect();
+        let ids = env.queue.enqueue_batch(jobs).expect("batch enqueue");
+        assert_eq!(ids.len(), size);
+        for (i, &id) in ids.iter().enumerate() {
+            let j = get(&env, id);
+            let what = format!("job {i} of {size}");
+            assert_eq!(
+                (j.queue.as_str(), j.job_type.as_str()),
+                ("mail", "send"),
+                "{what}"
+            );
+            assert_eq!(j.payload, json!({ "i": i }), "{what}");
+            assert_eq!(j.priority, i as i64 % 5, "{what}");
+            assert_eq!(j.max_attempts, 1 + (i as i64 % 3), "{what}");
+            assert_eq!(
+                j.timeout_ms,
+                (i % 2 == 0).then(|| 1_000 + i as i64),
+                "{what}"
+            );
+            assert_eq!(j.group_key, (i % 3 == 0).then(|| format!("g{i}")), "{what}");
+            let delay = if i % 4 == 0 {
+                (60 + i as i64) * 1_000
+            } else {
+                0
+            };
+            assert_eq!(j.run_at - j.created_at, delay, "{what}");
+        }
+    }
+    assert_eq!(env.count_jobs(), 157);
+}
+
 #[test]
 fn a_batch_with_one_invalid_job_inserts_nothing_and_names_its_index() {
     let env = setup();

@@ -102,9 +102,14 @@ impl RowStatements {
 /// `rows` parenthesised rows of `per_row` parameters numbered from `?2` (`?1` is the one
 /// all rows share), each ending with `tail`.
 fn value_rows(rows: usize, per_row: usize, tail: &str) -> String {
+    value_rows_from(2, rows, per_row, tail)
+}
+
+/// [`value_rows`] with the rows' parameters numbered from `?{from}`.
+fn value_rows_from(from: usize, rows: usize, per_row: usize, tail: &str) -> String {
     (0..rows)
         .map(|row| {
-            let first = 2 + row * per_row;
+            let first = from + row * per_row;
             let params: Vec<String> = (first..first + per_row).map(|p| format!("?{p}")).collect();
             format!("({}{tail})", params.join(","))
         })
@@ -120,6 +125,17 @@ static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
             run_at, timeout_ms, group_key, created_at, updated_at) VALUES {}",
         value_rows(rows, 8, ",?1,?1")
+    )
+});
+
+/// [`INSERTS`] for rows of one queue and one job type (`?2`, `?3`: bound once, not per row),
+/// then six parameters per row. Most batches are one kind of job: measured with callgrind,
+/// binding the two texts per row (SQLite copies each) cost 5 % of a batched insert.
+static INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
+    format!(
+        "INSERT INTO jobs (payload, priority, max_attempts, run_at, timeout_ms, group_key,
+            queue, job_type, created_at, updated_at) VALUES {}",
+        value_rows_from(4, rows, 6, ",?2,?3,?1,?1")
     )
 });
 
@@ -206,18 +222,42 @@ fn insert_rows(
             .query_row([], |row| row.get::<_, Option<i64>>(0))?
             .unwrap_or(0),
     };
-    let mut stmt = conn.prepare_cached(INSERTS.sql(jobs.len()))?;
+    let Some(first) = jobs.first() else {
+        return Ok(Vec::new());
+    };
+    let one_kind = jobs
+        .iter()
+        .all(|job| job.queue == first.queue && job.job_type == first.job_type);
+    let mut stmt = if one_kind {
+        let mut stmt = conn.prepare_cached(INSERTS_OF_ONE_KIND.sql(jobs.len()))?;
+        stmt.raw_bind_parameter(2, &first.queue)?;
+        stmt.raw_bind_parameter(3, &first.job_type)?;
+        stmt
+    } else {
+        conn.prepare_cached(INSERTS.sql(jobs.len()))?
+    };
     stmt.raw_bind_parameter(1, now)?;
     for (row, (job, payload)) in jobs.iter().zip(payloads).enumerate() {
-        let p = 2 + row * 8;
-        stmt.raw_bind_parameter(p, &job.queue)?;
-        stmt.raw_bind_parameter(p + 1, &job.job_type)?;
-        stmt.raw_bind_parameter(p + 2, payload)?;
-        stmt.raw_bind_parameter(p + 3, job.priority)?;
-        stmt.raw_bind_parameter(p + 4, job.max_attempts)?;
-        stmt.raw_bind_parameter(p + 5, RunAt::resolve(job.run_at, now)?)?;
-        stmt.raw_bind_parameter(p + 6, job.timeout_ms)?;
-        stmt.raw_bind_parameter(p + 7, &job.group_key)?;
+        let p = if one_kind {
+            4 + row * 6
+        } else {
+            let p = 2 + row * 8;
+            stmt.raw_bind_parameter(p, &job.queue)?;
+            stmt.raw_bind_parameter(p + 1, &job.job_type)?;
+            p + 2
+        };
+        stmt.raw_bind_parameter(p, payload)?;
+        stmt.raw_bind_parameter(p + 1, job.priority)?;
+        stmt.raw_bind_parameter(p + 2, job.max_attempts)?;
+        stmt.raw_bind_parameter(p + 3, RunAt::resolve(job.run_at, now)?)?;
+        // A statement comes from the cache with every parameter NULL (rusqlite clears
+        // them when it goes back): NULLs need no binding.
+        if let Some(ms) = job.timeout_ms {
+            stmt.raw_bind_parameter(p + 4, ms)?;
+        }
+        if let Some(key) = &job.group_key {
+            stmt.raw_bind_parameter(p + 5, key)?;
+        }
     }
     let added = stmt.raw_execute()?;
     // SQLite gives each new row one more than the largest id so far, until the largest is
