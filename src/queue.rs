@@ -410,7 +410,8 @@ impl Queue {
                 });
             }
         }
-        self.notify();
+        // The first job's queue is the hint (a batch is mostly one queue).
+        self.inner.wake.wake_all_for(&jobs[0].1.queue);
     }
 
     /// Wakes this process's idle workers now, e.g. after committing a transaction that used

@@ -341,11 +341,13 @@ impl Dispatcher {
     /// An in-process enqueue woke the dispatcher: every queue may have work, and the
     /// change watch hears of this process's own write.
     fn woken(&mut self) {
+        let wakes = self.shared.queue.wake_list();
         for q in &mut self.queues {
             q.maybe_more = true;
-            // An idle queue's executor is woken now, to be awake when the claim hands it
-            // the job: its wake-up (40 µs on a small VM) overlaps the claim's transaction.
-            if q.outstanding == 0 {
+            // The enqueued-into queue's executor, when idle, is woken now, to be awake when
+            // the claim hands it the job: its wake-up (40 µs on a small VM) overlaps the
+            // claim's transaction.
+            if q.outstanding == 0 && wakes.hinted(&q.name) {
                 if let Some(tx) = &q.job_tx {
                     let _ = tx.send(FeedMsg::Ready);
                 }
