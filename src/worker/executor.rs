@@ -118,8 +118,6 @@ impl Slot {
     }
 }
 
-/// What the executor threads of one queue read from: claimed jobs, and the count of jobs
-/// claimed but not finished, which tells them when to wake the dispatcher.
 /// What the dispatcher hands an executor thread.
 pub(crate) enum FeedMsg {
     /// A claimed job to run.
@@ -135,6 +133,8 @@ pub(crate) enum FeedMsg {
 /// enough that a claim that finds nothing (another worker took the job) costs little.
 const READY_WATCH: Duration = Duration::from_micros(200);
 
+/// What the executor threads of one queue read from: claimed jobs, and the count of jobs
+/// claimed but not finished, which tells them when to wake the dispatcher.
 pub(crate) struct QueueFeed {
     pub(crate) name: String,
     pub(crate) jobs: Receiver<FeedMsg>,
