@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 1: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 2: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -173,7 +173,10 @@ CREATE TABLE attempt_counts (
 
 -- The counting triggers run once per statement over its changed rows (transition tables):
 -- a batch of 32 completions adds to each count once, not 32 times.
-CREATE FUNCTION jobs_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Each counting function keeps the search path it was created under (`SET search_path FROM
+-- CURRENT`), so it finds its tables whatever the firing session's path is.
+CREATE FUNCTION jobs_count_changes() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
         INSERT INTO job_counts (queue, job_type, status, shard, n)
@@ -210,7 +213,8 @@ CREATE TRIGGER jobs_counted_delete AFTER DELETE ON jobs
 
 -- An attempt counts under its job's type while its job exists: a job's deletion takes its
 -- attempts off (before the cascade removes them), and a change of type moves them.
-CREATE FUNCTION job_attempts_count_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION job_attempts_count_changes() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
         INSERT INTO attempt_counts (job_type, outcome, shard, n)
@@ -240,7 +244,8 @@ CREATE TRIGGER job_attempts_counted_delete AFTER DELETE ON job_attempts
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION job_attempts_count_changes();
 
-CREATE FUNCTION jobs_attempts_uncount() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION jobs_attempts_uncount() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         INSERT INTO attempt_counts (job_type, outcome, shard, n)
@@ -426,4 +431,4 @@ CREATE TABLE periodic_schedules (
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (1);
+INSERT INTO schema_version (version) VALUES (2);

@@ -14,6 +14,8 @@ mod enqueue_in;
 mod jobs;
 // LimitStore and PeriodicStore: rate limits, breakers, periodic slots
 mod limits_periodic;
+// plain SQL from a `psql -X` session: the documented inserts, updates and deletes, on every way to make the schema
+mod plain_sql;
 // ReadStore and RetentionStore: job, attempts, lists, counts, health, errors, pruning
 mod reads;
 // ReportStore and WebhookStore: report runs and chunks, webhook endpoints

@@ -16,7 +16,8 @@ struct Line {
 }
 
 /// What the catalog says of a schema: columns with types, defaults and nullability,
-/// constraints, indexes, triggers and functions, each as one sorted line.
+/// constraints, indexes, triggers and functions (with their settings), each as one sorted
+/// line.
 fn catalog(schema: &PgSchema) -> Vec<String> {
     let mut conn = schema.raw();
     let q = format!(
@@ -34,7 +35,8 @@ fn catalog(schema: &PgSchema) -> Vec<String> {
            FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
           WHERE c.relnamespace = '{s}'::regnamespace AND NOT t.tgisinternal
          UNION ALL
-         SELECT 'function ' || p.proname || ' ' || md5(p.prosrc)
+         SELECT 'function ' || p.proname || ' ' || md5(p.prosrc) || ' ' \
+                || coalesce(array_to_string(p.proconfig, ' '), '-')
            FROM pg_proc p WHERE p.pronamespace = '{s}'::regnamespace",
         s = schema.name
     );

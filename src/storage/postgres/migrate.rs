@@ -13,7 +13,10 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; frozen once released. `schema.pg.sql` is
 /// kept equal to the result of all of them (tests/postgres.rs proves it).
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_trigger_search_path.sql"),
+];
 
 /// The schema version this build writes and understands.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

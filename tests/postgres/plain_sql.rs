@@ -1,0 +1,170 @@
+//! Plain SQL from other languages, run as their users run it: `psql -X` (no settings, no
+//! search path of ours) with the statements copied from `schema.pg.sql`'s header, on a schema
+//! made by the migrations, by hand from `schema.pg.sql`, and migrated from version 1.
+
+use std::process::Command;
+
+use diesel::connection::SimpleConnection;
+use litejobs::{testing, JobContext, JobStatus, Queue, Worker};
+
+use crate::support::pg::{server, PgSchema};
+
+/// The statements `schema.pg.sql`'s header shows (indented comment lines, joined up to each
+/// `;`), but for the by-hand set-up, with `litejobs.` pointed at the test's schema.
+fn documented_statements(schema: &str) -> Vec<String> {
+    let header = include_str!("../../schema.pg.sql")
+        .lines()
+        .take_while(|l| l.starts_with("--"));
+    let mut statements = Vec::new();
+    let mut current = String::new();
+    for line in header {
+        let Some(code) = line.strip_prefix("--     ") else {
+            continue;
+        };
+        // A comment after the code (`…;   -- then this file`) is not part of it.
+        let code = code.split_once("   --").map_or(code, |(code, _)| code);
+        current.push_str(code.trim());
+        current.push(' ');
+        if code.trim_end().ends_with(';') {
+            statements.push(std::mem::take(&mut current));
+        }
+    }
+    let inserts: Vec<String> = statements
+        .into_iter()
+        .filter(|s| s.starts_with("INSERT INTO litejobs.jobs"))
+        .map(|s| s.replace("litejobs.", &format!("\"{schema}\".")))
+        .collect();
+    assert_eq!(inserts.len(), 2, "the header's two inserts: {inserts:?}");
+    inserts
+}
+
+/// `psql -X` on the test server: no psqlrc, no PGOPTIONS, stops at the first error.
+/// `None` (skip) when psql is not installed, except under CI.
+fn psql(url: &str, args: &[&str]) -> Option<Result<String, String>> {
+    let mut cmd = Command::new("psql");
+    cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url])
+        .args(args)
+        .env_remove("PGOPTIONS")
+        .env_remove("PGDATABASE");
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "CI=true but psql cannot run: {e}"
+            );
+            eprintln!("skipped: psql cannot run ({e})");
+            return None;
+        }
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Some(if out.status.success() {
+        Ok(text(&out.stdout))
+    } else {
+        Err(text(&out.stderr))
+    })
+}
+
+/// Runs `sql` in a fresh `psql -X` session and panics with psql's error if it fails.
+fn run_psql(url: &str, sql: &str) -> Option<String> {
+    psql(url, &["-c", sql]).map(|r| r.unwrap_or_else(|e| panic!("psql -X -c {sql:?}: {e}")))
+}
+
+/// Everything a program in another language does by plain SQL in fresh sessions, checked
+/// through the queue: the header's inserts (the keyed one twice), an update, and a delete of
+/// a finished job, whose count in `stats` goes with it.
+fn plain_sql_works(url: &str, schema: &str) -> Option<()> {
+    let [plain, keyed] = <[String; 2]>::try_from(documented_statements(schema)).ok()?;
+    run_psql(url, &plain)?;
+    run_psql(url, &keyed)?;
+    run_psql(url, &keyed)?;
+    run_psql(
+        url,
+        &format!("UPDATE \"{schema}\".jobs SET priority = 5 WHERE job_type = 'send_email'"),
+    )?;
+
+    let queue = Queue::builder()
+        .pg_schema(schema)
+        .open(url)
+        .expect("the queue opens the schema");
+    let builder = Worker::builder(&queue)
+        .handler("deliver_webhook", |_: &JobContext| Ok(()))
+        .handler("send_email", |ctx: &JobContext| {
+            assert_eq!(ctx.payload()["to"], "a@example.com");
+            Ok(())
+        });
+    let report = testing::drain(&builder).expect("drain");
+    assert_eq!(
+        report.succeeded, 2,
+        "one job per insert, the keyed one once: {report:?}"
+    );
+    assert_eq!(queue.stats().expect("stats").count(JobStatus::Succeeded), 2);
+
+    run_psql(
+        url,
+        &format!("DELETE FROM \"{schema}\".jobs WHERE job_type = 'deliver_webhook'"),
+    )?;
+    assert_eq!(
+        queue.stats().expect("stats").count(JobStatus::Succeeded),
+        1,
+        "the delete's count change was kept by the trigger"
+    );
+    Some(())
+}
+
+#[test]
+fn the_documented_plain_sql_runs_in_a_session_with_no_settings() {
+    let Some(url) = server() else { return };
+    let schema = PgSchema::new(&url);
+    Queue::builder()
+        .pg_schema(&schema.name)
+        .open(&url)
+        .expect("migrating a new schema");
+    plain_sql_works(&url, &schema.name);
+}
+
+#[test]
+fn a_schema_made_by_hand_from_schema_pg_sql_takes_plain_sql() {
+    let Some(url) = server() else { return };
+    let schema = PgSchema::new(&url);
+    // The header's way, in one psql session: create the schema, put it on the path, run
+    // the file.
+    let setup = format!(
+        "CREATE SCHEMA \"{0}\"; SET search_path TO \"{0}\";",
+        schema.name
+    );
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.pg.sql");
+    let Some(made) = psql(&url, &["-c", &setup, "-f", file]) else {
+        return;
+    };
+    made.unwrap_or_else(|e| panic!("schema.pg.sql by hand: {e}"));
+    plain_sql_works(&url, &schema.name);
+}
+
+#[test]
+fn a_version_1_schema_is_migrated_so_that_plain_sql_works() {
+    let Some(url) = server() else { return };
+    let schema = PgSchema::new(&url);
+    let mut conn = schema.raw();
+    conn.batch_execute(&format!("CREATE SCHEMA \"{}\"", schema.name))
+        .expect("creating the schema");
+    conn.batch_execute(include_str!(
+        "../../src/storage/postgres/migrations/0001_init.sql"
+    ))
+    .expect("the first migration, as an older litejobs left it");
+    Queue::builder()
+        .pg_schema(&schema.name)
+        .open(&url)
+        .expect("migrating from version 1");
+    let version = run_psql(
+        &url,
+        &format!(
+            "SELECT 'version=' || version FROM \"{}\".schema_version",
+            schema.name
+        ),
+    );
+    if let Some(version) = version {
+        assert!(version.contains("version=2"), "{version}");
+        plain_sql_works(&url, &schema.name);
+    }
+}
