@@ -1,5 +1,5 @@
-//! Masking of secret payload fields (R8) in every view made for people or tools: the CLI's
-//! tables and JSON, the dashboard, log lines.
+//! Masking of secrets in every view made for people or tools: the CLI's tables and JSON, the
+//! dashboard, log lines.
 //!
 //! # Which fields are secret
 //!
@@ -11,10 +11,11 @@
 //! - its words contain a secret name of [`DEFAULT_SECRET_FIELDS`] (or one added with
 //!   [`Redactor::with_field`]), whole: a name of several words (`api_key`) matches those
 //!   words in a row (`x-api-key`, `apiKey`) or run together as one word (`APIKEY`,
-//!   `apikey`). Whole words only, so `author` is not `auth`, `tokenizer` is not `token` and
-//!   `secretary` is not `secret`; or
+//!   `apikey`), and up to three words in a row match a name run together (`passWord`,
+//!   `PASS_WORD`, `pass_phrase` are password and passphrase). Whole words only, so `author`
+//!   is not `auth`, `tokenizer` is not `token` and `secretary` is not `secret`; or
 //! - one of its words **ends with** one of [`SECRET_WORD_ENDINGS`], for names written without
-//!   separators: `adminpassword`, `SMTPPASSWORD`, `authtoken`, `clientsecret`;
+//!   separators: `adminpassword`, `SMTPPASSWORD`, `authtoken`, `clientsecret`, `secretkey`;
 //!
 //! unless every word after the last secret name is one of [`DESCRIPTIVE_WORDS`], which
 //! describe a secret without holding it: `password_hint`, `token_count`, `secret_name`,
@@ -30,10 +31,20 @@
 //!
 //! Objects and arrays are walked to any depth; a secret field's whole value (a string, a
 //! number, an object) becomes [`MASK`]. `null` stays `null`, so a view still shows that no
-//! secret was set. A string that holds a JSON object or array (a webhook `body` written as
-//! JSON text, as other languages do) is parsed, masked the same way and written back as
-//! compact JSON text inside the string; a string that is not JSON, or that has nothing to
-//! mask, is shown as it is.
+//! secret was set. Secrets held without a field name of their own are masked too:
+//!
+//! - the value of a name/value pair, as a two-item array (`["Authorization", "Bearer …"]`) or
+//!   an object with `name` (or `key`, `header`) and `value` fields whose name is secret
+//!   (`{"name": "DB_PASSWORD", "value": "…"}`);
+//! - a string that holds a JSON object or array (a webhook `body` written as JSON text, as
+//!   other languages do) is parsed, masked the same way and written back as compact JSON text
+//!   inside the string;
+//! - any other string is scanned by [`Redactor::mask_text`]: URL passwords
+//!   (`postgres://app:***@db/x`), secret-named parameters (`?access_token=[masked]`,
+//!   `PASSWORD=[masked]`), header lines (`Authorization: [masked]`) and bearer tokens;
+//! - a job's last error is scanned the same way.
+//!
+//! A string with nothing to mask is shown as it is.
 //!
 //! ```
 //! use litejobs::redact::{mask_payload, Redactor};
@@ -48,6 +59,11 @@
 //! assert_eq!(masked["users"][0]["email"], "a@example.com");
 //! assert_eq!(masked["body"], "{\"smtp\":{\"password\":\"[masked]\"}}");
 //!
+//! let masked = mask_payload(&json!({"dsn": "postgres://app:pw@db/x",
+//!                                   "headers": [["Authorization", "Bearer abc"]]}));
+//! assert_eq!(masked["dsn"], "postgres://app:***@db/x");
+//! assert_eq!(masked["headers"][0][1], "[masked]");
+//!
 //! let redactor = Redactor::new().with_field("ssn");
 //! assert_eq!(redactor.mask(&json!({"SSN": "078-05-1120"}))["SSN"], "[masked]");
 //! assert!(redactor.is_secret("customer.ssn"));
@@ -56,9 +72,13 @@
 //! URLs in error messages and logs (the SMTP URL's) have their password hidden by
 //! [`mask_url_password`].
 
+mod text;
+
 use serde_json::{Map, Value};
 
 use crate::job::JobRecord;
+
+pub use text::mask_url_password;
 
 /// The secret names masked unless configured otherwise, each read as words (see the
 /// [module docs](self)): a field whose name contains one of them, as whole words, is masked.
@@ -91,8 +111,18 @@ pub const DEFAULT_SECRET_FIELDS: &[&str] = &[
 ];
 
 /// Word endings that make a word secret by themselves, for names written without
-/// separators (`adminpassword`, `SMTPPASSWORD`, `authtoken`, `clientsecret`, `xapikey`).
-pub const SECRET_WORD_ENDINGS: &[&str] = &["password", "passwd", "secret", "token", "apikey"];
+/// separators (`adminpassword`, `SMTPPASSWORD`, `authtoken`, `clientsecret`, `xapikey`,
+/// `awssecretkey`).
+pub const SECRET_WORD_ENDINGS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "secretkey",
+    "privatekey",
+    "token",
+    "apikey",
+];
 
 /// Words that describe a secret without holding it: when every word after the last secret
 /// name is one of these (`password_hint`, `token_count`, `secret_name`, `password_min_length`,
@@ -117,6 +147,9 @@ pub const DESCRIPTIVE_WORDS: &[&str] = &[
     "policy",
     "file",
     "path",
+    "timeout",
+    "attrs",
+    "attributes",
 ];
 
 /// What a secret value is replaced with.
@@ -194,12 +227,20 @@ impl Redactor {
         let named = self.names.iter().find_map(|name| {
             let n = name.words.len();
             if words.len() >= n && words[..n] == name.words[..] {
-                Some(n)
-            } else if n > 1 && *first == name.joined {
-                Some(1)
-            } else {
-                None
+                return Some(n);
             }
+            // A name split otherwise or run together: `passWord`, `PASS_WORD`, `APIKEY`.
+            let mut joined = String::new();
+            for (k, word) in words.iter().take(3).enumerate() {
+                joined.push_str(word);
+                if joined == name.joined {
+                    return Some(k + 1);
+                }
+                if !name.joined.starts_with(joined.as_str()) {
+                    return None;
+                }
+            }
+            None
         });
         named.or_else(|| {
             SECRET_WORD_ENDINGS
@@ -213,7 +254,8 @@ impl Redactor {
     /// strings that hold JSON objects or arrays.
     pub fn mask(&self, value: &Value) -> Value {
         match value {
-            Value::Object(map) => Value::Object(
+            Value::Object(map) => self.mask_named_value(
+                map,
                 map.iter()
                     .map(|(key, v)| {
                         let v = if self.is_secret(key) && !v.is_null() {
@@ -225,13 +267,40 @@ impl Redactor {
                     })
                     .collect::<Map<String, Value>>(),
             ),
-            Value::Array(items) => Value::Array(items.iter().map(|v| self.mask(v)).collect()),
+            Value::Array(items) => match items.as_slice() {
+                [Value::String(name), v] if self.is_secret(name) && !v.is_null() => {
+                    Value::Array(vec![items[0].clone(), Value::String(MASK.to_string())])
+                }
+                _ => Value::Array(items.iter().map(|v| self.mask(v)).collect()),
+            },
             Value::String(text) => match self.mask_json_text(text) {
                 Some(masked) => Value::String(masked),
-                None => value.clone(),
+                None => Value::String(self.mask_text(text).into_owned()),
             },
             other => other.clone(),
         }
+    }
+
+    /// An object of the name/value form (`{"name": "DB_PASSWORD", "value": "…"}`, as
+    /// environment lists and header lists write them) with its value masked when the name is
+    /// secret.
+    fn mask_named_value(
+        &self,
+        original: &Map<String, Value>,
+        mut masked: Map<String, Value>,
+    ) -> Value {
+        let named_secret = original.iter().any(|(field, v)| {
+            ["name", "key", "header"].contains(&field.to_ascii_lowercase().as_str())
+                && v.as_str().is_some_and(|name| self.is_secret(name))
+        });
+        if named_secret {
+            for (field, v) in masked.iter_mut() {
+                if field.eq_ignore_ascii_case("value") && !v.is_null() {
+                    *v = Value::String(MASK.to_string());
+                }
+            }
+        }
+        Value::Object(masked)
     }
 
     /// `text` re-written with its secrets masked when it is a JSON object or array that has
@@ -250,12 +319,17 @@ impl Redactor {
         serde_json::to_string(&masked).ok()
     }
 
-    /// A copy of the job with its payload, result and progress masked.
+    /// A copy of the job with its payload, result and progress masked, and the secrets in
+    /// its last error ([`mask_text`](Redactor::mask_text)).
     pub fn mask_job(&self, job: &JobRecord) -> JobRecord {
         let mut job = job.clone();
         job.payload = self.mask(&job.payload);
         job.result = job.result.as_ref().map(|v| self.mask(v));
         job.progress = job.progress.as_ref().map(|v| self.mask(v));
+        job.last_error = job
+            .last_error
+            .as_deref()
+            .map(|e| self.mask_text(e).into_owned());
         job
     }
 }
@@ -263,36 +337,6 @@ impl Redactor {
 /// `value` with the [`DEFAULT_SECRET_FIELDS`] masked.
 pub fn mask_payload(value: &Value) -> Value {
     Redactor::new().mask(value)
-}
-
-/// `text`, a URL, with the password of its userinfo replaced by `***`, for error messages
-/// and logs (the SMTP URL's errors use it):
-/// `smtp://user:pa@ss@host?tls=none` shows as `smtp://user:***@host?tls=none`.
-///
-/// The host is taken to start after the **last** `@` of the text, wherever it is, and the
-/// user to end at the first `:` before it. That hides the password also in text that is not
-/// a valid URL, such as a password with an unencoded `/` or `?` (`smtp://u:pa/ss@host`
-/// shows as `smtp://u:***@host`), at the cost of hiding more than needed when an `@` follows
-/// the host. Text without `@` is returned as it is.
-///
-/// ```
-/// use litejobs::redact::mask_url_password;
-/// assert_eq!(mask_url_password("smtp://user:pa@ss@host:587"), "smtp://user:***@host:587");
-/// assert_eq!(mask_url_password("smtp://user:pa/s?s@host?tls=tls"), "smtp://user:***@host?tls=tls");
-/// assert_eq!(mask_url_password("smtp://host:25"), "smtp://host:25");
-/// ```
-pub fn mask_url_password(text: &str) -> String {
-    let (scheme, rest) = match text.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest),
-        None => (String::new(), text),
-    };
-    match rest.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}{user}:***@{host}"),
-            None => format!("{scheme}{userinfo}@{host}"),
-        },
-        None => text.to_string(),
-    }
 }
 
 /// True when `words` is not empty and each is one of [`DESCRIPTIVE_WORDS`].
@@ -334,336 +378,4 @@ fn words(name: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Issue 12, section 4: names that must be masked, each with why.
-    const MUST_MASK: &[&str] = &[
-        // the names the old suffix rule missed
-        "secret_key",
-        "aws_secret_access_key",
-        "smtp.password",
-        "SMTPPassword",
-        "passwd",
-        "credentials",
-        // whole words in any case and any separator
-        "password",
-        "PASSWORD",
-        "Password",
-        "smtp_password",
-        "db-password",
-        "user password",
-        "password2",
-        "token",
-        "authToken",
-        "X-Auth-Token",
-        "oauth2_token",
-        "csrfToken",
-        "Authorization",
-        "Proxy-Authorization",
-        "auth",
-        "basic_auth",
-        "api_key",
-        "apiKey",
-        "APIKey",
-        "APIKEY",
-        "x-api-key",
-        "api_keys",
-        "accessToken",
-        "refresh_token",
-        "Cookie",
-        "Set-Cookie",
-        "cookies",
-        "private_key",
-        "privateKey",
-        "access_key",
-        "AWS_ACCESS_KEY_ID",
-        "signing_key",
-        "encryption_key",
-        "webhook_secret",
-        "client secret",
-        "signingSecret",
-        "secrets",
-        "credential",
-        "pwd",
-        "passphrase",
-        "session",
-        "session_id",
-        "sessionToken",
-        "signature",
-        "X-Hub-Signature-256",
-        "jwt",
-        "bearer",
-        "otp",
-        // words run together: the secret word endings
-        "adminpassword",
-        "SMTPPASSWORD",
-        "authtoken",
-        "clientsecret",
-        "xapikey",
-        // a descriptive word that is not last does not save the field
-        "password_hint_token",
-        "token_type_secret",
-    ];
-
-    /// Names that must be shown: secret names inside other words, `key` alone, and
-    /// descriptive words after a secret name.
-    const MUST_SHOW: &[&str] = &[
-        "author",
-        "authored_by",
-        "authenticated",
-        "keyboard",
-        "monkey",
-        "key",
-        "idempotency_key",
-        "group_key",
-        "sort-key",
-        "primaryKey",
-        "token_count",
-        "tokenCount",
-        "max_tokens",
-        "total_tokens",
-        "tokenizer",
-        "password_hint",
-        "password_min_length",
-        "token_type",
-        "auth_token_type",
-        "token_expires_at",
-        "secret_name",
-        "cookie_name",
-        "secretary_name",
-        "passport_number",
-        "bypass",
-        "user",
-        "url",
-        "email",
-        "description",
-        "signed_at",
-        "",
-        "_",
-    ];
-
-    #[test]
-    fn default_names_match_whole_words_of_the_key() {
-        let r = Redactor::new();
-        let wrong: Vec<&str> = MUST_MASK
-            .iter()
-            .copied()
-            .filter(|key| !r.is_secret(key))
-            .collect();
-        assert!(wrong.is_empty(), "not masked but must be: {wrong:?}");
-        let wrong: Vec<&str> = MUST_SHOW
-            .iter()
-            .copied()
-            .filter(|key| r.is_secret(key))
-            .collect();
-        assert!(wrong.is_empty(), "masked but must be shown: {wrong:?}");
-    }
-
-    #[test]
-    fn keys_split_into_words_at_separators_humps_and_digits() {
-        for (key, expected) in [
-            (
-                "aws_secret_access_key",
-                &["aws", "secret", "access", "key"][..],
-            ),
-            ("SMTPPassword", &["smtp", "password"]),
-            ("apiKey", &["api", "key"]),
-            ("APIKey", &["api", "key"]),
-            ("smtp.password", &["smtp", "password"]),
-            ("X-Hub-Signature-256", &["x", "hub", "signature", "256"]),
-            ("  user  password ", &["user", "password"]),
-            ("password2", &["password", "2"]),
-            ("oauth2Token", &["oauth", "2", "token"]),
-            ("SMTPPASSWORD", &["smtppassword"]),
-            ("Ünïcode_Schlüssel", &["ünïcode", "schlüssel"]),
-            ("", &[]),
-            ("-._ ", &[]),
-        ] {
-            assert_eq!(words(key), expected, "{key:?}");
-        }
-    }
-
-    #[test]
-    fn masks_recursively_through_objects_and_arrays() {
-        let payload = json!({
-            "url": "https://crm.example/hook",
-            "token": "t0k3n",
-            "headers": {"Authorization": "Bearer abc", "Accept": "application/json"},
-            "batch": [
-                {"user": "ada", "password": "hunter2"},
-                {"user": "bob", "profile": {"api_key": 12345, "refresh_token": {"v": 1}}},
-                ["plain", {"Cookie": "session=1"}]
-            ],
-            "secret": null
-        });
-        let masked = mask_payload(&payload);
-        assert_eq!(
-            masked,
-            json!({
-                "url": "https://crm.example/hook",
-                "token": "[masked]",
-                "headers": {"Authorization": "[masked]", "Accept": "application/json"},
-                "batch": [
-                    {"user": "ada", "password": "[masked]"},
-                    {"user": "bob", "profile": {"api_key": "[masked]", "refresh_token": "[masked]"}},
-                    ["plain", {"Cookie": "[masked]"}]
-                ],
-                "secret": null
-            })
-        );
-        assert!(!masked.to_string().contains("hunter2"));
-        assert!(!masked.to_string().contains("12345"));
-    }
-
-    #[test]
-    fn json_text_inside_a_string_is_masked_and_rewritten() {
-        // A webhook body written as JSON text (README, "From any language"), nested twice.
-        let inner = json!({"data": {"password": "hunter2", "order": 7}}).to_string();
-        let payload = json!({
-            "endpoint_id": 1,
-            "event_id": "evt_1",
-            "body": json!({"user": {"SMTPPassword": "p4ss"}, "note": inner}).to_string(),
-            "list": "[{\"token\": \"t0k3n\"}, 2]",
-        });
-        let masked = mask_payload(&payload);
-        let body: Value = serde_json::from_str(masked["body"].as_str().unwrap_or_default())
-            .expect("the body is still JSON text");
-        assert_eq!(body["user"]["SMTPPassword"], json!(MASK));
-        let note: Value = serde_json::from_str(body["note"].as_str().unwrap_or_default())
-            .expect("the inner body is still JSON text");
-        assert_eq!(note, json!({"data": {"password": MASK, "order": 7}}));
-        assert_eq!(masked["list"], json!("[{\"token\":\"[masked]\"},2]"));
-        for secret in ["hunter2", "p4ss", "t0k3n"] {
-            assert!(!masked.to_string().contains(secret), "{secret}: {masked}");
-        }
-    }
-
-    #[test]
-    fn strings_with_nothing_to_mask_are_shown_as_written() {
-        let payload = json!({
-            "body": "{ \"order\": 7,\n  \"items\": [1, 2] }",
-            "text": "{not json, password: x",
-            "number_text": "42",
-            "quoted": "\"password\"",
-            "deep": format!("{}1{}", "[".repeat(200), "]".repeat(200)),
-        });
-        assert_eq!(mask_payload(&payload), payload);
-    }
-
-    #[test]
-    fn extra_names_are_added_not_replacing_defaults_and_match_by_words() {
-        let r = Redactor::new().with_fields(["ssn", " ", "Card-Number", "--"]);
-        let masked = r.mask(&json!({
-            "SSN": "078", "customer.ssn": "079", "card_number": "4111", "CardNumber": "4112",
-            "cardnumber": "4113", "password": "x", "ssnake": "shown", "n": 1
-        }));
-        assert_eq!(
-            masked,
-            json!({
-                "SSN": MASK, "customer.ssn": MASK, "card_number": MASK, "CardNumber": MASK,
-                "cardnumber": MASK, "password": MASK, "ssnake": "shown", "n": 1
-            })
-        );
-        assert_eq!(r, r.clone().with_field("card number"), "no duplicates");
-    }
-
-    #[test]
-    fn url_passwords_are_hidden_up_to_the_last_at() {
-        for (url, shown) in [
-            ("smtp://user:pa@ss@host", "smtp://user:***@host"),
-            (
-                "smtp://user:pa/ss@host?tls=none",
-                "smtp://user:***@host?tls=none",
-            ),
-            ("smtp://user:pa?ss@host:25", "smtp://user:***@host:25"),
-            ("smtp://user:pa#ss@host", "smtp://user:***@host"),
-            ("smtp://user:a://b@host", "smtp://user:***@host"),
-            (
-                "smtp://me@example.com:pw@host",
-                "smtp://me@example.com:***@host",
-            ),
-            ("smtps://user:@host", "smtps://user:***@host"),
-            ("smtp://user@host", "smtp://user@host"),
-            ("smtp://host:25?tls=none", "smtp://host:25?tls=none"),
-            ("user:secret@host", "user:***@host"),
-            ("", ""),
-        ] {
-            assert_eq!(mask_url_password(url), shown, "{url}");
-        }
-    }
-
-    #[test]
-    fn the_readme_quotes_the_default_names() {
-        let readme = include_str!("../README.md");
-        let from = readme
-            .find("**Secrets are masked**")
-            .unwrap_or(readme.len());
-        let quote: Vec<&str> = readme[from..]
-            .lines()
-            .skip_while(|line| !line.starts_with("> "))
-            .take_while(|line| line.starts_with("> "))
-            .map(|line| &line[2..])
-            .collect();
-        let listed: Vec<String> = quote
-            .join(" ")
-            .split(',')
-            .map(|item| {
-                let item = item.trim();
-                let item = item.strip_prefix("and the two-word names ").unwrap_or(item);
-                item.strip_prefix("and ").unwrap_or(item).to_string()
-            })
-            .collect();
-        let defaults: Vec<String> = DEFAULT_SECRET_FIELDS
-            .iter()
-            .map(|name| name.replace('_', " "))
-            .collect();
-        let mut sorted = (listed.clone(), defaults.clone());
-        sorted.0.sort();
-        sorted.1.sort();
-        assert_eq!(sorted.0, sorted.1, "README: {listed:?}");
-    }
-
-    #[test]
-    fn mask_job_covers_payload_result_and_progress() {
-        let job = JobRecord {
-            id: 1,
-            queue: "default".into(),
-            job_type: "t".into(),
-            payload: json!({"password": "p"}),
-            status: crate::JobStatus::Queued,
-            priority: 0,
-            attempts: 0,
-            max_attempts: 6,
-            run_at: 0,
-            created_at: 0,
-            updated_at: 0,
-            started_at: None,
-            finished_at: None,
-            locked_by: None,
-            locked_until: None,
-            last_error: None,
-            last_status_code: None,
-            idempotency_key: None,
-            group_key: None,
-            timeout_ms: None,
-            result: Some(json!({"access_token": "a"})),
-            progress: Some(json!([{"secret": "s"}])),
-            requeued_by: None,
-            requeued_at: None,
-            requeue_reason: None,
-            requeued_as: None,
-            problems: Vec::new(),
-        };
-        let masked = Redactor::new().mask_job(&job);
-        assert_eq!(masked.payload, json!({"password": "[masked]"}));
-        assert_eq!(masked.result, Some(json!({"access_token": "[masked]"})));
-        assert_eq!(masked.progress, Some(json!([{"secret": "[masked]"}])));
-        assert_eq!(
-            job.payload,
-            json!({"password": "p"}),
-            "the original is untouched"
-        );
-    }
-}
+mod tests;
