@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use crate::job::JobStatus;
+use crate::storage::jobs::Refused;
 
 /// Something that happened to a job, sent to every [`Queue::subscribe`](crate::Queue::subscribe)
 /// receiver after it was committed.
@@ -76,6 +77,18 @@ pub(crate) struct EventHub {
 }
 
 impl EventHub {
+    /// Tells subscribers about a job made dead without running (a row breaking a schema
+    /// rule, found by the claim or the stray sweep), as a `Finished` event like any other.
+    pub(crate) fn refused(&self, refused: &Refused) {
+        self.send(Event::Finished {
+            id: refused.id,
+            job_type: refused.job_type.clone(),
+            attempt: refused.attempts,
+            status: JobStatus::Dead,
+            error: Some(refused.error.clone()),
+        });
+    }
+
     pub(crate) fn subscribe(&self) -> Receiver<Event> {
         let (tx, rx) = unbounded();
         let mut subs = self.lock();

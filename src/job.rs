@@ -412,6 +412,19 @@ impl AttemptOutcome {
         }
     }
 
+    /// The outcome a stored word names; a word another program wrote that names none is
+    /// read as `Failed`, with the problem noted (a view shows the row rather than fail).
+    pub(crate) fn read_leniently(word: &str, problems: &mut Vec<String>) -> AttemptOutcome {
+        word.parse().unwrap_or_else(|_| {
+            let shown: String = word.chars().take(64).collect();
+            problems.push(format!(
+                "column outcome holds {shown:?}, not one of succeeded, failed, timed_out, \
+                 released, cancelled, lost"
+            ));
+            AttemptOutcome::Failed
+        })
+    }
+
     /// True for the outcomes counted as failures in rates and error figures.
     pub fn is_failure(self) -> bool {
         matches!(
@@ -465,6 +478,11 @@ pub struct AttemptRecord {
     pub status_code: Option<i64>,
     /// How long it ran (ms).
     pub duration_ms: Option<i64>,
+    /// What is wrong with the stored row, when another program wrote values litejobs cannot
+    /// use (e.g. `column outcome holds "weird", not one of …`). Empty for rows litejobs
+    /// wrote; the fields above show the raw values safely.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 /// Checks a job against the limits and returns its payload as JSON text.

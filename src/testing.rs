@@ -96,7 +96,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
             Ok(all)
         })?;
         for r in &refused {
-            completer::announce_refused(queue.events(), r);
+            queue.events().refused(r);
         }
         report.dead += refused.len();
         if claimed.is_empty() {

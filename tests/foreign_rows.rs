@@ -274,7 +274,42 @@ fn insert_bad_rows(conn: &Connection) -> Vec<(i64, &'static str)> {
             insert_unchecked(conn, &oversized),
             "over this worker's limit of 65536 bytes",
         ),
+        // Attempts the claim cannot count from: the job must still go dead, not hold a
+        // lease that no write matches.
+        (
+            insert_unchecked(
+                conn,
+                "INSERT INTO jobs (job_type, payload, attempts) VALUES ('t', '{}', 1.5)",
+            ),
+            "column attempts holds REAL 1.5",
+        ),
+        (
+            insert_unchecked(
+                conn,
+                "INSERT INTO jobs (job_type, payload, attempts) VALUES ('t', '{}', -3)",
+            ),
+            "column attempts holds INTEGER -3",
+        ),
+        (
+            insert_unchecked(
+                conn,
+                "INSERT INTO jobs (job_type, payload, attempts) VALUES ('t', '{}', 'two')",
+            ),
+            "column attempts holds TEXT 'two'",
+        ),
     ]
+}
+
+/// An attempt history row as another program might write it: no value of the right type.
+fn insert_odd_attempt(conn: &Connection, job_id: i64) {
+    insert_unchecked(
+        conn,
+        &format!(
+            "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
+                                       error, duration_ms)
+             VALUES ({job_id}, 'second', x'00', 'a', 1700000000000, 'weird', x'ff', 'long')"
+        ),
+    );
 }
 
 fn insert_good_row(conn: &Connection, n: i64) -> i64 {
@@ -347,6 +382,70 @@ fn bad_rows_that_got_in_go_dead_naming_job_and_column_and_good_rows_keep_flowing
     }
 }
 
+/// Rows no claim or reaper can take (a status outside the six words, a text `run_at` that is
+/// never due, a running row whose text lease never expires) are made dead by the worker's
+/// sweep at start-up, naming job and column, and the counts agree with the rows afterwards.
+#[test]
+fn rows_no_claim_can_see_are_made_dead_by_the_workers_sweep() {
+    let env = setup_wall_clock();
+    let conn = raw_conn(&env.path());
+    let strays = [
+        (
+            insert_unchecked(
+                &conn,
+                "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{}', 'bogus')",
+            ),
+            "column status holds TEXT 'bogus', not one of queued, running",
+        ),
+        (
+            insert_unchecked(
+                &conn,
+                "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{}', 'yesterday')",
+            ),
+            "column run_at holds TEXT 'yesterday'",
+        ),
+        (
+            insert_unchecked(
+                &conn,
+                "INSERT INTO jobs (job_type, payload, status, locked_by, locked_until)
+                 VALUES ('t', '{}', 'running', 'elsewhere', 'never')",
+            ),
+            "column locked_until holds TEXT 'never'",
+        ),
+    ];
+    let good = insert_good_row(&conn, 0);
+    let handler = ScriptedHandler::new();
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("t", handler.clone())
+        .start()
+        .expect("worker starts");
+    let ids: Vec<i64> = strays.iter().map(|(id, _)| *id).chain([good]).collect();
+    let done = wait_each(&events, &ids);
+    stop(worker);
+    assert_eq!(done[3].status, JobStatus::Succeeded, "{:?}", done[3]);
+    for (f, (id, column)) in done.iter().zip(&strays) {
+        assert_eq!(f.status, JobStatus::Dead, "{f:?}");
+        let job = env.queue.job(*id).expect("job()").expect("exists");
+        assert_eq!(job.status, JobStatus::Dead);
+        let error = job.last_error.unwrap_or_default();
+        assert!(
+            error.starts_with(&format!("job {id}: ")) && error.contains(column),
+            "job {id}'s error names the job and the column ({column}): {error}"
+        );
+        assert!(error.ends_with("dead without running"), "{error}");
+    }
+    assert_eq!(
+        handler.call_ids(),
+        vec![good],
+        "no stray reached the handler"
+    );
+    let stats = env.queue.stats().expect("stats");
+    assert_eq!(stats.count(JobStatus::Dead), 3, "{stats:?}");
+    let dead = env.queue.dead_jobs(&Default::default()).expect("dead_jobs");
+    assert_eq!(dead.len(), 3, "the dead list and the counts agree");
+}
+
 #[test]
 fn every_reader_shows_foreign_rows_safely_and_never_fails() {
     let env = setup_wall_clock();
@@ -407,6 +506,29 @@ fn every_reader_shows_foreign_rows_safely_and_never_fails() {
         .expect("exists")
         .problems
         .is_empty());
+    insert_odd_attempt(&conn, good);
+    let attempts = q
+        .attempts(good)
+        .expect("attempts() of a foreign history row");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome, litejobs::AttemptOutcome::Failed);
+    for column in [
+        "attempt",
+        "worker",
+        "started_at",
+        "outcome",
+        "error",
+        "duration_ms",
+    ] {
+        assert!(
+            attempts[0]
+                .problems
+                .iter()
+                .any(|p| p.starts_with(&format!("column {column} "))),
+            "{column} is named among {:?}",
+            attempts[0].problems
+        );
+    }
 
     assert_eq!(q.list(&Default::default()).expect("list").len(), 4);
     assert_eq!(
@@ -668,6 +790,7 @@ fn the_dashboard_shows_foreign_rows_and_never_fails() {
         "INSERT INTO jobs (queue, job_type, payload, status, last_error)
          VALUES (x'71', 't<script>', CAST(x'3cff3e' AS TEXT), 'dead', x'626164')",
     );
+    insert_odd_attempt(&conn, good);
     let web = Web::start(env, litejobs::web::DashboardOptions::new());
     let mut client = web.client();
     for path in [
@@ -681,6 +804,7 @@ fn the_dashboard_shows_foreign_rows_and_never_fails() {
         "/api/jobs".to_string(),
         "/api/stats".to_string(),
         format!("/api/jobs/{blob}"),
+        format!("/api/jobs/{good}"),
     ] {
         let page = client.get(&path).expect(200);
         if !path.starts_with("/api/") {

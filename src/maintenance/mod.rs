@@ -1,11 +1,15 @@
 //! Periodic, idempotent services that many processes may run at once: retention
 //! ([`Pruner`], [`Queue::prune`](crate::Queue::prune)), periodic jobs ([`Scheduler`],
-//! [`Periodic`]), and the reaper that every worker runs
-//! ([`Queue::reap_expired_leases`](crate::Queue::reap_expired_leases)).
+//! [`Periodic`]), the reaper that every worker runs
+//! ([`Queue::reap_expired_leases`](crate::Queue::reap_expired_leases)), and the sweep of stray
+//! rows (live rows another program wrote that no claim can take) that every worker runs at
+//! start-up and hourly.
 
+pub(crate) mod chores;
 pub(crate) mod pruner;
 pub(crate) mod reaper;
 pub(crate) mod scheduler;
+pub(crate) mod strays;
 
 pub use pruner::{CheckpointMode, CheckpointReport, PruneOptions, PruneReport, Pruner};
 pub use scheduler::{EnqueuedSlot, Periodic, ScheduleState, Scheduler, TickReport};

@@ -76,7 +76,7 @@ mod text;
 
 use serde_json::{Map, Value};
 
-use crate::job::JobRecord;
+use crate::job::{AttemptRecord, JobRecord};
 
 pub use text::mask_url_password;
 
@@ -317,6 +317,19 @@ impl Redactor {
             return None;
         }
         serde_json::to_string(&masked).ok()
+    }
+
+    /// A copy of the attempts with the secrets in their errors masked
+    /// ([`mask_text`](Redactor::mask_text)).
+    pub fn mask_attempts(&self, attempts: &[AttemptRecord]) -> Vec<AttemptRecord> {
+        attempts
+            .iter()
+            .map(|a| {
+                let mut a = a.clone();
+                a.error = a.error.as_deref().map(|e| self.mask_text(e).into_owned());
+                a
+            })
+            .collect()
     }
 
     /// A copy of the job with its payload, result and progress masked, and the secrets in

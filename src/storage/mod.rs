@@ -4,7 +4,7 @@
 //! everything through a [`Tx`]: a transaction handle whose operations are grouped by concept,
 //! one store per file of this folder ([`JobStore`] for the job life cycle, [`ReadStore`] for
 //! what people read, [`AdminStore`], [`DeadLetterStore`], [`RetentionStore`], [`LimitStore`],
-//! [`PeriodicStore`], [`ReportStore`], [`WebhookStore`]). The value types they speak live
+//! [`PeriodicStore`], [`ReportStore`], [`WebhookStore`], [`StrayStore`]). The value types they speak live
 //! next to them, so nothing here imports from the layers above.
 //!
 //! [`Db`] is a handle on one database: [`Db::read`] runs a closure on a `Tx` that sees one
@@ -29,6 +29,7 @@ pub(crate) mod reads;
 pub(crate) mod reports;
 pub(crate) mod retention;
 pub(crate) mod sqlite;
+pub(crate) mod strays;
 pub(crate) mod webhooks;
 
 use std::path::Path;
@@ -45,6 +46,7 @@ use reports::ReportStore;
 use retention::RetentionStore;
 pub use sqlite::Synchronous;
 pub(crate) use sqlite::{DbConfig, SqliteDb, SqliteTx};
+use strays::StrayStore;
 use webhooks::WebhookStore;
 
 /// Every operation the rest of litejobs asks of a database, inside one transaction (or, for
@@ -59,6 +61,7 @@ pub(crate) trait Tx:
     + PeriodicStore
     + ReportStore
     + WebhookStore
+    + StrayStore
 {
     /// Locks `key` for the rest of this write transaction, so that a read-then-write on it
     /// (a rate limit, a breaker, a periodic slot, a report, an idempotency key) cannot

@@ -103,7 +103,7 @@ pub(crate) fn job(app: &App, id: i64) -> Response {
             200,
             &ShowJson {
                 job: &app.redactor.mask_job(&job),
-                attempts: &attempts,
+                attempts: &app.redactor.mask_attempts(&attempts),
             },
         ))
     };

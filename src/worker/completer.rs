@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::events::{Event, EventHub};
 use crate::job::{AttemptOutcome, JobStatus};
 use crate::storage::jobs::AttemptRow;
-use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Refused, Success};
+use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Success};
 use crate::storage::Tx;
 use crate::Queue;
 
@@ -472,17 +472,5 @@ pub(crate) fn announce(events: &EventHub, c: &Completion) {
         attempt: c.row.attempt,
         status: status_after(c),
         error,
-    });
-}
-
-/// Tells subscribers about a job the claim made dead without running (a row breaking a
-/// schema rule), as a `Finished` event like any other.
-pub(crate) fn announce_refused(events: &EventHub, refused: &Refused) {
-    events.send(Event::Finished {
-        id: refused.id,
-        job_type: refused.job_type.clone(),
-        attempt: refused.attempts,
-        status: JobStatus::Dead,
-        error: Some(refused.error.clone()),
     });
 }

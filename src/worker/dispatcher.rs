@@ -16,12 +16,13 @@ use crossbeam_channel::{select, Receiver, Sender};
 use crate::clock::duration_to_ms;
 use crate::error::Result;
 use crate::events::Event;
+use crate::maintenance::chores::Chores;
 use crate::maintenance::pruner::Pruner;
 use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::{Claimed, ClaimedRow};
 use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
-use crate::worker::completer::{self, Completer, Completion, Outcome, WriterMsg};
+use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, FeedMsg, QueueFeed, Slot};
 use crate::worker::prefetch::PrefetchGauge;
 use crate::worker::registry::Claimer;
@@ -158,6 +159,8 @@ pub(crate) struct Dispatcher {
     /// The outcomes and heartbeats waiting to be written.
     completer: Completer,
     reaper: Reaper,
+    /// Scheduled pruning and the stray sweep.
+    chores: Chores,
     /// Commits by other connections; `None` when it could not be made (polling still works).
     change: Option<ChangeWatch>,
     activity: WorkerActivity,
@@ -172,7 +175,7 @@ impl Dispatcher {
         nudge: Receiver<()>,
         wake: Receiver<()>,
         control: Receiver<Control>,
-        config: DispatchConfig,
+        mut config: DispatchConfig,
         activity: WorkerActivity,
     ) -> Dispatcher {
         let claimer = Claimer::new(
@@ -182,6 +185,7 @@ impl Dispatcher {
             shared.queue.max_payload_bytes(),
         );
         let reaper = Reaper::new(config.reap_interval);
+        let config_pruner = config.pruner.take();
         let db = shared.queue.db();
         let change = match db.change_signal() {
             Ok(signal) => Some(ChangeWatch::new(
@@ -208,6 +212,7 @@ impl Dispatcher {
             claimer,
             completer: Completer::default(),
             reaper,
+            chores: Chores::new(config_pruner),
             change,
             activity,
         }
@@ -242,7 +247,7 @@ impl Dispatcher {
             if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);
             }
-            self.prune_step();
+            self.chores.step(&self.shared.queue);
             if self.has_work(Instant::now()) && self.completer.retry_at().is_none() {
                 continue;
             }
@@ -313,25 +318,6 @@ impl Dispatcher {
             .any(|at| at <= now)
     }
 
-    /// One chunk of scheduled pruning, in its own short transaction (never inside a round:
-    /// the write gate is not re-entrant).
-    fn prune_step(&mut self) {
-        let Some(pruner) = self.config.pruner.as_mut() else {
-            return;
-        };
-        let now = Instant::now();
-        if !pruner.due(now) {
-            return;
-        }
-        match pruner.step(&self.shared.queue, now) {
-            Ok(Some(report)) => self.shared.queue.events().send(Event::Pruned {
-                jobs: report.jobs_deleted,
-            }),
-            Ok(None) => {}
-            Err(e) => log::warn!("litejobs: scheduled prune step failed ({e}); it will be retried"),
-        }
-    }
-
     /// True when some queue would claim more but does not know of due work: only then is a
     /// commit elsewhere worth a look.
     fn watching(&self) -> bool {
@@ -373,9 +359,7 @@ impl Dispatcher {
         if let Some(check) = self.change.as_ref().and_then(ChangeWatch::next_check) {
             at = at.min(check);
         }
-        if let Some(pruner) = &self.config.pruner {
-            at = at.min(pruner.next());
-        }
+        at = at.min(self.chores.next());
         // While a failed write backs off, nothing is written before the retry: a linger or
         // a renewal that came due meanwhile waits for it (waking for them would spin).
         let writable = |when: Instant| match self.completer.retry_at() {
@@ -601,7 +585,7 @@ impl Dispatcher {
         for ((qi, want), claimed) in plan.into_iter().zip(claimed) {
             let rows = claimed.rows;
             for refused in &claimed.refused {
-                completer::announce_refused(events, refused);
+                events.refused(refused);
             }
             let q = &mut self.queues[qi];
             q.maybe_more = rows.len() == want || !claimed.refused.is_empty();

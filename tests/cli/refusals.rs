@@ -278,4 +278,37 @@ fn a_missing_or_unusable_database_is_refused_and_never_created() {
     );
 
     run(dir.path(), &["stats"]).refused("is a directory");
+
+    // A device or a FIFO is not taken for an empty database: SQLite would leave a
+    // world-writable `-journal` beside it (in /dev, for /dev/null).
+    let fifo = dir.path().join("pipe");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("running mkfifo");
+    assert!(made.success());
+    for (path, what) in [
+        (Path::new("/dev/null"), "character device"),
+        (&fifo, "FIFO"),
+    ] {
+        for args in [
+            &["init"][..],
+            &["work"],
+            &["enqueue", "t", "{}"],
+            &["stats"],
+        ] {
+            run(path, args).refused(&format!("is a {what}, not a database file"));
+        }
+    }
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("listing the dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("pipe"))
+        .collect();
+    assert_eq!(beside, ["pipe"], "nothing was created beside the FIFO");
+    let err = Queue::open(&fifo).expect_err("Queue::open refuses a FIFO");
+    assert_eq!(err.kind(), litejobs::ErrorKind::NotADatabase, "{err}");
+    let err = Queue::open_read_only(&fifo).expect_err("and so does a read-only open");
+    assert_eq!(err.kind(), litejobs::ErrorKind::NotADatabase, "{err}");
 }

@@ -492,6 +492,14 @@ mod tests {
             ("smtp://u:hunter2@host#top", "no #fragment"),
             ("smtp://u:hunter2%zz@host", "%-escape"),
             ("u:hunter2@host", "expected smtp://host"),
+            (
+                "smtp://host?password=hunter2",
+                "unknown option \"password\"",
+            ),
+            (
+                "smtp://u@host?tls=none&pass=x&password=hunter2",
+                "unknown option \"pass\"",
+            ),
         ] {
             let msg = SmtpConfig::from_url(url)
                 .err()

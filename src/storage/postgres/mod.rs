@@ -20,6 +20,7 @@ mod reads;
 mod reports;
 mod retention;
 pub(crate) mod sql;
+mod strays;
 mod webhooks;
 
 use std::cell::RefCell;

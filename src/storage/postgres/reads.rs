@@ -12,7 +12,7 @@ use diesel::QueryableByName;
 use super::sql::{query, IntRow, Query};
 use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
-use crate::job::{AttemptRecord, JobRecord, JobStatus};
+use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::*;
 
 /// The columns [`JobRow`] reads.
@@ -413,16 +413,18 @@ impl ReadStore for PgTx<'_> {
         )?;
         rows.into_iter()
             .map(|r| {
+                let mut problems = Vec::new();
                 Ok(AttemptRecord {
                     job_id: r.job_id,
                     attempt: r.attempt,
                     worker: r.worker,
                     started_at: r.started_at,
                     finished_at: r.finished_at,
-                    outcome: r.outcome.parse()?,
+                    outcome: AttemptOutcome::read_leniently(&r.outcome, &mut problems),
                     error: r.error,
                     status_code: r.status_code,
                     duration_ms: r.duration_ms,
+                    problems,
                 })
             })
             .collect()

@@ -631,8 +631,13 @@ fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
             let ids: Vec<String> = (0..1usize << power)
                 .map(|i| format!("?{}", 7 + 2 * n + i))
                 .collect();
+            // A row whose attempts are not a whole number of at least 0 (written with the
+            // rules off) gets attempt 1, as `read_claimed` counts it: the fence then holds and
+            // the claim's defect makes the job dead, instead of a lease no write can match.
             format!(
-                "UPDATE jobs SET status = 'running', attempts = attempts + 1, locked_by = ?1,
+                "UPDATE jobs SET status = 'running', attempts = CASE
+                            WHEN typeof(attempts) = 'integer' AND attempts >= 0 THEN attempts + 1
+                            ELSE 1 END, locked_by = ?1,
                         locked_until = {lease}, started_at = ?2, updated_at = ?2
                  WHERE id IN ({})",
                 ids.join(",")

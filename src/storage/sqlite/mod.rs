@@ -19,6 +19,7 @@ mod periodic;
 pub(crate) mod reads;
 mod reports;
 mod retention;
+mod strays;
 mod webhooks;
 
 use std::cell::RefCell;
@@ -139,6 +140,7 @@ impl SqliteDb {
     /// migrates it, and builds the pool. A refused file is left byte-for-byte untouched:
     /// nothing is written before the checks pass.
     pub(crate) fn open(path: &Path, config: &DbConfig) -> Result<SqliteDb> {
+        refuse_non_regular(path)?;
         if !config.create && !path.exists() {
             return Err(Error::new(
                 ErrorKind::Uninitialized,
@@ -192,6 +194,7 @@ impl SqliteDb {
     /// Db fails at once with [`ErrorKind::ReadOnly`].
     pub(crate) fn open_read_only(path: &Path, config: &DbConfig) -> Result<SqliteDb> {
         let context = |e: Error| e.prefixed(&path.display().to_string());
+        refuse_non_regular(path)?;
         if !path.exists() {
             return Err(context(Error::new(
                 ErrorKind::Uninitialized,
@@ -464,6 +467,53 @@ impl ChangeSignal for DataVersion {
         self.last = now;
         Ok(changed)
     }
+}
+
+/// Refuses a path that exists and is not a regular file (after symlinks): SQLite would take
+/// `/dev/null` or a FIFO as an empty database and leave a world-writable `-journal` beside
+/// it, in a directory that is not the user's.
+#[cfg(unix)]
+fn special_file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_file_kind(_meta: &std::fs::Metadata) -> &'static str {
+    "not a regular file"
+}
+
+fn refuse_non_regular(path: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if meta.is_dir() {
+        "a directory"
+    } else {
+        special_file_kind(&meta)
+    };
+    Err(Error::new(
+        ErrorKind::NotADatabase,
+        format!(
+            "{} is {what}, not a database file: litejobs keeps its jobs in a regular file \
+             (nothing was opened or created)",
+            path.display()
+        ),
+    ))
 }
 
 /// The storage interface on one SQLite connection, inside the transaction the [`SqliteDb`] opened

@@ -5,7 +5,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
 
 use super::{lenient, SqliteTx};
 use crate::error::Result;
-use crate::job::{AttemptRecord, JobRecord, JobStatus};
+use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::{
     BucketCounts, ErrorGroup, HealthRow, JobFilter, LiveSummary, ReadStore, StatusCount,
 };
@@ -110,26 +110,22 @@ pub(super) fn attempts(conn: &Connection, job_id: i64) -> Result<Vec<AttemptReco
                 duration_ms
          FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
     )?;
+    // Whatever another program wrote into the history is shown, never a failed read.
     let rows = stmt.query_map([job_id], |row| {
+        let mut problems = Vec::new();
+        let p = &mut problems;
+        let outcome = lenient::text(row, 5, "outcome", p)?;
         Ok(AttemptRecord {
             job_id: row.get(0)?,
-            attempt: row.get(1)?,
-            worker: row.get(2)?,
-            started_at: row.get(3)?,
-            finished_at: row.get(4)?,
-            outcome: row
-                .get::<_, String>(5)?
-                .parse()
-                .map_err(|e: crate::Error| {
-                    rusqlite::Error::FromSqlConversionFailure(
-                        5,
-                        rusqlite::types::Type::Text,
-                        Box::new(e),
-                    )
-                })?,
-            error: row.get(6)?,
-            status_code: row.get(7)?,
-            duration_ms: row.get(8)?,
+            attempt: lenient::int(row, 1, "attempt", p)?,
+            worker: lenient::opt_text(row, 2, "worker", p)?,
+            started_at: lenient::opt_int(row, 3, "started_at", p)?,
+            finished_at: lenient::int(row, 4, "finished_at", p)?,
+            outcome: AttemptOutcome::read_leniently(&outcome, p),
+            error: lenient::opt_text(row, 6, "error", p)?,
+            status_code: lenient::opt_int(row, 7, "status_code", p)?,
+            duration_ms: lenient::opt_int(row, 8, "duration_ms", p)?,
+            problems,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -23,7 +23,7 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         .job(args.id)?
         .ok_or_else(|| CliError::new(format!("no job with id {}", args.id)))?;
     let job = ctx.masked(&job);
-    let attempts = queue.attempts(args.id)?;
+    let attempts = ctx.redactor.mask_attempts(&queue.attempts(args.id)?);
     if ctx.json {
         write_json(
             out,
@@ -126,6 +126,14 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         ]);
     }
     table.write(out)?;
+    for a in attempts.iter().filter(|a| !a.problems.is_empty()) {
+        writeln!(
+            out,
+            "problem   attempt {}: {}",
+            a.attempt,
+            a.problems.join("; ")
+        )?;
+    }
     Ok(Exit::Ok)
 }
 
