@@ -58,9 +58,13 @@
 //! `examples/serve_worker.py` is a worker in 20 lines of Python.
 
 mod command;
+mod command_io;
 mod outcome;
+mod pipes;
 mod process;
 mod serve;
+mod serve_pool;
+mod serve_process;
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -69,7 +73,8 @@ pub use outcome::{
     DEFAULT_SNOOZE, EXIT_CANCEL, EXIT_PERMANENT, EXIT_RETRY, EXIT_SNOOZE, EXIT_SUCCESS,
     STDERR_TAIL_BYTES,
 };
-pub use serve::{Serve, MAX_ANSWER_BYTES};
+pub use serve::Serve;
+pub use serve_process::MAX_ANSWER_BYTES;
 
 use crate::context::JobContext;
 use crate::error::{Error, ErrorKind, Result};
@@ -102,10 +107,10 @@ fn slot_wait_until(ctx: &JobContext) -> std::time::Instant {
 /// [`Worker::shutdown`]: crate::Worker::shutdown
 pub fn wait_for_commands(timeout: Duration) -> bool {
     let end = std::time::Instant::now() + timeout;
-    serve::stop_idle_processes(false);
+    serve_pool::stop_idle_processes(false);
     // Both: a pool dropped on another thread stops its idle processes there.
     let commands = process::watchdog().wait_idle(timeout);
-    serve::wait_processes_gone(end) && commands
+    serve_pool::wait_processes_gone(end) && commands
 }
 
 /// Kills (SIGKILL) the process group of every command running for this process's handlers
@@ -114,7 +119,7 @@ pub fn wait_for_commands(timeout: Duration) -> bool {
 /// orphan. Their jobs come back when their leases expire.
 pub fn kill_all_commands() {
     process::watchdog().kill_all();
-    serve::stop_idle_processes(true);
+    serve_pool::stop_idle_processes(true);
 }
 
 /// The environment a command gets for one job.
