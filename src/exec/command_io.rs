@@ -165,14 +165,10 @@ fn drive(child: &mut Child, payload: &[u8], watch: &Watch, limits: Limits) -> io
             }
         }
         if stdout.is_some() && ready.next() == Some(true) {
-            if !drain(&mut stdout, &mut buf, |d| out.head(d, limits.stdout_head)) {
-                stdout = None;
-            }
+            drain(&mut stdout, &mut buf, |d| out.head(d, limits.stdout_head));
         }
         if stderr.is_some() && ready.next() == Some(true) {
-            if !drain(&mut stderr, &mut buf, |d| err.tail(d, limits.stderr_tail)) {
-                stderr = None;
-            }
+            drain(&mut stderr, &mut buf, |d| err.tail(d, limits.stderr_tail));
         }
         let now = Instant::now();
         if ending.status.is_none() && now.duration_since(last_look) >= pipes::POLL_TICK {
@@ -208,16 +204,19 @@ fn drive(child: &mut Child, payload: &[u8], watch: &Watch, limits: Limits) -> io
     })
 }
 
-/// Reads what a stream holds now into `keep`; false once it is closed.
-fn drain<R: io::Read>(stream: &mut Option<R>, buf: &mut [u8], mut keep: impl FnMut(&[u8])) -> bool {
+/// Reads what a stream holds now into `keep`; a stream that closed becomes `None`.
+fn drain<R: io::Read>(stream: &mut Option<R>, buf: &mut [u8], mut keep: impl FnMut(&[u8])) {
     let Some(s) = stream else {
-        return false;
+        return;
     };
     loop {
         match read_some(s, buf) {
             Io::Moved(n) => keep(&buf[..n]),
-            Io::Pending => return true,
-            Io::Closed => return false,
+            Io::Pending => return,
+            Io::Closed => {
+                *stream = None;
+                return;
+            }
         }
     }
 }

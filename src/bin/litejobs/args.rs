@@ -92,13 +92,15 @@ pub enum Command {
     ///                count
     ///   other/signal retry by the retry policy (dead after the last attempt)
     ///
-    /// The last 4 KiB of stderr is the attempt's error. Past its timeout the command's whole
-    /// process group gets SIGTERM, then SIGKILL after --kill-grace.
+    /// The last 4 KiB of stderr is the attempt's error, a failed exit code its status code
+    /// (CODE in show). Past its timeout the command's whole process group gets SIGTERM, then
+    /// SIGKILL after --kill-grace. Commands inherit work's environment and directory.
     ///
     /// --serve TYPE=COMMAND keeps long-lived processes that read one job per line on stdin,
     /// {"id","type","queue","attempt","max_attempts","deadline_ms","payload"}, and answer
     /// one line on stdout, {"id","outcome":"ok|retry|permanent|snooze|cancel","result",
-    /// "error","delay"}; logs go to stderr. See docs/serve-protocol.md.
+    /// "error","delay"}; logs go to stderr. An answer line may be up to 2 MiB; a result is
+    /// kept up to 1 MiB, an error up to 8 KiB. See docs/serve-protocol.md.
     #[command(verbatim_doc_comment)]
     Work(WorkArgs),
     /// Serve the web dashboard until SIGINT or SIGTERM.

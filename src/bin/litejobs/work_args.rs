@@ -32,7 +32,7 @@ pub struct WorkArgs {
     pub timeouts: Vec<TypeTimeout>,
     /// The retry schedule of an --exec or --serve TYPE (repeatable), e.g. `--retry
     /// resize=30s,2m,10m`: the delays after failed attempts, ±10 % jitter, the last one
-    /// repeating. Default: 5s doubling per attempt, at most 1h. Given here, it replaces
+    /// repeating. Default: 5s doubling per attempt (±20 %), at most 1h. Given here, it replaces
     /// LITEJOBS_RETRY (`TYPE=30s,2m;TYPE2=1m`).
     #[arg(
         long = "retry",

@@ -416,7 +416,7 @@ pub fn env_help() -> String {
         (
             "LITEJOBS_RETRY",
             format!(
-                "schedules of --exec/--serve types, TYPE=30s,2m;TYPE2=1m (as --retry; default {})",
+                "as --retry TYPE=30s,2m, ;-separated (default {})",
                 schedule_text(&RetryPolicy::default(), 6)
             ),
         ),
