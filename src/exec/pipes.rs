@@ -59,6 +59,17 @@ pub(crate) fn wait_ready(fds: &[(BorrowedFd<'_>, Dir)], timeout: Duration) -> Ve
     }
 }
 
+/// [`wait_ready`] for one pipe, without allocating: the wait of every `Serve` answer.
+pub(crate) fn wait_one(fd: BorrowedFd<'_>, dir: Dir, timeout: Duration) -> bool {
+    let events = match dir {
+        Dir::Read => PollFlags::POLLIN,
+        Dir::Write => PollFlags::POLLOUT,
+    };
+    let mut polled = [PollFd::new(fd, events)];
+    let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    matches!(poll(&mut polled, PollTimeout::from(millis)), Ok(n) if n > 0)
+}
+
 /// What one non-blocking read or write did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Io {
@@ -138,8 +149,11 @@ impl<R: Read + AsFd> LineReader<R> {
         self.stream.as_fd()
     }
 
-    /// The next whole line, from what is buffered or can be read without blocking.
-    pub(crate) fn next_line(&mut self) -> Line {
+    /// The next whole line, from what is buffered or, when `read` (the caller knows the
+    /// stream is readable, or wants to look), what can be read without blocking. Not
+    /// reading a stream that is most likely empty saves a system call per answer.
+    pub(crate) fn next_line(&mut self, read: bool) -> Line {
+        let mut read = read;
         loop {
             if let Some(at) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
                 let end = self.scanned + at;
@@ -162,6 +176,9 @@ impl<R: Read + AsFd> LineReader<R> {
                 self.scanned = 0;
                 return Line::Text(std::mem::take(&mut self.buf));
             }
+            if !read {
+                return Line::Pending;
+            }
             let start = self.buf.len();
             // At most one byte past the limit is ever needed to know a line is too long.
             let room = CHUNK.min(self.limit + 1 - start);
@@ -173,7 +190,8 @@ impl<R: Read + AsFd> LineReader<R> {
             };
             self.buf.truncate(start + kept);
             match got {
-                Io::Moved(_) => {}
+                // A short read emptied the pipe: the next one would find nothing.
+                Io::Moved(n) => read = n == room,
                 Io::Pending => return Line::Pending,
                 Io::Closed => self.closed = true,
             }
@@ -210,20 +228,25 @@ mod tests {
     fn lines_come_whole_and_a_long_one_is_refused_without_being_read_whole() {
         let (mut writer, reader) = pair();
         let mut lines = LineReader::new(reader, 16);
-        assert_eq!(lines.next_line(), Line::Pending);
+        assert_eq!(lines.next_line(true), Line::Pending);
         writer.write_all(b"one\r\ntw").expect("write");
-        assert_eq!(lines.next_line(), Line::Text(b"one".to_vec()));
-        assert_eq!(lines.next_line(), Line::Pending);
+        assert_eq!(
+            lines.next_line(false),
+            Line::Pending,
+            "not read when not asked"
+        );
+        assert_eq!(lines.next_line(true), Line::Text(b"one".to_vec()));
+        assert_eq!(lines.next_line(true), Line::Pending);
         writer.write_all(b"o\nthree").expect("write");
-        assert_eq!(lines.next_line(), Line::Text(b"two".to_vec()));
+        assert_eq!(lines.next_line(true), Line::Text(b"two".to_vec()));
         drop(writer);
-        assert_eq!(lines.next_line(), Line::Text(b"three".to_vec()));
-        assert_eq!(lines.next_line(), Line::Closed);
+        assert_eq!(lines.next_line(true), Line::Text(b"three".to_vec()));
+        assert_eq!(lines.next_line(true), Line::Closed);
 
         let (mut writer, reader) = pair();
         let mut lines = LineReader::new(reader, 16);
         writer.write_all(&[b'x'; 4096]).expect("write");
-        assert_eq!(lines.next_line(), Line::TooLong);
+        assert_eq!(lines.next_line(true), Line::TooLong);
         assert!(lines.buf.len() <= 17, "read {} bytes", lines.buf.len());
     }
 

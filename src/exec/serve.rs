@@ -17,8 +17,8 @@ use crate::handler::{Handler, JobError};
 /// "deadline_ms", "payload"}`), one JSON line out (`{"id", "outcome": "ok" | "retry" |
 /// "permanent" | "snooze" | "cancel", "result", "error", "delay"}`).
 ///
-/// A process that exits, breaks the protocol or does not answer before the job's deadline
-/// is stopped (its whole process group: SIGTERM, then SIGKILL after the kill grace), the
+/// A process that exits, breaks the protocol, or does not read its job or answer before the
+/// job's deadline is stopped (its whole process group: SIGTERM, then SIGKILL after the kill grace), the
 /// job's attempt fails (it is retried by its policy) and the next job starts a fresh
 /// process. A job is given to one process only, and only after the process that had the
 /// previous attempt is stopped.

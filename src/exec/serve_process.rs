@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::command_io::LEFTOVER_WAIT;
 use super::outcome::{self, clip, STDERR_TAIL_BYTES};
 use super::pipes::{
-    printable, set_nonblocking, wait_ready, write_some, Dir, Io, Line, LineReader, POLL_TICK,
+    printable, set_nonblocking, wait_one, write_some, Dir, Io, Line, LineReader, POLL_TICK,
 };
 use super::process::{group_is_empty, signal_group, watchdog, Program, Watch};
 use super::serve_pool::Alive;
@@ -57,7 +57,7 @@ pub(crate) struct Process {
     /// Counts the process as running until it is reaped.
     alive: Alive,
     /// Its command line, for logs.
-    shown: String,
+    shown: Arc<str>,
 }
 
 /// What became of a job handed to a process.
@@ -124,6 +124,7 @@ impl Process {
             ));
         }
         log::info!("litejobs: started {shown} (pid {pid})");
+        let shown: Arc<str> = shown.into();
         Ok(Process {
             child,
             stdin: Some(stdin),
@@ -167,8 +168,8 @@ impl Process {
         };
         line.push('\n');
         let pid = self.pid();
-        let shown = self.shown.clone();
-        let shown = shown.as_str();
+        let shown = Arc::clone(&self.shown);
+        let shown = &*shown;
         let watch = watchdog().watch(pid, ctx.stop_flag(), Some(ctx.run_until()), kill_grace);
         if let Ok(mut tail) = self.stderr.lock() {
             tail.clear();
@@ -181,8 +182,10 @@ impl Process {
             self.recent.pop_front();
         }
         let mut exited = false;
+        // Right after the job is sent its answer is rarely there yet: wait, then read.
+        let mut readable = false;
         loop {
-            let text = match self.stdout.next_line() {
+            let text = match self.stdout.next_line(readable) {
                 Line::Text(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Line::TooLong => {
                     return Answer::Broken(format!(
@@ -193,10 +196,11 @@ impl Process {
                 Line::Closed => return Answer::Broken(ended_why(&watch)),
                 Line::Pending if exited => return Answer::Broken(ended_why(&watch)),
                 Line::Pending => {
-                    let ready = wait_ready(&[(self.stdout.fd(), Dir::Read)], POLL_TICK);
+                    readable = wait_one(self.stdout.fd(), Dir::Read, POLL_TICK);
                     // Nothing to read: a process that ended while a child of its own holds
                     // its stdout is noticed here; what it wrote before is read first.
-                    exited = ready == [false] && self.has_exited();
+                    exited = !readable && self.has_exited();
+                    readable |= exited;
                     continue;
                 }
             };
@@ -283,7 +287,7 @@ impl Process {
             if matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)) {
                 return Some(cut_short(sent, "the process exited".into()));
             }
-            wait_ready(&[(stdin.as_fd(), Dir::Write)], POLL_TICK);
+            wait_one(stdin.as_fd(), Dir::Write, POLL_TICK);
         }
     }
 
