@@ -7,6 +7,7 @@
 //! assert_eq!(defaults::DEFAULT_MAX_ATTEMPTS, 6);
 //! ```
 
+pub use crate::handler::MAX_ERROR_BYTES;
 pub use crate::job::{DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE};
 pub use crate::maintenance::pruner::{
     DEFAULT_PRUNE_CHUNK, DEFAULT_PRUNE_INTERVAL, DEFAULT_RETENTION,

@@ -25,8 +25,30 @@ where
     }
 }
 
+/// The most of an error message kept (8 KiB), as the job's last error and its attempt's
+/// error: a longer one keeps its first part and says how long it was. Every handler's
+/// errors are cut to it (a command's answer, a panic message, a closure's `Err`), so one
+/// failing job cannot fill the database or a page.
+pub const MAX_ERROR_BYTES: usize = 8 * 1024;
+
+/// `message` within [`MAX_ERROR_BYTES`]: its head, cut at a character boundary, and a note
+/// of the length it had.
+pub(crate) fn bounded_error(mut message: String) -> String {
+    if message.len() <= MAX_ERROR_BYTES {
+        return message;
+    }
+    let note = format!(" [... cut: {} bytes in all]", message.len());
+    let mut keep = MAX_ERROR_BYTES - note.len();
+    while !message.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    message.truncate(keep);
+    message.push_str(&note);
+    message
+}
+
 /// A handler's failed outcome. Each constructor says what happens to the job's status and
-/// attempts.
+/// attempts. Its message is kept up to [`MAX_ERROR_BYTES`].
 ///
 /// Any `std::error::Error` converts into [`JobError::retry`], so `?` works in handlers.
 pub struct JobError {
@@ -92,7 +114,7 @@ impl JobError {
     fn new(action: Action, message: String) -> JobError {
         JobError {
             action,
-            message,
+            message: bounded_error(message),
             status_code: None,
         }
     }
@@ -117,5 +139,20 @@ impl fmt::Display for JobError {
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for JobError {
     fn from(err: E) -> JobError {
         JobError::retry(err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_to_the_limit_with_their_length() {
+        let long = "é".repeat(10_000);
+        let error = JobError::retry(long.clone());
+        assert!(error.message().len() <= MAX_ERROR_BYTES);
+        assert!(error.message().starts_with("éé"));
+        assert!(error.message().ends_with(" [... cut: 20000 bytes in all]"));
+        assert_eq!(JobError::permanent("short").message(), "short");
     }
 }

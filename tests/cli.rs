@@ -94,6 +94,7 @@ fn litejobs(db: &Path) -> Command {
         .arg(db)
         .env_remove("LITEJOBS_DB")
         .env_remove("LITEJOBS_SECRET_FIELDS")
+        .env_remove("LITEJOBS_RETRY")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null());
     cmd

@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 use crate::support::scripted::wait_finished;
 use crate::support::{have_tool, setup, write_script, TestEnv, START_MS};
 
+mod hostile; // processes that do not read, hold their output, answer twice or too much
+
 /// Each case's payload names what the script does.
 const SHELL_HANDLER: &str = r#"#!/bin/sh
 payload=$(cat)
@@ -107,6 +109,11 @@ fn check_exit_codes(env: &TestEnv, handler: Command) {
     let other = job(env, ids["other"]);
     assert_eq!((other.status, other.attempts), (JobStatus::Failed, 1));
     assert_eq!(other.last_error.as_deref(), Some("exit 3: boom"));
+    // A failed attempt's exit code is its status code (the CODE column).
+    assert_eq!(other.last_status_code, Some(3));
+    assert_eq!(dead.last_status_code, Some(65));
+    let history = env.queue.attempts(ids["other"]).expect("attempts");
+    assert_eq!(history[0].status_code, Some(3));
 
     let signalled = job(env, ids["signal"]);
     assert_eq!(signalled.status, JobStatus::Failed);

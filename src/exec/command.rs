@@ -1,27 +1,19 @@
 //! [`Command`]: a handler that runs a program per job.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::command_io::{run_to_end, Limits};
 use super::outcome::{self, STDERR_TAIL_BYTES};
-use super::process::{self, watchdog, Collected, Keep, Program};
+use super::process::{watchdog, Program};
 use super::{job_env, parse_command_line, slot_wait_until, DEFAULT_KILL_GRACE, NO_SLOT_SNOOZE};
 use crate::context::JobContext;
 use crate::handler::{Handler, JobError};
 
 /// The most of a command's stdout read as its result (1 MiB); more is read and dropped.
 pub const MAX_STDOUT_BYTES: usize = 1 << 20;
-
-/// Payloads up to this size are written to stdin by the handler's thread itself: a pipe
-/// holds 64 KiB, so the write cannot block on a command that never reads.
-const INLINE_STDIN_BYTES: usize = 32 * 1024;
-
-/// After the command exits, how long its output may stay open (a background process it
-/// left holds the pipes) before that process group is killed.
-const LEFTOVER_WAIT: Duration = Duration::from_millis(500);
 
 /// A handler that runs a program for each job: the payload as JSON on stdin, the job in
 /// `LITEJOBS_*` variables, the outcome from the exit code (see [the table](super)).
@@ -176,31 +168,22 @@ impl Handler for Command {
             .program
             .spawn(&job_env(ctx))
             .map_err(|e| JobError::retry(format!("cannot start {}: {e}", self.program.shown())))?;
-        let pgid = child.id();
         let watch = watchdog().watch(
-            pgid,
+            child.id(),
             ctx.stop_flag(),
             Some(ctx.run_until()),
             self.kill_grace,
         );
-
-        let stdout = child
-            .stdout
-            .take()
-            .map(|s| process::collect(s, MAX_STDOUT_BYTES, Keep::Head));
-        let stderr = child
-            .stderr
-            .take()
-            .map(|s| process::collect(s, STDERR_TAIL_BYTES, Keep::Tail));
-        if let Some(stdin) = child.stdin.take() {
-            write_payload(stdin, ctx.payload().to_string());
-        }
-        let status = child
-            .wait()
-            .map_err(|e| JobError::retry(format!("cannot wait for {}: {e}", self.shown())))?;
-        let stdout = finish_reading(stdout, pgid);
-        let stderr = finish_reading(stderr, pgid);
-        if stdout.truncated && status.success() {
+        let limits = Limits {
+            stdout_head: MAX_STDOUT_BYTES,
+            stderr_tail: STDERR_TAIL_BYTES,
+            kill_grace: self.kill_grace,
+        };
+        let payload = ctx.payload().to_string();
+        let ran = run_to_end(&mut child, payload.as_bytes(), &watch, limits)
+            .map_err(|e| JobError::retry(format!("cannot run {}: {e}", self.shown())))?;
+        drop(watch);
+        if ran.stdout.truncated && ran.status.success() {
             log::warn!(
                 "litejobs: job {} ({}): stdout over {MAX_STDOUT_BYTES} bytes is not kept as \
                  the result",
@@ -208,42 +191,15 @@ impl Handler for Command {
                 ctx.job_type()
             );
         }
-        let stdout_bytes: &[u8] = if stdout.truncated { b"" } else { &stdout.bytes };
-        let result = outcome::from_exit(status, stdout_bytes, &stderr.text(), watch.stopped())?;
-        drop(watch);
+        let stdout: &[u8] = if ran.stdout.truncated {
+            b""
+        } else {
+            &ran.stdout.bytes
+        };
+        let result = outcome::from_exit(ran.status, stdout, &ran.stderr.text(), ran.stopped)?;
         if let Some(result) = result {
             ctx.set_result(result);
         }
         Ok(())
     }
-}
-
-/// Writes the payload and closes stdin; a command that exits without reading it is fine.
-fn write_payload(mut stdin: std::process::ChildStdin, payload: String) {
-    if payload.len() <= INLINE_STDIN_BYTES {
-        let _ = stdin.write_all(payload.as_bytes());
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("litejobs-exec-stdin".into())
-        .spawn(move || {
-            let _ = stdin.write_all(payload.as_bytes());
-        });
-    if let Err(e) = spawned {
-        log::warn!("litejobs: cannot start a thread to write a command's stdin: {e}");
-    }
-}
-
-/// The output read by `rx`'s thread. A background process the command left behind may hold
-/// the pipe open: past [`LEFTOVER_WAIT`] its group is killed, which closes it.
-fn finish_reading(rx: Option<Receiver<Collected>>, pgid: u32) -> Collected {
-    let Some(rx) = rx else {
-        return Collected::default();
-    };
-    if let Ok(collected) = rx.recv_timeout(LEFTOVER_WAIT) {
-        return collected;
-    }
-    log::warn!("litejobs: a command left processes holding its output open; killing group {pgid}");
-    process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-    rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
 }

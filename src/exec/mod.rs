@@ -28,12 +28,16 @@
 //! | 99 | snooze: due again after the delay on stdout (60 s if none); the attempt does not count |
 //! | any other, or killed by a signal | retry by the retry policy (`dead` after the last attempt) |
 //!
-//! The last 4 KiB of stderr is the attempt's error. Past the job's timeout (or when a
-//! shutdown's grace is over) the whole process group gets SIGTERM, then SIGKILL after the
-//! kill grace ([`DEFAULT_KILL_GRACE`]), so the slot is really free again; the attempt is
-//! recorded as timed out. A command that exits but leaves background processes holding its
-//! output has that group killed. If the worker's own process is killed with SIGKILL, its
-//! commands run on as orphans; their jobs are reaped when the lease expires.
+//! The last 4 KiB of stderr is the attempt's error, and a failed attempt's exit code its
+//! status code. Past the job's timeout (or when a shutdown's grace is over) the whole
+//! process group gets SIGTERM, then SIGKILL after the kill grace ([`DEFAULT_KILL_GRACE`]),
+//! so the slot is really free again; the attempt is recorded as timed out. Processes of the
+//! group get all of the kill grace even when the command itself (a shell wrapper, say) dies
+//! at once. A command that exits but leaves processes of its group holding its output has
+//! them stopped the same way after 0.5 s; output held by processes outside the group (a
+//! `setsid` daemon) is read for 0.5 s after the command exits, then no longer waited for.
+//! If the worker's own process is killed with SIGKILL, its commands run on as orphans;
+//! their jobs are reaped when the lease expires.
 //!
 //! # Long-lived processes ([`Serve`])
 //! For throughput: N processes started once, each taking one job at a time. Each job is one
@@ -50,17 +54,23 @@
 //! {"id": 12, "outcome": "snooze", "delay": "5m"}
 //! {"id": 12, "outcome": "cancel", "error": "user deleted"}
 //! ```
-//! A process that exits mid-job, answers for another id, writes a line that is JSON but
-//! not an answer, or does not answer before the job's deadline is stopped (its process
-//! group), the job's attempt fails and is retried by its policy, and a new process takes
-//! the next job. When the worker stops, idle processes see their stdin close and should
-//! exit. `docs/serve-protocol.md` has the protocol for implementers, and
+//! A process that exits mid-job, answers without an id or for a job it was not given, writes
+//! a line that is JSON but not an answer or longer than [`MAX_ANSWER_BYTES`], or does not
+//! read its job or answer before the job's deadline is stopped (its process group), the
+//! job's attempt fails and is retried by its policy, and a new process takes the next job.
+//! A second answer for one of its earlier jobs is logged and dropped. A result over
+//! [`MAX_STDOUT_BYTES`] is not kept (the job succeeds), as with [`Command`]. When the worker
+//! stops, idle processes see their stdin close and should exit. `docs/serve-protocol.md` has the protocol for implementers, and
 //! `examples/serve_worker.py` is a worker in 20 lines of Python.
 
 mod command;
+mod command_io;
 mod outcome;
+mod pipes;
 mod process;
 mod serve;
+mod serve_pool;
+mod serve_process;
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -69,7 +79,8 @@ pub use outcome::{
     DEFAULT_SNOOZE, EXIT_CANCEL, EXIT_PERMANENT, EXIT_RETRY, EXIT_SNOOZE, EXIT_SUCCESS,
     STDERR_TAIL_BYTES,
 };
-pub use serve::{Serve, MAX_ANSWER_BYTES};
+pub use serve::Serve;
+pub use serve_process::MAX_ANSWER_BYTES;
 
 use crate::context::JobContext;
 use crate::error::{Error, ErrorKind, Result};
@@ -102,10 +113,10 @@ fn slot_wait_until(ctx: &JobContext) -> std::time::Instant {
 /// [`Worker::shutdown`]: crate::Worker::shutdown
 pub fn wait_for_commands(timeout: Duration) -> bool {
     let end = std::time::Instant::now() + timeout;
-    serve::stop_idle_processes(false);
+    serve_pool::stop_idle_processes(false);
     // Both: a pool dropped on another thread stops its idle processes there.
     let commands = process::watchdog().wait_idle(timeout);
-    serve::wait_processes_gone(end) && commands
+    serve_pool::wait_processes_gone(end) && commands
 }
 
 /// Kills (SIGKILL) the process group of every command running for this process's handlers
@@ -114,7 +125,7 @@ pub fn wait_for_commands(timeout: Duration) -> bool {
 /// orphan. Their jobs come back when their leases expire.
 pub fn kill_all_commands() {
     process::watchdog().kill_all();
-    serve::stop_idle_processes(true);
+    serve_pool::stop_idle_processes(true);
 }
 
 /// The environment a command gets for one job.

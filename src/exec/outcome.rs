@@ -54,18 +54,24 @@ pub(crate) fn from_exit(
         .and_then(|s| s.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or("");
     let error = || with_stderr(format!("exit {code}"), stderr_tail);
+    // The exit code is the attempt's status code (the CODE column), as a webhook's HTTP
+    // status is; an exit code is 0..=255.
+    let coded = |e: JobError| match u16::try_from(code) {
+        Ok(code) => e.with_status_code(code),
+        Err(_) => e,
+    };
     match code {
         EXIT_SUCCESS => Ok(json_result(stdout)),
-        EXIT_PERMANENT => Err(JobError::permanent(error())),
+        EXIT_PERMANENT => Err(coded(JobError::permanent(error()))),
         EXIT_RETRY => match parse_delay(first_line) {
-            Some(delay) => Err(JobError::retry_after(delay, error())),
-            None => Err(JobError::retry(error())),
+            Some(delay) => Err(coded(JobError::retry_after(delay, error()))),
+            None => Err(coded(JobError::retry(error()))),
         },
-        EXIT_CANCEL => Err(JobError::cancel(error())),
+        EXIT_CANCEL => Err(coded(JobError::cancel(error()))),
         EXIT_SNOOZE => Err(JobError::snooze(
             parse_delay(first_line).unwrap_or(DEFAULT_SNOOZE),
         )),
-        _ => Err(JobError::retry(error())),
+        _ => Err(coded(JobError::retry(error()))),
     }
 }
 
@@ -78,20 +84,12 @@ fn json_result(stdout: &[u8]) -> Option<Value> {
     serde_json::from_str(text).ok()
 }
 
-/// One answer line of the JSON-lines protocol, for the job `id`.
+/// What an answer of the JSON-lines protocol (already checked to be for its job) means.
 ///
 /// # Errors
-/// The outer `Err` is a broken protocol (not JSON, another job's id, an unknown outcome):
-/// the process can no longer be trusted and is restarted.
-pub(crate) fn from_answer(line: &str, id: i64) -> Result<Result<Option<Value>, JobError>, String> {
-    let answer: Value = serde_json::from_str(line)
-        .map_err(|e| format!("answer is not JSON ({e}): {}", clip(line)))?;
-    if answer.get("id").and_then(Value::as_i64) != Some(id) {
-        return Err(format!(
-            "answer for another job (expected id {id}): {}",
-            clip(line)
-        ));
-    }
+/// The outer `Err` is a broken protocol (an unknown outcome): the process can no longer be
+/// trusted and is restarted.
+pub(crate) fn from_answer(answer: &Value) -> Result<Result<Option<Value>, JobError>, String> {
     let error = || {
         answer
             .get("error")
@@ -153,7 +151,8 @@ fn with_stderr(head: String, stderr_tail: &str) -> String {
     }
 }
 
-fn clip(line: &str) -> String {
+/// The first 200 characters of `line`, for an error or a log.
+pub(crate) fn clip(line: &str) -> String {
     match line.char_indices().nth(200) {
         Some((at, _)) => format!("{}...", &line[..at]),
         None => line.to_string(),
@@ -230,20 +229,23 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_checked_against_the_job() {
-        let ok = from_answer(r#"{"id": 7, "outcome": "ok", "result": [1]}"#, 7);
-        assert_eq!(
-            ok.ok().and_then(Result::ok),
-            Some(Some(serde_json::json!([1])))
-        );
-        let retry = from_answer(
-            r#"{"id": 7, "outcome": "retry", "delay": "5s", "error": "x"}"#,
-            7,
-        )
-        .expect("valid");
+    fn answers_give_the_documented_outcomes() {
+        use serde_json::json;
+        let ok = from_answer(&json!({"id": 7, "outcome": "ok", "result": [1]}));
+        assert_eq!(ok.ok().and_then(Result::ok), Some(Some(json!([1]))));
+        let retry = from_answer(&json!({"id": 7, "outcome": "retry", "delay": "5s", "error": "x"}))
+            .expect("valid");
         assert_eq!(action(retry), Action::RetryAfter(Duration::from_secs(5)));
-        assert!(from_answer(r#"{"id": 8, "outcome": "ok"}"#, 7).is_err());
-        assert!(from_answer(r#"{"id": 7, "outcome": "maybe"}"#, 7).is_err());
-        assert!(from_answer("not json", 7).is_err());
+        assert!(from_answer(&json!({"id": 7, "outcome": "maybe"})).is_err());
+    }
+
+    #[test]
+    fn a_failed_exit_keeps_its_code_as_the_status_code() {
+        let failed = from_exit(exit(3), b"", "boom", None).expect_err("fails");
+        assert_eq!(failed.status_code, Some(3));
+        let dead = from_exit(exit(65), b"", "", None).expect_err("fails");
+        assert_eq!(dead.status_code, Some(65));
+        let killed = from_exit(ExitStatus::from_raw(9), b"", "", None).expect_err("fails");
+        assert_eq!(killed.status_code, None);
     }
 }

@@ -3,7 +3,6 @@
 //! a shutdown past its grace) and SIGKILL when the group outlives the kill grace.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
@@ -84,70 +83,13 @@ pub(crate) fn signal_group(pgid: u32, signal: Signal) {
     }
 }
 
-/// Reads a stream to its end on a thread of its own, keeping at most `keep` bytes: the
-/// first ones (`Keep::Head`, stdout) or the last ones (`Keep::Tail`, stderr).
-pub(crate) fn collect<R: Read + Send + 'static>(
-    mut stream: R,
-    keep: usize,
-    which: Keep,
-) -> crossbeam_channel::Receiver<Collected> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let spawned = std::thread::Builder::new()
-        .name("litejobs-exec-io".into())
-        .spawn(move || {
-            let mut kept = Vec::new();
-            let mut truncated = false;
-            let mut buf = [0u8; 8192];
-            loop {
-                match stream.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        kept.extend_from_slice(&buf[..n]);
-                        if kept.len() > keep {
-                            truncated = true;
-                            match which {
-                                Keep::Head => kept.truncate(keep),
-                                Keep::Tail => {
-                                    let cut = kept.len() - keep;
-                                    kept.drain(..cut);
-                                }
-                            }
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(Collected {
-                bytes: kept,
-                truncated,
-            });
-        });
-    if let Err(e) = spawned {
-        log::warn!("litejobs: cannot start a thread to read a command's output: {e}");
-    }
-    rx
-}
-
-/// Which end of a stream [`collect`] keeps.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Keep {
-    Head,
-    Tail,
-}
-
-/// A stream's kept bytes.
-#[derive(Debug, Default)]
-pub(crate) struct Collected {
-    pub(crate) bytes: Vec<u8>,
-    pub(crate) truncated: bool,
-}
-
-impl Collected {
-    /// The bytes as text, a broken UTF-8 sequence at a cut replaced.
-    pub(crate) fn text(&self) -> String {
-        String::from_utf8_lossy(&self.bytes).into_owned()
-    }
+/// True when no process is left in the process group `pgid` (one that cannot be signalled
+/// for lack of permission is there).
+pub(crate) fn group_is_empty(pgid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pgid) else {
+        return true;
+    };
+    killpg(Pid::from_raw(raw), None) == Err(nix::errno::Errno::ESRCH)
 }
 
 /// The process-wide watchdog over running commands' process groups.

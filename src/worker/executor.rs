@@ -388,7 +388,7 @@ pub(crate) fn run_attempt(
                 registry,
                 row,
                 now,
-                format!("handler panicked: {message}"),
+                crate::handler::bounded_error(format!("handler panicked: {message}")),
                 None,
                 false,
             )

@@ -375,3 +375,223 @@ fn idle_serve_processes_are_stopped_even_when_a_command_outlives_the_grace() {
         "the idle --serve process outlived `work`: {lines:?}"
     );
 }
+
+/// Kills the processes whose pids a file holds when the test ends, passed or not.
+struct KillPidsOnDrop(PathBuf);
+
+impl Drop for KillPidsOnDrop {
+    fn drop(&mut self) {
+        let pids = std::fs::read_to_string(&self.0).unwrap_or_default();
+        for pid in pids.split_whitespace() {
+            let _ = Command::new("kill")
+                .args(["-KILL", pid])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+#[test]
+fn a_serve_process_that_never_reads_its_job_is_gone_when_work_exits() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let pidfile = dir.path().join("stuck.pid");
+    let _cleanup = KillPidsOnDrop(pidfile.clone());
+    let stuck = write_script(
+        dir.path(),
+        "stuck.sh",
+        &format!(
+            "#!/bin/sh\necho $$ > {}\nexec sleep 1000\n",
+            pidfile.display()
+        ),
+    );
+    // The job line is longer than a pipe holds: writing it blocks until the process reads.
+    let payload = format!("{{\"pad\": \"{}\"}}", "x".repeat(65_500));
+    enqueue(&db, "stuck", &payload);
+    let serve = format!("stuck={}", stuck.display());
+    let args = [
+        "--serve",
+        &serve,
+        "--timeout",
+        "stuck=60s",
+        "--grace",
+        "300ms",
+        "--kill-grace",
+        "300ms",
+    ];
+    let work = WorkChild::running(&db, &args);
+    let pid = wait_pid(&pidfile);
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(!runs(pid), "the --serve process outlived `work`: {lines:?}");
+}
+
+#[test]
+fn at_shutdown_a_shell_wrapper_s_child_gets_the_kill_grace_to_clean_up() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let log = dir.path().join("cleanup.log");
+    let child = dir.path().join("child.pid");
+    let _cleanup = KillPidsOnDrop(child.clone());
+    // The wrapper dies at once on SIGTERM; its child takes 2 s to clean up, well within the
+    // 30 s kill grace.
+    let wrapper = write_script(
+        dir.path(),
+        "wrapper.sh",
+        &format!(
+            "#!/bin/sh\nsh -c 'trap \"echo cleaning >> {l}; sleep 2; echo cleaned >> {l}; exit 0\" TERM; echo $$ > {c}; while :; do sleep 0.1; done' &\nwait\n",
+            l = log.display(),
+            c = child.display()
+        ),
+    );
+    enqueue(&db, "wrapped", "{}");
+    let exec = format!("wrapped={}", wrapper.display());
+    let args = ["--exec", &exec, "--grace", "300ms", "--kill-grace", "30s"];
+    let work = WorkChild::running(&db, &args);
+    wait_pid(&child);
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap_or_default(),
+        "cleaning\ncleaned\n",
+        "the clean-up was cut short: {lines:?}"
+    );
+}
+
+#[test]
+fn serve_logs_stay_bounded_and_on_one_line() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    // Each job: 30 stray lines on stdout, a progress line with a carriage return on stderr.
+    let chatty = write_script(
+        dir.path(),
+        "chatty.sh",
+        r#"#!/bin/sh
+while IFS= read -r line; do
+  id=${line#'{"id":'}; id=${id%%,*}
+  i=0; while [ $i -lt 30 ]; do echo "debug line $i"; i=$((i + 1)); done
+  printf '50%%\r80%%\n' >&2
+  printf '{"id": %s, "outcome": "ok"}\n' "$id"
+done
+"#,
+    );
+    let ids: Vec<i64> = (0..3).map(|_| enqueue(&db, "chatty", "{}")).collect();
+    let serve = format!("chatty={}", chatty.display());
+    let work = WorkChild::running(&db, &["--serve", &serve, "--concurrency", "chatty=1"]);
+    for id in ids {
+        wait_status(&db, id, "succeeded");
+    }
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let stray = lines.iter().filter(|l| l.contains("not JSON")).count();
+    assert!(
+        (1..10).contains(&stray),
+        "90 stray lines, logged {stray} times: {lines:?}"
+    );
+    assert!(lines.iter().all(|l| !l.contains('\r')), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("50%\\r80%")),
+        "the progress line, escaped: {lines:?}"
+    );
+}
+
+#[test]
+fn retry_schedules_of_command_types_are_set_printed_and_checked() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let fail = write_script(
+        dir.path(),
+        "fail.sh",
+        "#!/bin/sh\necho 'no luck' >&2\nexit 3\n",
+    );
+    let exec = format!("t={}", fail.display());
+    let first = enqueue(&db, "t", "{}");
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec, "--retry", "t=30s,2m"], &[]);
+    assert!(
+        work.wait_for_line(
+            "t: runs {} per job, retries 30s,2m,2m,2m,2m,2m,... (6 attempts unless a job sets \
+             max_attempts)"
+                .replace("{}", &fail.display().to_string())
+                .as_str()
+        ),
+        "{:?}",
+        work.seen
+    );
+    let failed = wait_status(&db, first, "failed");
+    let delay = failed["run_at"].as_i64().unwrap_or(0) - failed["updated_at"].as_i64().unwrap_or(0);
+    assert!(
+        (27_000..=33_000).contains(&delay),
+        "retried after 30 s ±10 %: {delay} ms"
+    );
+    // The exit code is the attempt's status code.
+    assert_eq!(failed["last_status_code"], 3, "{failed}");
+    sigterm(&work);
+    assert_eq!(work.exit_code().0, Some(0));
+
+    // The same from the environment; a flag replaces it.
+    let second = enqueue(&db, "t", "{}");
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec], &[("LITEJOBS_RETRY", "t=10m")]);
+    assert!(work.wait_for_line("retries 10m,10m"), "{:?}", work.seen);
+    let failed = wait_status(&db, second, "failed");
+    let delay = failed["run_at"].as_i64().unwrap_or(0) - failed["updated_at"].as_i64().unwrap_or(0);
+    assert!((540_000..=660_000).contains(&delay), "{delay} ms");
+    sigterm(&work);
+    assert_eq!(work.exit_code().0, Some(0));
+
+    // Without --retry, the default schedule is printed.
+    let mut work = WorkChild::start_with(&db, &["--exec", &exec], &[]);
+    assert!(
+        work.wait_for_line("retries 5s,10s,20s,40s,1m20s,2m40s,..."),
+        "{:?}",
+        work.seen
+    );
+    sigterm(&work);
+    assert_eq!(work.exit_code().0, Some(0));
+
+    let refused = |args: &[&str]| {
+        Run::from(
+            litejobs(&db)
+                .arg("work")
+                .args(args)
+                .output()
+                .expect("running litejobs work"),
+        )
+    };
+    refused(&["--exec", &exec, "--retry", "other=30s"]).refused("no --exec or --serve handles");
+    let bad = refused(&["--exec", &exec, "--retry", "t=30"]);
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    assert!(bad.stderr.contains("t=30"), "{bad:?}");
+}
+
+#[test]
+fn work_checks_its_commands_before_it_creates_a_database() {
+    let dir = temp_dir();
+    let typo = dir.path().join("typo.db");
+    let missing = dir.path().join("missing.sh");
+    let refused = Run::from(
+        litejobs(&typo)
+            .args(["work", "--serve", &format!("t={}", missing.display())])
+            .output()
+            .expect("running litejobs work"),
+    );
+    refused.refused("not found");
+    assert!(!typo.exists(), "a refused start created {}", typo.display());
+
+    // A new file is created with one line, not one per migration step.
+    let fresh = dir.path().join("fresh.db");
+    let mut work = WorkChild::start_with(&fresh, &["--exec", "t=/bin/true"], &[]);
+    assert!(work.wait_for_line("running on"), "{:?}", work.seen);
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let created: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("created database"))
+        .collect();
+    assert_eq!(created.len(), 1, "{lines:?}");
+    assert!(created[0].contains("fresh.db"), "{lines:?}");
+    assert!(lines.iter().all(|l| !l.contains("migrated")), "{lines:?}");
+}

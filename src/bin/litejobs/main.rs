@@ -6,6 +6,7 @@ mod args;
 mod commands;
 mod duration;
 mod output;
+mod work_args;
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;

@@ -135,13 +135,14 @@ pub(crate) fn check_readable(conn: &Connection) -> Result<i64> {
 /// Refuses a foreign, newer or non-SQLite file, and brings an empty or older one to
 /// [`SCHEMA_VERSION`] in one transaction. `wal` turns on WAL mode before the first write.
 /// Without `create`, a file without the litejobs schema is refused (and left unchanged)
-/// instead of getting one.
+/// instead of getting one. Returns the version it migrated from (0: the schema was
+/// created), `None` when the schema was current.
 pub(crate) fn check_and_migrate(
     conn: &Connection,
     wal: bool,
     busy_timeout: Duration,
     create: bool,
-) -> Result<()> {
+) -> Result<Option<i64>> {
     // One read transaction, so the version and the tables are read from one snapshot even
     // while another process migrates.
     let state = {
@@ -151,7 +152,7 @@ pub(crate) fn check_and_migrate(
         state
     };
     if state == State::Ours(SCHEMA_VERSION) {
-        return Ok(());
+        return Ok(None);
     }
     if state == State::Empty && !create {
         return Err(not_initialized());
@@ -171,13 +172,14 @@ pub(crate) fn check_and_migrate(
     } else {
         "PRAGMA legacy_alter_table = OFF;"
     });
-    migrated?;
+    let from = migrated?;
     restored?;
-    Ok(())
+    Ok(Some(from))
 }
 
-/// Applies the missing migrations in one `BEGIN IMMEDIATE` transaction.
-fn migrate(conn: &Connection) -> Result<()> {
+/// Applies the missing migrations in one `BEGIN IMMEDIATE` transaction; returns the version
+/// the database had (0: it was empty).
+fn migrate(conn: &Connection) -> Result<i64> {
     // Another process may be migrating at the same moment: take the write lock, then look
     // again.
     let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
@@ -190,11 +192,10 @@ fn migrate(conn: &Connection) -> Result<()> {
         tx.execute_batch(sql).map_err(|e| {
             Error::from(e).prefixed(&format!("migration to schema version {to} failed"))
         })?;
-        log::info!("litejobs: migrated database schema from version {version} to {to}");
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
-    Ok(())
+    Ok(version)
 }
 
 /// Switches the file to WAL mode. The switch needs a moment of exclusive access and SQLite

@@ -166,8 +166,22 @@ impl SqliteDb {
                 ),
             ));
         }
-        migrate::check_and_migrate(&probe, true, config.busy_timeout, config.create)
+        let migrated = migrate::check_and_migrate(&probe, true, config.busy_timeout, config.create)
             .map_err(|e| e.prefixed(&path.display().to_string()))?;
+        // One line, not one per migration step: a new file is news, its steps are not.
+        match migrated {
+            Some(0) => log::info!(
+                "litejobs: created database {} (schema version {})",
+                path.display(),
+                migrate::SCHEMA_VERSION
+            ),
+            Some(from) => log::info!(
+                "litejobs: migrated {} from schema version {from} to {}",
+                path.display(),
+                migrate::SCHEMA_VERSION
+            ),
+            None => {}
+        }
         drop(probe);
         let manager = SqliteConnectionManager::file(path).with_flags(OPEN_FLAGS);
         let file = path.to_path_buf();

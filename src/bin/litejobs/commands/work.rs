@@ -12,12 +12,16 @@ use litejobs::builtin::{self, BuiltinOptions};
 use litejobs::{ErrorKind, Worker};
 
 use super::{work_commands as commands, work_startup, CliError, Ctx, Exit};
-use crate::args::WorkArgs;
 use crate::duration::human_ms;
+use crate::work_args::WorkArgs;
 
 /// Starts the worker and serves until a signal.
 pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, CliError> {
     let options = BuiltinOptions::from_env()?;
+    // Every flag and program checked before the database is opened: a refusal creates and
+    // changes nothing.
+    let prepared = commands::prepare(args, ctx)?;
+    let served = prepared.served();
     let queue = ctx.open_or_create()?;
     let threads = args.concurrency();
     let mut builder = Worker::builder(&queue).concurrency(threads);
@@ -25,7 +29,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
         builder = builder.queue(&spec.name, spec.threads.unwrap_or(threads));
     }
     let builder = builtin::register(builder, &options)?;
-    let (builder, served) = commands::register(builder, args, ctx)?;
+    let builder = commands::register(builder, args, prepared);
     // Installed before start so that a signal during start-up is not lost.
     let signals = install_signal_handler()?;
     let worker = builder.start().map_err(|e| {

@@ -1,34 +1,51 @@
-//! `litejobs work --exec/--serve/--timeout`: command handlers for job types of programs in
-//! any language (R29), registered beside the built-in ones.
+//! `litejobs work --exec/--serve/--timeout/--retry`: command handlers for job types of
+//! programs in any language (R29), registered beside the built-in ones.
+//!
+//! Everything is checked by [`prepare`] (programs found and executable, flags naming a
+//! commanded type) before the database is opened: a typo in `--db` with a missing program
+//! creates no file.
 
 use std::path::{Path, PathBuf};
 
-use litejobs::WorkerBuilder;
+use litejobs::{RetryPolicy, WorkerBuilder};
 
+use super::work_startup::retries_text;
 use super::{CliError, Ctx};
-use crate::args::{Concurrency, WorkArgs};
+use crate::work_args::{Concurrency, WorkArgs};
 
-/// Registers every `--exec` and `--serve` handler and applies `--timeout`; returns the
-/// builder and the job types the commands serve.
-pub fn register(
-    mut builder: WorkerBuilder,
-    args: &WorkArgs,
-    ctx: &Ctx,
-) -> Result<(WorkerBuilder, Vec<String>), CliError> {
-    for timeout in &args.timeouts {
-        builder = match &timeout.job_type {
-            Some(job_type) => builder.timeout(job_type, timeout.timeout),
-            None => builder.default_timeout(timeout.timeout),
-        };
+/// The command handlers of a `work` invocation, checked and built, not yet registered.
+pub struct Prepared {
+    handlers: Vec<(String, Handler)>,
+    /// What to log once the worker starts.
+    said: Vec<String>,
+}
+
+enum Handler {
+    #[cfg(unix)]
+    Exec(litejobs::exec::Command),
+    #[cfg(unix)]
+    Serve(litejobs::exec::Serve),
+}
+
+impl Prepared {
+    /// The job types the commands serve.
+    pub fn served(&self) -> Vec<String> {
+        self.handlers.iter().map(|(t, _)| t.clone()).collect()
     }
+}
+
+/// Checks every `--exec`, `--serve`, `--concurrency TYPE=N` and `--retry` and builds the
+/// handlers, without opening the database.
+pub fn prepare(args: &WorkArgs, ctx: &Ctx) -> Result<Prepared, CliError> {
+    let commanded = |job_type: &str| {
+        args.exec
+            .iter()
+            .chain(&args.serve)
+            .any(|c| c.job_type == job_type)
+    };
     for spec in &args.concurrency_specs {
         if let Concurrency::Type(job_type, n) = spec {
-            let commanded = args
-                .exec
-                .iter()
-                .chain(&args.serve)
-                .any(|c| &c.job_type == job_type);
-            if !commanded {
+            if !commanded(job_type) {
                 return Err(CliError::new(format!(
                     "--concurrency {job_type}={n}: no --exec or --serve handles {job_type:?}"
                 )));
@@ -40,10 +57,20 @@ pub fn register(
             }
         }
     }
+    for retry in &args.retries {
+        if !commanded(&retry.job_type) {
+            return Err(CliError::new(format!(
+                "--retry {}={}: no --exec or --serve handles {:?} (the built-in kinds take \
+                 LITEJOBS_WEBHOOK_RETRY_SCHEDULE and LITEJOBS_EMAIL_RETRY_SCHEDULE)",
+                retry.job_type, retry.schedule, retry.job_type
+            )));
+        }
+    }
     let env = command_env(ctx)?;
-    let mut served: Vec<String> = Vec::new();
-    // Logged once every command is known to be usable: a refusal is the only line.
-    let mut said: Vec<String> = Vec::new();
+    let mut prepared = Prepared {
+        handlers: Vec::new(),
+        said: Vec::new(),
+    };
     let threads = args.concurrency();
     for (flag, spec) in args
         .exec
@@ -52,12 +79,13 @@ pub fn register(
         .chain(args.serve.iter().map(|s| ("--serve", s)))
     {
         let shown = format!("{flag} {}={}", spec.job_type, spec.command);
-        if served.contains(&spec.job_type) {
+        if prepared.handlers.iter().any(|(t, _)| *t == spec.job_type) {
             return Err(CliError::new(format!(
                 "{shown}: job type {:?} has a command already",
                 spec.job_type
             )));
         }
+        let retries = retries_text(&retry_policy(args, &spec.job_type));
         let invalid = |e: litejobs::Error| CliError::new(format!("{shown}: {e}"));
         #[cfg(unix)]
         {
@@ -70,12 +98,14 @@ pub fn register(
                 let command = command
                     .kill_grace(args.kill_grace)
                     .concurrency(args.type_concurrency(&spec.job_type).unwrap_or(0));
-                said.push(format!(
-                    "{}: runs {} per job",
+                prepared.said.push(format!(
+                    "{}: runs {} per job, {retries}",
                     spec.job_type,
                     command.shown()
                 ));
-                builder = builder.handler(&spec.job_type, command);
+                prepared
+                    .handlers
+                    .push((spec.job_type.clone(), Handler::Exec(command)));
             } else {
                 let mut serve = litejobs::exec::Serve::parse(&spec.command).map_err(invalid)?;
                 check_program(&shown, &serve.program())?;
@@ -84,36 +114,68 @@ pub fn register(
                 }
                 let processes = args.type_concurrency(&spec.job_type).unwrap_or(threads);
                 let serve = serve.kill_grace(args.kill_grace).processes(processes);
-                said.push(format!(
-                    "{}: served by {} ({processes} processes)",
+                prepared.said.push(format!(
+                    "{}: served by {} ({processes} processes), {retries}",
                     spec.job_type,
                     serve.shown()
                 ));
                 if processes > threads {
-                    said.push(format!(
+                    prepared.said.push(format!(
                         "warning: {shown}: {processes} processes but {threads} handler \
                          threads, so at most {threads} run at once (raise --concurrency N)"
                     ));
                 }
-                builder = builder.handler(&spec.job_type, serve);
+                prepared
+                    .handlers
+                    .push((spec.job_type.clone(), Handler::Serve(serve)));
             }
         }
         #[cfg(not(unix))]
         {
-            let _ = (invalid, &env, threads);
+            let _ = (invalid, &env, threads, retries);
             return Err(CliError::new(format!(
                 "{shown}: command handlers need a Unix system"
             )));
         }
-        served.push(spec.job_type.clone());
     }
-    for line in said {
+    Ok(prepared)
+}
+
+/// The retry policy of a commanded type: its `--retry`, or the worker's default.
+fn retry_policy(args: &WorkArgs, job_type: &str) -> RetryPolicy {
+    args.retries
+        .iter()
+        .rev()
+        .find(|r| r.job_type == job_type)
+        .map(|r| r.policy.clone())
+        .unwrap_or_default()
+}
+
+/// Registers the prepared handlers with their `--retry` schedules and applies `--timeout`,
+/// then logs what each command does.
+pub fn register(mut builder: WorkerBuilder, args: &WorkArgs, prepared: Prepared) -> WorkerBuilder {
+    for timeout in &args.timeouts {
+        builder = match &timeout.job_type {
+            Some(job_type) => builder.timeout(job_type, timeout.timeout),
+            None => builder.default_timeout(timeout.timeout),
+        };
+    }
+    for (job_type, handler) in prepared.handlers {
+        builder = builder.retry_policy(&job_type, retry_policy(args, &job_type));
+        builder = match handler {
+            #[cfg(unix)]
+            Handler::Exec(command) => builder.handler(&job_type, command),
+            #[cfg(unix)]
+            Handler::Serve(serve) => builder.handler(&job_type, serve),
+        };
+    }
+    for line in prepared.said {
         match line.strip_prefix("warning: ") {
             Some(warning) => log::warn!("{warning}"),
             None => log::info!("{line}"),
         }
     }
-    Ok((builder, served))
+    builder
 }
 
 /// What commands get to open the queue themselves: the database as an absolute path (they

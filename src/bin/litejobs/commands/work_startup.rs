@@ -413,6 +413,13 @@ pub fn env_help() -> String {
             "LITEJOBS_EMAIL_RETRY_SCHEDULE",
             format!("delays between attempts, last repeats (default {email_retries})"),
         ),
+        (
+            "LITEJOBS_RETRY",
+            format!(
+                "as --retry TYPE=30s,2m, ;-separated (default {})",
+                schedule_text(&RetryPolicy::default(), 6)
+            ),
+        ),
     ];
     let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     let mut text = format!(
@@ -603,6 +610,10 @@ mod tests {
         assert!(help.contains("LITEJOBS_WEBHOOK_RETRY_SCHEDULE"), "{help}");
         assert!(help.contains("(default 5s,5m,30m,2h,5h,10h)"), "{help}");
         assert!(help.contains("(default 1m,5m,30m,2h,5h,10h)"), "{help}");
+        assert!(
+            help.contains("default 5s,10s,20s,40s,1m20s,2m40s)"),
+            "{help}"
+        );
         assert!(help.lines().all(|l| l.chars().count() <= 140), "{help}");
     }
 

@@ -1,0 +1,235 @@
+//! `litejobs work`'s flags, as clap definitions: threads, queues, command handlers and
+//! their timeouts, retry schedules and concurrency. Values are checked here, so a bad value
+//! is refused before any database is opened.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::duration;
+
+/// `work`.
+#[derive(Debug, Args)]
+#[command(after_long_help = crate::commands::work_startup::env_help())]
+pub struct WorkArgs {
+    /// As N: handler threads for the default queue (and for each --queue given without =N;
+    /// default 4), so per queue, not in all. As TYPE=N (repeatable): at most N processes of an --exec TYPE at once,
+    /// or the N processes an --serve TYPE keeps (default: the default queue's threads).
+    #[arg(long = "concurrency", value_parser = parse_concurrency, value_name = "N|TYPE=N")]
+    pub concurrency_specs: Vec<Concurrency>,
+    /// Run jobs of TYPE with COMMAND, a process per job (repeatable): the payload as JSON
+    /// on stdin, the outcome from the exit code (see the table above). COMMAND is split
+    /// like a shell's words; a line with pipes, `$` or redirections runs under `sh -c`.
+    #[arg(long = "exec", value_parser = parse_type_command, value_name = "TYPE=COMMAND")]
+    pub exec: Vec<TypeCommand>,
+    /// Run jobs of TYPE on long-lived COMMAND processes speaking JSON lines (repeatable;
+    /// protocol above and in docs/serve-protocol.md).
+    #[arg(long = "serve", value_parser = parse_type_command, value_name = "TYPE=COMMAND")]
+    pub serve: Vec<TypeCommand>,
+    /// The attempt time limit of TYPE (repeatable), e.g. `--timeout resize=2m`; as a plain
+    /// DURATION, of every type without its own (default 60s; a job's own timeout wins).
+    #[arg(long = "timeout", value_parser = parse_type_timeout, value_name = "[TYPE=]DURATION")]
+    pub timeouts: Vec<TypeTimeout>,
+    /// The retry schedule of an --exec or --serve TYPE (repeatable), e.g. `--retry
+    /// resize=30s,2m,10m`: the delays after failed attempts, ±10 % jitter, the last one
+    /// repeating. Default: 5s doubling per attempt (±20 %), at most 1h. Given here, it replaces
+    /// LITEJOBS_RETRY (`TYPE=30s,2m;TYPE2=1m`).
+    #[arg(
+        long = "retry",
+        env = "LITEJOBS_RETRY",
+        value_delimiter = ';',
+        value_parser = parse_type_retry,
+        value_name = "TYPE=DELAYS"
+    )]
+    pub retries: Vec<TypeRetry>,
+    /// Time between SIGTERM and SIGKILL for a command's process group that must stop (past
+    /// its timeout, or at shutdown past --grace).
+    #[arg(long, value_parser = duration::parse, default_value = "5s", value_name = "DURATION")]
+    pub kill_grace: Duration,
+    /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`.
+    #[arg(long = "queue", value_parser = parse_queue_spec, value_name = "Q[=N]")]
+    pub queues: Vec<QueueSpec>,
+    /// How long running handlers may finish after SIGINT/SIGTERM before their jobs are
+    /// released for another worker.
+    #[arg(long, value_parser = duration::parse, default_value = "30s", value_name = "DURATION")]
+    pub grace: Duration,
+}
+
+impl WorkArgs {
+    /// Handler threads of the default queue: the last plain `--concurrency N`.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency_specs
+            .iter()
+            .rev()
+            .find_map(|c| match c {
+                Concurrency::Threads(n) => Some(*n),
+                Concurrency::Type(..) => None,
+            })
+            .unwrap_or(litejobs::defaults::DEFAULT_CONCURRENCY)
+    }
+
+    /// The processes of `job_type` given with `--concurrency TYPE=N`, if any.
+    pub fn type_concurrency(&self, job_type: &str) -> Option<usize> {
+        self.concurrency_specs.iter().rev().find_map(|c| match c {
+            Concurrency::Type(t, n) if t == job_type => Some(*n),
+            _ => None,
+        })
+    }
+}
+
+/// `--concurrency N` or `--concurrency TYPE=N`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Threads of the default queue.
+    Threads(usize),
+    /// Processes of one command-handled type.
+    Type(String, usize),
+}
+
+fn parse_concurrency(text: &str) -> Result<Concurrency, String> {
+    let number = |n: &str| {
+        n.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{text:?}: expected N or TYPE=N with N a whole number"))
+    };
+    match text.split_once('=') {
+        None => Ok(Concurrency::Threads(number(text)?)),
+        Some((job_type, n)) if !job_type.trim().is_empty() => {
+            Ok(Concurrency::Type(job_type.trim().to_string(), number(n)?))
+        }
+        Some(_) => Err(format!("{text:?}: the TYPE before '=' is empty")),
+    }
+}
+
+/// `--exec TYPE=COMMAND`, `--serve TYPE=COMMAND`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeCommand {
+    /// The job type.
+    pub job_type: String,
+    /// The command line.
+    pub command: String,
+}
+
+fn parse_type_command(text: &str) -> Result<TypeCommand, String> {
+    match text.split_once('=') {
+        Some((job_type, command)) if !job_type.trim().is_empty() && !command.trim().is_empty() => {
+            Ok(TypeCommand {
+                job_type: job_type.trim().to_string(),
+                command: command.trim().to_string(),
+            })
+        }
+        _ => Err(format!(
+            "{text:?}: expected TYPE=COMMAND, e.g. resize=./resize.sh"
+        )),
+    }
+}
+
+/// `--timeout [TYPE=]DURATION`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeTimeout {
+    /// The job type, or `None` for every type without its own.
+    pub job_type: Option<String>,
+    /// The attempt time limit.
+    pub timeout: Duration,
+}
+
+fn parse_type_timeout(text: &str) -> Result<TypeTimeout, String> {
+    let (job_type, value) = match text.split_once('=') {
+        Some((t, v)) if !t.trim().is_empty() => (Some(t.trim().to_string()), v),
+        Some(_) => return Err(format!("{text:?}: the TYPE before '=' is empty")),
+        None => (None, text),
+    };
+    let timeout = duration::parse(value)?;
+    if timeout.is_zero() {
+        return Err(format!("{text:?}: a timeout must be longer than 0"));
+    }
+    Ok(TypeTimeout { job_type, timeout })
+}
+
+/// `--retry TYPE=DELAYS`.
+#[derive(Debug, Clone)]
+pub struct TypeRetry {
+    /// The job type.
+    pub job_type: String,
+    /// The schedule as written, for messages.
+    pub schedule: String,
+    /// The policy it makes.
+    pub policy: litejobs::RetryPolicy,
+}
+
+fn parse_type_retry(text: &str) -> Result<TypeRetry, String> {
+    match text.split_once('=') {
+        Some((job_type, schedule)) if !job_type.trim().is_empty() => {
+            let policy = litejobs::builtin::parse_retry_schedule(schedule)
+                .map_err(|why| format!("{text:?}: {why}; expected TYPE=30s,2m,10m"))?;
+            Ok(TypeRetry {
+                job_type: job_type.trim().to_string(),
+                schedule: schedule.trim().to_string(),
+                policy,
+            })
+        }
+        _ => Err(format!(
+            "{text:?}: expected TYPE=DELAYS, e.g. resize=30s,2m,10m"
+        )),
+    }
+}
+
+/// `--queue NAME[=THREADS]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Queue name.
+    pub name: String,
+    /// Threads, when given.
+    pub threads: Option<usize>,
+}
+
+fn parse_queue_spec(text: &str) -> Result<QueueSpec, String> {
+    let (name, threads) = match text.split_once('=') {
+        Some((name, n)) => {
+            let n = n.trim().parse::<usize>().map_err(|_| {
+                format!("invalid queue {text:?}: threads after '=' must be a whole number")
+            })?;
+            (name, Some(n))
+        }
+        None => (text, None),
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(format!("invalid queue {text:?}: the name is empty"));
+    }
+    Ok(QueueSpec {
+        name: name.to_string(),
+        threads,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_specs_take_optional_threads() {
+        let spec = |name: &str, threads| QueueSpec {
+            name: name.to_string(),
+            threads,
+        };
+        assert_eq!(parse_queue_spec("webhooks"), Ok(spec("webhooks", None)));
+        assert_eq!(
+            parse_queue_spec("webhooks=2"),
+            Ok(spec("webhooks", Some(2)))
+        );
+        assert!(parse_queue_spec("=2").is_err());
+        assert!(parse_queue_spec("webhooks=two").is_err());
+    }
+
+    #[test]
+    fn retry_schedules_name_a_type_and_its_delays() {
+        let retry = parse_type_retry("resize=30s,2m,10m").expect("valid");
+        assert_eq!(retry.job_type, "resize");
+        assert_eq!(retry.policy.delay(2, 0.5), Duration::from_secs(120));
+        assert_eq!(retry.policy.delay(9, 0.5), Duration::from_secs(600));
+        for bad in ["resize", "=30s", "resize=", "resize=30", "resize=0s"] {
+            assert!(parse_type_retry(bad).is_err(), "{bad}");
+        }
+    }
+}
