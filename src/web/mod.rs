@@ -30,11 +30,13 @@
 //!   the oldest goes first), not the token: signing out ends the session on the server, so a
 //!   copied cookie stops working at once.
 //! - Wrong tokens (form or bearer header) are logged at `warn` with the client's address,
-//!   never with what was sent. After 5 from one address within a minute, that address gets
-//!   429 with `Retry-After` for any token it sends, for 30 s, doubling with each lock-out up
-//!   to 15 minutes (IPv6 addresses count by their /64). Browsers already signed in are not
-//!   affected. Behind a reverse proxy every client has the proxy's address, so they share
-//!   one count.
+//!   never with what was sent: the first after a quiet spell at once, the next ones summed
+//!   up in one line a minute. After 5 from one network within a minute (an IPv4 /24, an IPv6
+//!   /64), that network gets 429 with `Retry-After` for any token it sends, for 30 s,
+//!   doubling with each lock-out up to 15 minutes. After 30 from all networks within a
+//!   minute, every client does, but for addresses that gave the right token in the last
+//!   12 hours. Browsers already signed in are not affected. Behind a reverse proxy every
+//!   client has the proxy's address, so they share one count.
 //! - Without a token, only loopback host names are answered (a DNS-rebinding page cannot
 //!   read it). Anyone who can reach the port can use it: on a shared machine, set a token.
 //! - Every state change is a POST carrying a CSRF token tied to the browser's session (or,

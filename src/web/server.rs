@@ -102,6 +102,9 @@ impl DashboardHandle {
         if acceptor.join().is_err() {
             log::warn!("litejobs web: the accept thread panicked");
         }
+        if let Some(line) = self.shared.app.throttle.log_pending(Instant::now()) {
+            log::warn!("{line}");
+        }
         // Connections waiting for their request see its end; those being answered finish.
         let deadline = Instant::now() + STOP_WAIT;
         let mut open = lock(&self.shared.open);
@@ -329,6 +332,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         let accepted = listener.accept();
         if shared.stopping() {
             return;
+        }
+        // The accept loop wakes at least every ACCEPT_WAKE: the time to sum up failed
+        // sign-ins in the log.
+        if let Some(line) = shared.app.throttle.log_due(Instant::now()) {
+            log::warn!("{line}");
         }
         match accepted {
             Ok((stream, peer)) => {

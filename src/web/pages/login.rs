@@ -73,7 +73,7 @@ pub(crate) fn submit(app: &App, ctx: &Ctx, req: &Request) -> Response {
         return form(ctx, 401, &next, Some("Wrong token."));
     }
     if let Some(ip) = req.peer {
-        app.throttle.succeeded(ip);
+        app.throttle.succeeded(ip, now);
     }
     // A browser signing in again leaves its old session behind: end it.
     if let Access::Session(old) = ctx.access {
@@ -95,9 +95,10 @@ pub(crate) fn logout(app: &App, access: Access) -> Response {
     Response::see_other("/login").with_header("Set-Cookie", &auth::cleared_session_cookie())
 }
 
-/// 429 for an address locked out for guessing the token: `seconds` until it may try again.
+/// 429 for a client locked out for guessing the token (its network's guesses, or everyone's):
+/// `seconds` until it may try again.
 pub(crate) fn too_many(ctx: &Ctx, seconds: u64, api: bool) -> Response {
-    let message = format!("too many wrong tokens from this address; try again in {seconds}s");
+    let message = format!("too many wrong tokens; try again in {seconds}s");
     let resp = if api {
         Response::json_error(429, &message)
     } else {
