@@ -19,6 +19,9 @@ use std::time::Duration;
 /// How much of an error text a job's own view shows (the dashboard's job page, its JSON API,
 /// `litejobs show`): 8 KiB, then how many bytes were left out.
 pub const ERROR_EXCERPT_BYTES: usize = 8 * 1024;
+/// How much of each attempt's error a job's attempt table shows (the dashboard's job page,
+/// `litejobs show`): 2 KiB, then how many bytes were left out.
+pub const ATTEMPT_ERROR_EXCERPT_BYTES: usize = 2 * 1024;
 
 /// At most `max` bytes of `text`, cut at a character boundary and followed by
 /// `… (N more bytes)` when cut; the text itself when it fits. Only the shown part is read,

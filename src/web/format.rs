@@ -7,14 +7,13 @@
 //! [`ATTEMPT_ERROR_BYTES`]), with how many bytes were left out.
 
 pub(crate) use crate::human::{
-    ago, clip, duration_ms as human_ms, excerpt, utc, utc_pattern, ERROR_EXCERPT_BYTES,
+    ago, clip, duration_ms as human_ms, excerpt, utc, utc_pattern,
+    ATTEMPT_ERROR_EXCERPT_BYTES as ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES,
 };
 
 /// Characters of an error in a hover text, and of the error text a group's links and bulk
 /// requeue search for (a longer error is found by its start).
 pub(crate) const TITLE_CHARS: usize = 500;
-/// Bytes of each attempt's error in a job's attempt table.
-pub(crate) const ATTEMPT_ERROR_BYTES: usize = 2 * 1024;
 
 /// The start of `error` that finds it in a search ("contains"): at most [`TITLE_CHARS`]
 /// characters, with no mark added.

@@ -103,6 +103,22 @@ pub fn on_postgres() -> bool {
     std::env::var("LITEJOBS_TEST_BACKEND").is_ok_and(|v| v == "postgres")
 }
 
+/// An SQL expression for `n` `x`s then `TAIL` (`n + 4` bytes), on the backend of this pass:
+/// a huge text written behind the library's back, as another program (or an older version)
+/// could have written it.
+pub fn sql_huge_text(n: usize) -> String {
+    if on_postgres() {
+        format!("(repeat('x', {n}) || 'TAIL')")
+    } else {
+        // hex() of a zeroblob of k bytes is 2k zeros.
+        format!(
+            "(replace(hex(zeroblob({})), '0', 'x') || '{}TAIL')",
+            n / 2,
+            "x".repeat(n % 2)
+        )
+    }
+}
+
 /// True (the test should return at once) on the PostgreSQL pass, for a test of something
 /// only a SQLite file has (its bytes, WAL, raw connections, `schema.sql`).
 pub fn sqlite_only() -> bool {

@@ -11,15 +11,7 @@ const PAGE_MAX: usize = 512 * 1024;
 
 /// SQL for a text of `HUGE - 4` `x`s then `TAIL`, on either backend.
 fn huge_text_sql() -> String {
-    if crate::support::on_postgres() {
-        format!("repeat('x', {}) || 'TAIL'", HUGE - 4)
-    } else {
-        // hex() of a zeroblob of n bytes is 2n zeros.
-        format!(
-            "replace(hex(zeroblob({})), '0', 'x') || 'TAIL'",
-            (HUGE - 4) / 2
-        )
-    }
+    crate::support::sql_huge_text(HUGE - 4)
 }
 
 #[test]

@@ -345,7 +345,10 @@ fn show(ctx: &Ctx, args: &EndpointIdArgs, out: &mut dyn Write) -> Result<Exit, C
     if let Some(b) = &breaker {
         fields.push(("failures", format!("{} in a row", b.failures)));
         if let Some(error) = &b.last_error {
-            fields.push(("last failure", error.clone()));
+            fields.push((
+                "last failure",
+                litejobs::human::excerpt(error, litejobs::human::ERROR_EXCERPT_BYTES).into_owned(),
+            ));
         }
         fields.push(("breaker changed", at(b.updated_at)));
     }
