@@ -347,8 +347,8 @@ fn issue_12_json_text_bodies_and_secret_words_are_masked_in_every_view() {
 fn huge_errors_are_cut_in_show_list_dead_list_and_stats() {
     let fx = Fx::new();
     let (refused, _) = fx.dead_webhooks();
-    // 4 MiB errors, as rows written before errors were capped could hold.
-    let huge = 4 << 20;
+    // Errors as rows written before errors were capped could hold.
+    let huge = crate::support::huge_error_bytes();
     let text = crate::support::sql_huge_text(huge - 4);
     fx.sql_exec(&format!(
         "UPDATE jobs SET last_error = {text} WHERE last_error IS NOT NULL"
@@ -384,4 +384,40 @@ fn huge_errors_are_cut_in_show_list_dead_list_and_stats() {
         show.contains(&format!("… ({attempt_cut} more bytes)")),
         "and for each attempt"
     );
+}
+
+#[test]
+fn stats_labels_requeued_dead_jobs_so_the_summary_and_the_table_agree() {
+    let fx = Fx::new();
+    let (refused, _rejected) = fx.dead_webhooks();
+    fx.queue
+        .requeue_dead(refused[0], "ops", "endpoint fixed")
+        .expect("requeue");
+    let human = fx.run(&["stats"]).ok().stdout;
+    assert!(
+        human.contains(
+            "3 dead not requeued and 1 requeued (4 in the DEAD column; 4 died in the last hour)"
+        ),
+        "{human}"
+    );
+    // The table's DEAD column: the requeued dead job stays dead.
+    let header = human
+        .lines()
+        .find(|l| l.starts_with("QUEUE"))
+        .unwrap_or_else(|| panic!("a counts table: {human}"));
+    let row = human
+        .lines()
+        .find(|l| l.starts_with("webhooks"))
+        .unwrap_or_else(|| panic!("a webhooks row: {human}"));
+    let dead_column = header
+        .split_whitespace()
+        .position(|h| h == "DEAD")
+        .expect("a DEAD column");
+    assert_eq!(
+        row.split_whitespace().nth(dead_column),
+        Some("4"),
+        "{human}"
+    );
+    let stats = fx.run(&["stats", "--json"]).json();
+    assert_eq!(stats["dead"], json!(3), "dead jobs waiting for a person");
 }

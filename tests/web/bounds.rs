@@ -4,14 +4,17 @@
 
 use super::*;
 
-/// Bytes of each stored error: far over anything a page shows.
-const HUGE: usize = 4 << 20;
 /// Every page and API answer stays under this, whatever the errors hold.
 const PAGE_MAX: usize = 512 * 1024;
 
-/// SQL for a text of `HUGE - 4` `x`s then `TAIL`, on either backend.
+/// Bytes of each stored error: far over anything a page shows.
+fn huge() -> usize {
+    crate::support::huge_error_bytes()
+}
+
+/// SQL for a text of `huge() - 4` `x`s then `TAIL`, on either backend.
 fn huge_text_sql() -> String {
-    crate::support::sql_huge_text(HUGE - 4)
+    crate::support::sql_huge_text(huge() - 4)
 }
 
 #[test]
@@ -26,7 +29,7 @@ fn huge_errors_are_cut_on_every_page_and_in_the_api() {
         "UPDATE job_attempts SET error = {text} WHERE error IS NOT NULL"
     ));
     let mut c = web.client();
-    let shown_bytes = HUGE - litejobs::human::ERROR_EXCERPT_BYTES;
+    let shown_bytes = huge() - litejobs::human::ERROR_EXCERPT_BYTES;
     for path in [
         "/".to_string(),
         "/jobs".into(),
@@ -42,8 +45,9 @@ fn huge_errors_are_cut_on_every_page_and_in_the_api() {
         let page = c.get(&path).expect(200);
         assert!(
             page.body.len() < PAGE_MAX,
-            "{path} is {} bytes with {HUGE}-byte errors",
-            page.body.len()
+            "{path} is {} bytes with {}-byte errors",
+            page.body.len(),
+            huge()
         );
         assert!(!page.body.contains("TAIL"), "{path} shows a whole error");
     }
