@@ -335,8 +335,8 @@ pub struct WorkArgs {
 #[cfg(feature = "web")]
 #[derive(Debug, Args)]
 pub struct WebArgs {
-    /// Address to listen on; an address that is not loopback needs --token. Port 0 picks a
-    /// free port (the address is printed).
+    /// Address to listen on; an address that is not loopback needs a token (--token-file).
+    /// Port 0 picks a free port (the address is printed).
     #[arg(long, default_value = litejobs::web::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
     /// Require this token (16 characters at least): `Authorization: Bearer TOKEN`, or the

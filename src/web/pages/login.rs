@@ -40,7 +40,7 @@ pub(crate) fn form(ctx: &Ctx, status: u16, next: &str, problem: Option<&str>) ->
         "<form method=\"post\" action=\"/login\">{}<input type=\"hidden\" name=\"next\" value=\"{}\">\
          <label>Token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required autofocus></label>\
          <button class=\"btn btn-primary\">Sign in</button></form>\
-         <p class=\"muted small\">The token the dashboard was started with (<code>litejobs web --token</code>). \
+         <p class=\"muted small\">The token the dashboard was started with (<code>litejobs web --token-file</code>). \
          Scripts send it as <code>Authorization: Bearer TOKEN</code> instead.</p></section>",
         csrf_field(ctx),
         esc(local_path(Some(next)))
