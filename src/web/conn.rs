@@ -10,6 +10,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::http::{Method, Request, Response};
@@ -53,8 +54,9 @@ pub(crate) struct Conn<'s> {
     deadline: Instant,
     /// When the first byte must have come.
     first_byte_deadline: Instant,
-    /// True once the client has sent a byte.
-    received: bool,
+    /// Set once the client has sent a byte (shared with the connection table: a connection
+    /// that has sent something never makes room for another).
+    received: &'s AtomicBool,
     /// The limit on writing the answer.
     timeout: Duration,
     /// Bytes read and not yet consumed (after the head: the start of the body).
@@ -74,18 +76,20 @@ fn refuse(status: u16, message: &str) -> Response {
 
 impl<'s> Conn<'s> {
     /// A connection whose request must start within `idle_timeout` and arrive within
-    /// `timeout`, and whose answer must be written within `timeout` again.
+    /// `timeout`, and whose answer must be written within `timeout` again; `received` is set
+    /// on the first byte.
     pub(crate) fn new(
         stream: &'s TcpStream,
         timeout: Duration,
         idle_timeout: Duration,
+        received: &'s AtomicBool,
     ) -> Conn<'s> {
         let now = Instant::now();
         Conn {
             stream,
             deadline: now + timeout,
             first_byte_deadline: now + idle_timeout.min(timeout),
-            received: false,
+            received,
             timeout,
             buf: Vec::with_capacity(CHUNK),
             content_length: 0,
@@ -97,7 +101,7 @@ impl<'s> Conn<'s> {
     /// Reads once from the socket into `buf`, at most `max` bytes, by the deadline.
     /// `Ok(0)` when the client closed its side.
     fn fill(&mut self, max: usize) -> std::io::Result<usize> {
-        let deadline = if self.received {
+        let deadline = if self.received.load(Ordering::Acquire) {
             self.deadline
         } else {
             self.first_byte_deadline
@@ -116,7 +120,9 @@ impl<'s> Conn<'s> {
             }
         };
         self.buf.extend_from_slice(&chunk[..n]);
-        self.received |= n > 0;
+        if n > 0 {
+            self.received.store(true, Ordering::Release);
+        }
         Ok(n)
     }
 

@@ -57,11 +57,11 @@
 //! client is bounded:
 //! - at most [`DashboardOptions::max_connections`] open connections, each on a thread of its
 //!   own, and [`DashboardOptions::max_connections_per_client`] from one client (an IPv4
-//!   address, an IPv6 /64). A connection that has not sent its request yet makes room for a
-//!   new one (the oldest first, the client's own when the client is at its cap), so idle
-//!   sockets, however many, never lock out a client that sends its request; when every
-//!   connection in the way is busy, the new one is answered `503` at once and closed, never
-//!   queued;
+//!   address, an IPv6 /64). A connection that has sent nothing yet makes room for a new
+//!   one (the oldest first, the client's own when the client is at its cap), so idle
+//!   sockets, however many, never lock out a client that sends its request, and a request
+//!   that was sent is never dropped; when every connection in the way has sent something,
+//!   the new one is answered `503` at once and closed, never queued;
 //! - a connection must send its first byte within [`DashboardOptions::idle_timeout`] or it
 //!   is closed without an answer;
 //! - at most [`DashboardOptions::threads`] requests answered at the same time; a slow client
@@ -240,8 +240,8 @@ impl DashboardOptions {
     }
 
     /// Open connections at most (at least 1), each served by a thread of its own while it
-    /// is open. When they are all taken, the oldest connection that has not sent its request
-    /// yet is closed to make room; when all of them are busy, one more is answered
+    /// is open. When they are all taken, the oldest connection that has sent nothing yet is
+    /// closed to make room; when all of them have sent something, one more is answered
     /// `503 Service Unavailable` at once and closed. Defaults to
     /// [`DEFAULT_MAX_CONNECTIONS`].
     pub fn max_connections(mut self, max_connections: usize) -> DashboardOptions {
@@ -250,8 +250,8 @@ impl DashboardOptions {
     }
 
     /// Open connections from one client at most (at least 1): an IPv4 address, or an IPv6
-    /// /64. Past it, the client's oldest connection that has not sent its request yet is
-    /// closed to make room, or, when all of them are busy, the new one is answered `503`.
+    /// /64. Past it, the client's oldest connection that has sent nothing yet is closed to
+    /// make room, or, when all of them have sent something, the new one is answered `503`.
     /// Behind a reverse proxy every client has the proxy's address: raise it there. Defaults
     /// to [`DEFAULT_MAX_CONNECTIONS_PER_CLIENT`].
     pub fn max_connections_per_client(mut self, max: usize) -> DashboardOptions {

@@ -1,7 +1,6 @@
 //! The blocking HTTP server: one accept thread, a thread per open connection (at most
-//! `max_connections`, and `max_connections_per_client` per client; connections that have not
-//! sent their request make room for new ones, see `slots`; past that one more is answered 503
-//! at once), and at most `threads` requests answered at a time. A connection's thread reads
+//! `max_connections`, and `max_connections_per_client` per client; connections that have sent
+//! nothing make room for new ones, see `slots`; past that one more is answered 503 at once), and at most `threads` requests answered at a time. A connection's thread reads
 //! the request head (bounded in size and time, the first byte within `idle_timeout`), lets the
 //! router judge it (host, token) before any body is read, reads the body only when the router
 //! wants it, waits for a turn, answers through the routes, and closes.
@@ -14,6 +13,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -216,13 +216,6 @@ struct Slot<'s> {
     id: SlotId,
 }
 
-impl Slot<'_> {
-    /// The request head is in: this connection no longer makes room for others.
-    fn busy(&self) {
-        lock(&self.shared.open).busy(self.id);
-    }
-}
-
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         lock(&self.shared.open).remove(self.id);
@@ -386,8 +379,8 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
         limits.max_connections_per_client,
         limits.max_connections,
     );
-    let id = match admitted {
-        Ok(id) => id,
+    let (id, received) = match admitted {
+        Ok(admitted) => admitted,
         Err(full) => {
             log::debug!("litejobs web: {peer} refused: {full:?} connection cap reached");
             refuse_busy(&stream, full);
@@ -402,7 +395,7 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 shared: &serving,
                 id,
             };
-            serve(&serving, &slot, &stream, peer);
+            serve(&serving, &stream, &received, peer);
             drop(slot);
             drop(stream);
         });
@@ -416,7 +409,7 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
 }
 
 /// 503 without waiting: the answer is small enough for an empty socket buffer, and a client
-/// that does not take it loses only its own answer.
+/// that does not take it loses only its own answer. Never blocks: the accept loop calls it.
 fn refuse_busy(stream: &TcpStream, full: Full) {
     let message = match full {
         Full::Client => "litejobs: too many connections from your address; try again shortly\n",
@@ -428,18 +421,24 @@ fn refuse_busy(stream: &TcpStream, full: Full) {
     );
     if stream.set_nonblocking(true).is_ok() {
         let _ = std::io::Write::write(&mut &*stream, &answer);
+        // Take what the client has sent already (its request): closing a socket with unread
+        // input sends a reset, which can destroy the answer before the client reads it.
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            match std::io::Read::read(&mut &*stream, &mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
     }
 }
 
 /// One connection: one request, one answer.
-fn serve(shared: &Shared, slot: &Slot<'_>, stream: &TcpStream, peer: SocketAddr) {
+fn serve(shared: &Shared, stream: &TcpStream, received: &AtomicBool, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(stream, shared.limits.timeout, shared.limits.idle_timeout);
-    let head = conn.read_head();
-    if !matches!(head, Ok(None)) {
-        slot.busy();
-    }
-    let (response, head_only) = match head {
+    let limits = &shared.limits;
+    let mut conn = Conn::new(stream, limits.timeout, limits.idle_timeout, received);
+    let (response, head_only) = match conn.read_head() {
         Ok(None) => return,
         Err(refusal) => (refusal, false),
         Ok(Some(mut request)) => {

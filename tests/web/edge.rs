@@ -392,6 +392,37 @@ fn idle_sockets_from_one_client_never_lock_out_a_client_that_sends_its_request()
 }
 
 #[test]
+fn a_burst_from_one_client_gets_an_answer_to_every_request_it_sent() {
+    let web = Web::open();
+    // Twice the per-client cap, each request sent at once: a connection whose request was
+    // sent is never closed to make room, so each gets its page or a 503, never nothing.
+    let burst = 2 * litejobs::web::DEFAULT_MAX_CONNECTIONS_PER_CLIENT;
+    let mut streams: Vec<TcpStream> = (0..burst)
+        .map(|i| {
+            let mut stream = connect(&web);
+            stream
+                .write_all(b"GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .unwrap_or_else(|e| panic!("sending request {i}: {e}"));
+            stream
+        })
+        .collect();
+    let statuses: Vec<u16> = streams
+        .iter_mut()
+        .enumerate()
+        .map(|(i, stream)| status_of(&answer(stream, &format!("the answer to request {i}"))))
+        .collect();
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().filter(|s| **s == 200).count()
+            >= litejobs::web::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        "{statuses:?}"
+    );
+}
+
+#[test]
 fn a_silent_connection_is_closed_after_the_idle_timeout() {
     // A request timeout past WAIT: only the idle timeout can close it within WAIT.
     let web = Web::start(
