@@ -212,14 +212,12 @@ impl Throttle {
     /// The summary line that is due at `now`, if any: called now and then (the accept loop
     /// wakes every second), so the last failures of an attack are told soon after it ends.
     pub(crate) fn log_due(&self, now: Instant) -> Option<String> {
-        self.state().log.due(now)
+        self.state().log.due(now, false)
     }
 
-    /// The summary of the failures not told yet, whenever they came (the dashboard stops).
+    /// The summary of the failures not told yet, however recent (the dashboard stops).
     pub(crate) fn log_pending(&self, now: Instant) -> Option<String> {
-        let mut state = self.state();
-        let since = state.log.since?;
-        state.log.due(now.max(since + LOG_EVERY))
+        self.state().log.due(now, true)
     }
 }
 
@@ -248,7 +246,7 @@ impl SignInLog {
         global: Option<Duration>,
         now: Instant,
     ) -> Vec<String> {
-        let mut lines: Vec<String> = self.due(now).into_iter().collect();
+        let mut lines: Vec<String> = self.due(now, false).into_iter().collect();
         if let Some(lockout) = global {
             lines.push(format!(
                 "litejobs web: {MAX_GLOBAL_FAILURES} failed sign-ins within {}s from all \
@@ -285,11 +283,12 @@ impl SignInLog {
         lines
     }
 
-    /// The summary of the failures since the last line, once [`LOG_EVERY`] has passed.
-    fn due(&mut self, now: Instant) -> Option<String> {
+    /// The summary of the failures since the last line, once [`LOG_EVERY`] has passed (or
+    /// at once, when `now_anyway`).
+    fn due(&mut self, now: Instant, now_anyway: bool) -> Option<String> {
         let since = self.since?;
         let spell = now.saturating_duration_since(since);
-        if spell < LOG_EVERY {
+        if spell < LOG_EVERY && !(now_anyway && self.failures > 0) {
             return None;
         }
         if self.failures == 0 {
@@ -307,7 +306,7 @@ impl SignInLog {
             "litejobs web: {} more failed sign-in(s) in the last {}s from {}{} network(s) \
              ({}{}); {} network lock-out(s) started",
             self.failures,
-            spell.as_secs(),
+            spell.as_secs().max(1),
             if networks >= NETWORKS_COUNTED {
                 "at least "
             } else {
