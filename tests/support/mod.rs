@@ -106,6 +106,7 @@ pub fn on_postgres() -> bool {
 /// The bytes of a huge error text a test can store: 4 MiB on SQLite; 128 KiB on PostgreSQL,
 /// whose index of failed jobs' errors holds at most about 2.7 KB per row after compression
 /// (128 KiB of one letter compresses to about 1.5 KB).
+#[cfg(any(feature = "web", feature = "cli"))]
 pub fn huge_error_bytes() -> usize {
     if on_postgres() {
         128 << 10
@@ -117,6 +118,7 @@ pub fn huge_error_bytes() -> usize {
 /// An SQL expression for `n` `x`s then `TAIL` (`n + 4` bytes), on the backend of this pass:
 /// a huge text written behind the library's back, as another program (or an older version)
 /// could have written it.
+#[cfg(any(feature = "web", feature = "cli"))]
 pub fn sql_huge_text(n: usize) -> String {
     if on_postgres() {
         format!("(repeat('x', {n}) || 'TAIL')")
