@@ -1,9 +1,10 @@
 //! `impl Queue` for the dead letter (R8): dead jobs waiting for a person, requeue (one, or
 //! by type and error text), discard.
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::job::JobRecord;
 use crate::storage::reads::JobFilter;
+use crate::storage::Tx;
 use crate::Queue;
 
 /// What [`Queue::discard_dead`] did with the dead job.
@@ -91,5 +92,57 @@ impl Queue {
             self.notify();
         }
         Ok(pairs)
+    }
+
+    /// What [`Queue::requeue_dead`] would do to dead job `id`, changing nothing: the same
+    /// transaction with every check it makes, rolled back. `Ok` when it would requeue the
+    /// job; otherwise the very error it would give. (On PostgreSQL the rolled-back insert
+    /// uses up a job id: ids have gaps, never repeats.)
+    ///
+    /// # Errors
+    /// As [`Queue::requeue_dead`].
+    pub fn requeue_dead_dry_run(&self, id: i64) -> Result<()> {
+        let now = self.now_ms();
+        self.rolled_back(|tx| tx.requeue_dead(id, "", "", now).map(|_| ()))
+    }
+
+    /// What [`Queue::requeue_dead_matching`] would do, changing nothing: the same
+    /// transaction with every check it makes, rolled back. Returns the ids of the dead jobs
+    /// it would requeue, oldest first; otherwise the very error it would give (naming the
+    /// first job it would refuse).
+    ///
+    /// # Errors
+    /// As [`Queue::requeue_dead_matching`].
+    pub fn requeue_dead_matching_dry_run(
+        &self,
+        job_type: &str,
+        search: Option<&str>,
+    ) -> Result<Vec<i64>> {
+        let now = self.now_ms();
+        self.rolled_back(|tx| {
+            let pairs = tx.requeue_dead_matching(job_type, search, "", "", now)?;
+            Ok(pairs.into_iter().map(|(dead_id, _)| dead_id).collect())
+        })
+    }
+
+    /// Runs `f` in a write transaction that is always rolled back, and gives what `f` gave.
+    fn rolled_back<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
+        let mut kept = None;
+        let outcome = self.db().write(|tx| {
+            kept = Some(f(tx)?);
+            // An error is what rolls a transaction back.
+            Err::<(), _>(Error::new(
+                ErrorKind::InvalidState,
+                "a dry run, rolled back",
+            ))
+        });
+        match (kept, outcome) {
+            (Some(value), _) => Ok(value),
+            (None, Err(e)) => Err(e),
+            (None, Ok(())) => Err(Error::new(
+                ErrorKind::Database,
+                "a dry run's transaction ended without running",
+            )),
+        }
     }
 }

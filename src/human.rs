@@ -1,5 +1,6 @@
 //! Times and durations as people read them, the same in the `litejobs` command and the
-//! dashboard: UTC timestamps, short durations, and "how long ago".
+//! dashboard: UTC timestamps, short durations, and "how long ago"; and long texts (error
+//! messages) cut to a size a page or a terminal can show.
 //!
 //! ```
 //! use litejobs::human;
@@ -8,10 +9,49 @@
 //! assert_eq!(human::ago(0, 120_000), "2m ago");
 //! assert_eq!(human::ago(300_000, 0), "in 5m");
 //! assert_eq!(human::ago(5, 10), "now");
+//! assert_eq!(human::excerpt("connection refused", 10), "connection… (8 more bytes)");
 //! ```
 
 use chrono::{DateTime, Utc};
+use std::borrow::Cow;
 use std::time::Duration;
+
+/// How much of an error text a job's own view shows (the dashboard's job page, its JSON API,
+/// `litejobs show`): 8 KiB, then how many bytes were left out.
+pub const ERROR_EXCERPT_BYTES: usize = 8 * 1024;
+/// How much of each attempt's error a job's attempt table shows (the dashboard's job page,
+/// `litejobs show`): 2 KiB, then how many bytes were left out.
+pub const ATTEMPT_ERROR_EXCERPT_BYTES: usize = 2 * 1024;
+
+/// At most `max` bytes of `text`, cut at a character boundary and followed by
+/// `… (N more bytes)` when cut; the text itself when it fits. Only the shown part is read,
+/// so a text of any size costs the same.
+pub fn excerpt(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Cow::Owned(format!(
+        "{}… ({} more bytes)",
+        &text[..cut],
+        text.len() - cut
+    ))
+}
+
+/// At most `max` characters of `text`, with `…` when cut; only those are read.
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some(_) => {
+            let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+            cut.push('…');
+            Cow::Owned(cut)
+        }
+    }
+}
 
 /// A UTC timestamp (ms since the Unix epoch): `2024-03-05 14:07:09 UTC`.
 pub fn utc(ms: i64) -> String {
@@ -135,6 +175,23 @@ mod tests {
         assert_eq!(ago(1_000, 61_000), "1m ago");
         assert_eq!(ago(61_000, 1_000), "in 1m");
         assert_eq!(ago(1_000, 1_999), "now");
+    }
+
+    #[test]
+    fn long_texts_are_cut_on_characters_with_what_was_left_out() {
+        assert_eq!(excerpt("short", 5), "short");
+        assert_eq!(excerpt("héllo", 2), "h… (5 more bytes)");
+        assert_eq!(excerpt("héllo", 3), "hé… (3 more bytes)");
+        let big = "x".repeat(10 << 20);
+        let cut = excerpt(&big, ERROR_EXCERPT_BYTES);
+        assert!(cut.len() < ERROR_EXCERPT_BYTES + 32, "{}", cut.len());
+        assert!(cut.ends_with(&format!(
+            "… ({} more bytes)",
+            (10 << 20) - ERROR_EXCERPT_BYTES
+        )));
+        assert_eq!(clip("héllo wörld", 5), "héll…");
+        assert_eq!(clip("héllo", 5), "héllo");
+        assert_eq!(clip(&big, 3), "xx…");
     }
 
     #[test]

@@ -351,6 +351,11 @@ fn requeue_a_dead_job_in_a_real_browser() {
         Some(JobStatus::Queued)
     );
 
+    // The overview's Dead card leaves the requeued job out and says so.
+    browser.goto(&url);
+    let card = browser.text(".card-alert .card-sub");
+    assert!(card.starts_with("1 requeued"), "{card}");
+
     // The other pages, for the record.
     browser.goto(&format!("{url}jobs"));
     assert_eq!(browser.text("h1"), "Jobs");

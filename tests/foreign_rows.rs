@@ -822,6 +822,12 @@ fn the_dashboard_shows_foreign_rows_and_never_fails() {
         "the job page names the problem: {}",
         page.body
     );
+    let page = client.get(&format!("/jobs/{good}")).expect(200);
+    assert!(
+        page.body.contains("column outcome holds"),
+        "the job page names the attempt's problem: {}",
+        page.body
+    );
 }
 
 /// sql.js 1.2.2: SQLite 3.31.1 compiled to JavaScript, from the npm registry, unpacked under

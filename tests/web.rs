@@ -24,6 +24,7 @@ use crate::support::{setup, TestEnv};
 
 mod actions; // retry, cancel, requeue, discard, bulk requeue, pause/resume change the database
 mod binary; // `litejobs web`: serves, stops on SIGTERM, refuses a public address without a token
+mod bounds; // huge error texts shown cut on every page and in the API; requeued from /dead
 mod edge; // the HTTP edge: header injection, head and body limits, slow clients, connection cap
 #[cfg(feature = "webhook")]
 mod endpoints; // webhook endpoints: breaker states, enable/disable, never a secret
@@ -59,6 +60,20 @@ impl Web {
     pub fn queue(&self) -> &Queue {
         &self.env.queue
     }
+}
+
+/// A connection to `addr` from another loopback address (all of 127.0.0.0/8 is loopback on
+/// Linux): a client the dashboard tells apart from 127.0.0.1.
+pub fn connect_from(addr: std::net::SocketAddr, source: [u8; 4]) -> std::net::TcpStream {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    socket
+        .bind(&std::net::SocketAddr::from((source, 0)).into())
+        .unwrap_or_else(|e| panic!("binding {source:?}: {e}"));
+    socket
+        .connect_timeout(&addr.into(), Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("connecting to {addr} from {source:?}: {e}"));
+    socket.into()
 }
 
 /// One HTTP answer.

@@ -10,10 +10,14 @@
 //! | `GET /api/overview` | | the overview's live figures, by display key |
 //!
 //! Errors are `{"error": "..."}` with 400, 401, 404 or 500.
+//!
+//! Error texts of jobs, attempts and error groups (`last_error`, `error`) are cut to 8 KiB, ending with
+//! `… (N more bytes)` when cut, so that no answer is made of a few huge ones.
 
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind};
+use crate::human::{excerpt, ERROR_EXCERPT_BYTES};
 use crate::job::{AttemptRecord, JobRecord};
 use crate::reads::DEFAULT_HEALTH_WINDOW;
 use crate::storage::reads::DEFAULT_LIST_LIMIT;
@@ -39,6 +43,22 @@ struct ShowJson<'a> {
     attempts: &'a [AttemptRecord],
 }
 
+/// `text`, cut to [`ERROR_EXCERPT_BYTES`] when longer.
+fn bounded(text: &mut Option<String>) {
+    if let Some(error) = text {
+        if error.len() > ERROR_EXCERPT_BYTES {
+            *error = excerpt(error, ERROR_EXCERPT_BYTES).into_owned();
+        }
+    }
+}
+
+/// The job as the API shows it: secrets masked, its error cut.
+fn shown(app: &App, job: &JobRecord) -> JobRecord {
+    let mut job = app.redactor.mask_job(job);
+    bounded(&mut job.last_error);
+    job
+}
+
 fn error(e: &Error) -> Response {
     let status = match e.kind() {
         ErrorKind::NotFound => 404,
@@ -52,7 +72,14 @@ fn error(e: &Error) -> Response {
 /// `GET /api/stats`.
 pub(crate) fn stats(app: &App) -> Response {
     match app.queue.overview(DEFAULT_HEALTH_WINDOW, TOP_ERRORS) {
-        Ok(overview) => Response::json(200, &overview),
+        Ok(mut overview) => {
+            for group in &mut overview.top_errors {
+                if group.error.len() > ERROR_EXCERPT_BYTES {
+                    group.error = excerpt(&group.error, ERROR_EXCERPT_BYTES).into_owned();
+                }
+            }
+            Response::json(200, &overview)
+        }
         Err(e) => error(&e),
     }
 }
@@ -85,7 +112,7 @@ pub(crate) fn jobs(app: &App, req: &Request, dead_only: bool) -> Response {
         Ok(jobs) => Response::json(
             200,
             &JobsJson {
-                jobs: jobs.iter().map(|j| app.redactor.mask_job(j)).collect(),
+                jobs: jobs.iter().map(|j| shown(app, j)).collect(),
             },
         ),
         Err(e) => error(&e),
@@ -98,11 +125,14 @@ pub(crate) fn job(app: &App, id: i64) -> Response {
         let Some(job) = app.queue.job(id)? else {
             return Ok(Response::json_error(404, &format!("no job with id {id}")));
         };
-        let attempts = app.queue.attempts(id)?;
+        let mut attempts = app.queue.attempts(id)?;
+        for attempt in &mut attempts {
+            bounded(&mut attempt.error);
+        }
         Ok(Response::json(
             200,
             &ShowJson {
-                job: &app.redactor.mask_job(&job),
+                job: &shown(app, &job),
                 attempts: &app.redactor.mask_attempts(&attempts),
             },
         ))

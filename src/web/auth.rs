@@ -2,10 +2,9 @@
 //! address. With one, every request but the sign-in page and the static assets must carry it:
 //! as `Authorization: Bearer TOKEN` (scripts), or as the session cookie the sign-in form sets
 //! (browsers). The cookie names a session kept on the server (`sessions`), never the
-//! token itself. Wrong tokens are counted per address (`throttle`) and logged with the
-//! address, never with what was sent.
+//! token itself. Wrong tokens are counted per network and in all (`throttle`) and logged
+//! with the address, never with what was sent.
 
-use std::net::IpAddr;
 use std::time::Instant;
 
 use super::app::App;
@@ -55,7 +54,7 @@ pub(crate) fn check(app: &App, req: &Request) -> Access {
         }
         if token_matches(token, given.trim()) {
             if let Some(ip) = req.peer {
-                app.throttle.succeeded(ip);
+                app.throttle.succeeded(ip, now);
             }
             return Access::Bearer;
         }
@@ -78,28 +77,16 @@ pub(crate) fn locked_out(app: &App, req: &Request, now: Instant) -> Option<u64> 
     Some(left.as_secs() + u64::from(left.subsec_nanos() > 0))
 }
 
-/// Counts and logs a wrong token (`how`: "bearer token", "sign-in form"). The log line has
-/// the client's address and never what it sent.
+/// Counts a wrong token (`how`: "bearer token", "sign-in form") and logs what the throttle
+/// says to (a bounded number of lines, however many come). The log has the client's address
+/// and never what it sent.
 pub(crate) fn failed_sign_in(app: &App, req: &Request, now: Instant, how: &str) {
     let Some(ip) = req.peer else {
         log::warn!("litejobs web: failed sign-in ({how}) from an unknown address");
         return;
     };
-    match app.throttle.failed(ip, now) {
-        Some(lockout) => log::warn!(
-            "litejobs web: failed sign-in ({how}) from {ip}; too many, so {} is locked out for \
-             {}s",
-            shown(ip),
-            lockout.as_secs()
-        ),
-        None => log::warn!("litejobs web: failed sign-in ({how}) from {ip}"),
-    }
-}
-
-fn shown(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V6(_) => format!("the /64 of {ip}"),
-        IpAddr::V4(_) => ip.to_string(),
+    for line in app.throttle.failed(ip, now, how) {
+        log::warn!("{line}");
     }
 }
 
@@ -133,7 +120,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let mut req = Request::new(Method::Get, "/", headers, Vec::new());
-        req.peer = Some(IpAddr::from([192, 0, 2, 7]));
+        req.peer = Some(std::net::IpAddr::from([192, 0, 2, 7]));
         req
     }
 

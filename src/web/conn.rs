@@ -4,10 +4,13 @@
 //! `Connection: close`), and closing without losing the answer.
 //!
 //! Every read and write is bounded by the connection's deadline, so a client that sends or
-//! reads slowly holds its own connection for at most that long, and nothing else.
+//! reads slowly holds its own connection for at most that long, and nothing else; a client
+//! that sends nothing at all holds it for the shorter idle timeout only. An answer is written
+//! from the response itself (its head, then its body), never copied whole.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::http::{Method, Request, Response};
@@ -49,6 +52,11 @@ pub(crate) struct Conn<'s> {
     stream: &'s TcpStream,
     /// When reading the request must be over.
     deadline: Instant,
+    /// When the first byte must have come.
+    first_byte_deadline: Instant,
+    /// Set once the client has sent a byte (shared with the connection table: a connection
+    /// that has sent something never makes room for another).
+    received: &'s AtomicBool,
     /// The limit on writing the answer.
     timeout: Duration,
     /// Bytes read and not yet consumed (after the head: the start of the body).
@@ -67,12 +75,21 @@ fn refuse(status: u16, message: &str) -> Response {
 }
 
 impl<'s> Conn<'s> {
-    /// A connection whose request must arrive within `timeout`, and whose answer must be
-    /// written within `timeout` again.
-    pub(crate) fn new(stream: &'s TcpStream, timeout: Duration) -> Conn<'s> {
+    /// A connection whose request must start within `idle_timeout` and arrive within
+    /// `timeout`, and whose answer must be written within `timeout` again; `received` is set
+    /// on the first byte.
+    pub(crate) fn new(
+        stream: &'s TcpStream,
+        timeout: Duration,
+        idle_timeout: Duration,
+        received: &'s AtomicBool,
+    ) -> Conn<'s> {
+        let now = Instant::now();
         Conn {
             stream,
-            deadline: Instant::now() + timeout,
+            deadline: now + timeout,
+            first_byte_deadline: now + idle_timeout.min(timeout),
+            received,
             timeout,
             buf: Vec::with_capacity(CHUNK),
             content_length: 0,
@@ -84,7 +101,12 @@ impl<'s> Conn<'s> {
     /// Reads once from the socket into `buf`, at most `max` bytes, by the deadline.
     /// `Ok(0)` when the client closed its side.
     fn fill(&mut self, max: usize) -> std::io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let deadline = if self.received.load(Ordering::Acquire) {
+            self.deadline
+        } else {
+            self.first_byte_deadline
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ErrorKind::TimedOut.into());
         }
@@ -98,6 +120,9 @@ impl<'s> Conn<'s> {
             }
         };
         self.buf.extend_from_slice(&chunk[..n]);
+        if n > 0 {
+            self.received.store(true, Ordering::Release);
+        }
         Ok(n)
     }
 
@@ -213,11 +238,17 @@ impl<'s> Conn<'s> {
 
     /// Writes `response` (without its body for a HEAD request), within the timeout.
     pub(crate) fn respond(&mut self, response: &Response, head_only: bool) -> std::io::Result<()> {
-        self.write_all(&encode(response, head_only))
+        let deadline = Instant::now() + self.timeout;
+        let (head, body) = encode_parts(response, head_only);
+        self.write_by(&head, deadline)?;
+        self.write_by(body, deadline)
     }
 
-    fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
-        let deadline = Instant::now() + self.timeout;
+    fn write_all(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_by(bytes, Instant::now() + self.timeout)
+    }
+
+    fn write_by(&self, mut bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
         while !bytes.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -299,46 +330,55 @@ fn valid_value(value: &str) -> bool {
     !value.chars().any(char::is_control)
 }
 
-/// The bytes of `response`: status line, its headers, the security headers,
-/// `Cache-Control: no-store` unless it has one, `Content-Length`, `Connection: close`, then
-/// the body (none for HEAD). Every response of the dashboard is written through here, so
-/// this is where header injection is stopped for every page, present and future: a header
-/// whose name or value could break the framing turns the whole answer into a 500.
+/// The bytes of `response`: see [`encode_parts`].
 pub(crate) fn encode(response: &Response, head_only: bool) -> Vec<u8> {
-    if let Some((name, value)) = response
+    let (mut head, body) = encode_parts(response, head_only);
+    head.extend_from_slice(body);
+    head
+}
+
+/// The head of `response` (status line, its headers, the security headers,
+/// `Cache-Control: no-store` unless it has one, `Content-Length`, `Connection: close`), and
+/// the body to send after it (none for HEAD). Every response of the dashboard is written
+/// through here, so this is where header injection is stopped for every page, present and
+/// future: a header whose name or value could break the framing turns the whole answer into
+/// a 500.
+fn encode_parts(response: &Response, head_only: bool) -> (Vec<u8>, &[u8]) {
+    const INTERNAL: &[u8] = b"litejobs: internal error (a header could not be sent)\n";
+    let (head, body) = match response
         .headers
         .iter()
         .find(|(name, value)| !valid_name(name) || !valid_value(value))
     {
-        log::error!(
-            "litejobs web: refusing to send the header {name:?}: {value:?} (a control character \
-             or an invalid name); answering 500 instead"
-        );
-        return encode(
-            &Response::text(
-                500,
-                "litejobs: internal error (a header could not be sent)\n",
-            ),
-            head_only,
-        );
-    }
+        Some((name, value)) => {
+            log::error!(
+                "litejobs web: refusing to send the header {name:?}: {value:?} (a control \
+                 character or an invalid name); answering 500 instead"
+            );
+            let text = [(
+                "Content-Type".to_string(),
+                "text/plain; charset=utf-8".to_string(),
+            )];
+            (head_bytes(500, &text, INTERNAL.len()), INTERNAL)
+        }
+        None => (
+            head_bytes(response.status, &response.headers, response.body.len()),
+            response.body.as_slice(),
+        ),
+    };
+    (head, if head_only { &[] } else { body })
+}
+
+/// The head of an answer whose headers are checked and whose body has `length` bytes.
+fn head_bytes(status: u16, headers: &[(String, String)], length: usize) -> Vec<u8> {
     let has = |wanted: &str| {
-        response
-            .headers
+        headers
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case(wanted))
     };
-    let mut out = Vec::with_capacity(1024 + response.body.len());
-    out.extend_from_slice(
-        format!(
-            "HTTP/1.1 {} {}\r\n",
-            response.status,
-            reason(response.status)
-        )
-        .as_bytes(),
-    );
-    let headers = response
-        .headers
+    let mut out = Vec::with_capacity(1024);
+    out.extend_from_slice(format!("HTTP/1.1 {status} {}\r\n", reason(status)).as_bytes());
+    let headers = headers
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .chain(SECURITY_HEADERS)
@@ -350,15 +390,8 @@ pub(crate) fn encode(response: &Response, head_only: bool) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(
-        format!(
-            "Content-Length: {}\r\nConnection: close\r\n\r\n",
-            response.body.len()
-        )
-        .as_bytes(),
+        format!("Content-Length: {length}\r\nConnection: close\r\n\r\n").as_bytes(),
     );
-    if !head_only {
-        out.extend_from_slice(&response.body);
-    }
     out
 }
 

@@ -1,16 +1,27 @@
-//! Numbers and text as people read them on the dashboard; times and durations come from
-//! [`crate::human`], as on the command line.
+//! Numbers and text as people read them on the dashboard; times, durations and cut texts
+//! come from [`crate::human`], as on the command line.
+//!
+//! Error texts can be megabytes (a handler's whole output, rows written by other programs),
+//! so no page shows one whole: lists clip them to a line, hover texts and search links to
+//! [`TITLE_CHARS`], a job's page to [`ERROR_EXCERPT_BYTES`] (each attempt's to
+//! [`ATTEMPT_ERROR_BYTES`]), with how many bytes were left out.
 
-pub(crate) use crate::human::{ago, duration_ms as human_ms, utc, utc_pattern};
+pub(crate) use crate::human::{
+    ago, clip, duration_ms as human_ms, excerpt, utc, utc_pattern,
+    ATTEMPT_ERROR_EXCERPT_BYTES as ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES,
+};
 
-/// At most `max` characters, with `…` when cut.
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
+/// Characters of an error in a hover text, and of the error text a group's links and bulk
+/// requeue search for (a longer error is found by its start).
+pub(crate) const TITLE_CHARS: usize = 500;
+
+/// The start of `error` that finds it in a search ("contains"): at most [`TITLE_CHARS`]
+/// characters, with no mark added.
+pub(crate) fn search_key(error: &str) -> &str {
+    match error.char_indices().nth(TITLE_CHARS) {
+        Some((cut, _)) => &error[..cut],
+        None => error,
     }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 /// A share as a percentage: `23%`, `0.4%`.
@@ -51,5 +62,9 @@ mod tests {
         assert_eq!(count(-1000), "-1\u{2009}000");
         assert_eq!(clip("héllo wörld", 5), "héll…");
         assert_eq!(percent(0.004), "0.4%");
+        let long = "é".repeat(TITLE_CHARS + 10);
+        assert_eq!(search_key(&long).chars().count(), TITLE_CHARS);
+        assert!(long.contains(search_key(&long)));
+        assert_eq!(search_key("short"), "short");
     }
 }

@@ -30,11 +30,13 @@
 //!   the oldest goes first), not the token: signing out ends the session on the server, so a
 //!   copied cookie stops working at once.
 //! - Wrong tokens (form or bearer header) are logged at `warn` with the client's address,
-//!   never with what was sent. After 5 from one address within a minute, that address gets
-//!   429 with `Retry-After` for any token it sends, for 30 s, doubling with each lock-out up
-//!   to 15 minutes (IPv6 addresses count by their /64). Browsers already signed in are not
-//!   affected. Behind a reverse proxy every client has the proxy's address, so they share
-//!   one count.
+//!   never with what was sent: the first after a quiet spell at once, the next ones summed
+//!   up in one line a minute. After 5 from one network within a minute (an IPv4 /24, an IPv6
+//!   /64), that network gets 429 with `Retry-After` for any token it sends, for 30 s,
+//!   doubling with each lock-out up to 15 minutes. After 30 from all networks within a
+//!   minute, every client does, but for addresses that gave the right token in the last
+//!   12 hours. Browsers already signed in are not affected. Behind a reverse proxy every
+//!   client has the proxy's address, so they share one count.
 //! - Without a token, only loopback host names are answered (a DNS-rebinding page cannot
 //!   read it). Anyone who can reach the port can use it: on a shared machine, set a token.
 //! - Every state change is a POST carrying a CSRF token tied to the browser's session (or,
@@ -54,7 +56,14 @@
 //! Served from inside your program, the dashboard must never be what takes it down, so every
 //! client is bounded:
 //! - at most [`DashboardOptions::max_connections`] open connections, each on a thread of its
-//!   own; one more is answered `503` at once and closed, never queued;
+//!   own, and [`DashboardOptions::max_connections_per_client`] from one client (an IPv4
+//!   address, an IPv6 /64). A connection that has sent nothing yet makes room for a new
+//!   one (the oldest first, the client's own when the client is at its cap), so idle
+//!   sockets, however many, never lock out a client that sends its request, and a request
+//!   that was sent is never dropped; when every connection in the way has sent something,
+//!   the new one is answered `503` at once and closed, never queued;
+//! - a connection must send its first byte within [`DashboardOptions::idle_timeout`] or it
+//!   is closed without an answer;
 //! - at most [`DashboardOptions::threads`] requests answered at the same time; a slow client
 //!   holds its own connection only, never one of these;
 //! - a request's head is at most 16 KiB (`431`, or `414` for the request line alone) and
@@ -63,7 +72,12 @@
 //!   [`DashboardOptions::timeout`] (`408`), and the answer is written within it again;
 //! - the token is checked before any body is read: without it a POST is answered `401` at
 //!   once, whatever body it announces;
-//! - every response has `Connection: close`;
+//! - every response has `Connection: close` (no keep-alive: a connection serves one
+//!   request);
+//! - answers being sent hold at most 64 MiB between them: one more that would pass it is
+//!   answered `503` (a client that does not read holds its answer for the timeout at most);
+//! - error texts are shown cut: a few hundred characters in lists, 8 KiB on a job's page and
+//!   in the JSON API, each with how many bytes were left out;
 //! - when accepting a connection fails (no file descriptor left, EMFILE or ENFILE), the
 //!   failure is logged at `warn` and the server tries again after a pause that grows to 1 s,
 //!   then serves as soon as descriptors are back.
@@ -81,9 +95,11 @@ mod html;
 mod http;
 mod keys;
 mod pages;
+mod peer;
 mod routes;
 mod server;
 mod sessions;
+mod slots;
 mod throttle;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -102,9 +118,14 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 pub const DEFAULT_THREADS: usize = 4;
 /// Open connections at most unless told otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// Open connections from one client (an IPv4 address, an IPv6 /64) at most unless told
+/// otherwise. A browser opens up to 6 to one host.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 8;
 /// The time a client has to send its request (and again to take the answer) unless told
 /// otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The time a client has to send the first byte of its request unless told otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The shortest token accepted, in characters: a short token is guessed, lock-outs or not.
 pub const MIN_TOKEN_LEN: usize = 16;
 
@@ -127,7 +148,9 @@ pub struct DashboardOptions {
     redactor: Redactor,
     threads: usize,
     max_connections: usize,
+    max_connections_per_client: usize,
     timeout: Duration,
+    idle_timeout: Duration,
 }
 
 impl std::fmt::Debug for DashboardOptions {
@@ -138,7 +161,12 @@ impl std::fmt::Debug for DashboardOptions {
             .field("read_only", &self.read_only)
             .field("threads", &self.threads)
             .field("max_connections", &self.max_connections)
+            .field(
+                "max_connections_per_client",
+                &self.max_connections_per_client,
+            )
             .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .finish()
     }
 }
@@ -152,7 +180,9 @@ impl Default for DashboardOptions {
             redactor: Redactor::from_env(),
             threads: DEFAULT_THREADS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
             timeout: DEFAULT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -210,10 +240,22 @@ impl DashboardOptions {
     }
 
     /// Open connections at most (at least 1), each served by a thread of its own while it
-    /// is open; one more is answered `503 Service Unavailable` at once and closed. Defaults
-    /// to [`DEFAULT_MAX_CONNECTIONS`].
+    /// is open. When they are all taken, the oldest connection that has sent nothing yet is
+    /// closed to make room; when all of them have sent something, one more is answered
+    /// `503 Service Unavailable` at once and closed. Defaults to
+    /// [`DEFAULT_MAX_CONNECTIONS`].
     pub fn max_connections(mut self, max_connections: usize) -> DashboardOptions {
         self.max_connections = max_connections;
+        self
+    }
+
+    /// Open connections from one client at most (at least 1): an IPv4 address, or an IPv6
+    /// /64. Past it, the client's oldest connection that has sent nothing yet is closed to
+    /// make room, or, when all of them have sent something, the new one is answered `503`.
+    /// Behind a reverse proxy every client has the proxy's address: raise it there. Defaults
+    /// to [`DEFAULT_MAX_CONNECTIONS_PER_CLIENT`].
+    pub fn max_connections_per_client(mut self, max: usize) -> DashboardOptions {
+        self.max_connections_per_client = max;
         self
     }
 
@@ -225,11 +267,20 @@ impl DashboardOptions {
         self
     }
 
+    /// The time a client has, from connecting, to send the first byte of its request; a
+    /// connection that stays silent longer is closed without an answer (browsers open spare
+    /// connections and drop them when closed). The [`timeout`](DashboardOptions::timeout)
+    /// still bounds the whole request. Defaults to [`DEFAULT_IDLE_TIMEOUT`] (5 s).
+    pub fn idle_timeout(mut self, idle_timeout: Duration) -> DashboardOptions {
+        self.idle_timeout = idle_timeout;
+        self
+    }
+
     /// Checks every option but the address (which [`Dashboard::start`] resolves).
     ///
     /// # Errors
     /// [`InvalidConfig`](crate::ErrorKind::InvalidConfig) naming the option: 0 threads, 0
-    /// connections, a zero timeout, or a token that is empty, shorter than
+    /// connections (in all or per client), a zero timeout or idle timeout, or a token that is empty, shorter than
     /// [`MIN_TOKEN_LEN`] characters, has a control character or a space at either end.
     pub fn validate(&self) -> Result<()> {
         if self.threads == 0 {
@@ -242,9 +293,19 @@ impl DashboardOptions {
                 "dashboard max_connections must be at least 1, got 0",
             ));
         }
+        if self.max_connections_per_client == 0 {
+            return Err(Error::invalid_config(
+                "dashboard max_connections_per_client must be at least 1, got 0",
+            ));
+        }
         if self.timeout.is_zero() {
             return Err(Error::invalid_config(
                 "dashboard timeout must be more than 0",
+            ));
+        }
+        if self.idle_timeout.is_zero() {
+            return Err(Error::invalid_config(
+                "dashboard idle_timeout must be more than 0",
             ));
         }
         if let Some(token) = &self.token {
@@ -295,7 +356,8 @@ impl DashboardOptions {
                 return Err(Error::invalid_config(format!(
                     "refusing to serve the dashboard on {open} without a token: it is not a \
                      loopback address, so anyone who can reach it could act on your jobs \
-                     (pass --token, or listen on 127.0.0.1)"
+                     (give a token with --token-file FILE or LITEJOBS_WEB_TOKEN, which other \
+                     users cannot see in `ps` as they can --token; or listen on 127.0.0.1)"
                 )));
             }
         }
@@ -323,7 +385,9 @@ impl Dashboard {
         let limits = server::Limits {
             threads: options.threads,
             max_connections: options.max_connections,
+            max_connections_per_client: options.max_connections_per_client,
             timeout: options.timeout,
+            idle_timeout: options.idle_timeout,
         };
         server::start(&addrs, limits, |addr| app_for(queue, &options, addr))
     }
@@ -409,6 +473,16 @@ mod tests {
         assert!(refused(DashboardOptions::new().timeout(Duration::ZERO))
             .1
             .contains("timeout"));
+        assert!(
+            refused(DashboardOptions::new().max_connections_per_client(0))
+                .1
+                .contains("max_connections_per_client")
+        );
+        assert!(
+            refused(DashboardOptions::new().idle_timeout(Duration::ZERO))
+                .1
+                .contains("idle_timeout")
+        );
         assert!(refused(DashboardOptions::new().token(" sixteen-chars-ok"))
             .1
             .contains("space"));

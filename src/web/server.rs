@@ -1,17 +1,19 @@
 //! The blocking HTTP server: one accept thread, a thread per open connection (at most
-//! `max_connections`; one more is answered 503 at once), and at most `threads` requests
-//! answered at a time. A connection's thread reads the request head (bounded in size and
-//! time), lets the router judge it (host, token) before any body is read, reads the body only
-//! when the router wants it, waits for a turn, answers through the routes, and closes.
+//! `max_connections`, and `max_connections_per_client` per client; connections that have sent
+//! nothing make room for new ones, see `slots`; past that one more is answered 503 at once), and at most `threads` requests answered at a time. A connection's thread reads
+//! the request head (bounded in size and time, the first byte within `idle_timeout`), lets the
+//! router judge it (host, token) before any body is read, reads the body only when the router
+//! wants it, waits for a turn, answers through the routes, and closes.
 //!
 //! Slow clients therefore hold only their own connection, never one of the turns that pages
-//! are rendered with; and the accept loop keeps going through accept errors (EMFILE, ENFILE,
-//! ...), backing off while they last, so a process that ran out of file descriptors for a
-//! moment serves again once they are back.
+//! are rendered with; answers waiting for clients that read slowly or not at all hold at most
+//! [`ANSWER_BUDGET`] bytes between them; and the accept loop keeps going through accept
+//! errors (EMFILE, ENFILE, ...), backing off while they last, so a process that ran out of
+//! file descriptors for a moment serves again once they are back.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,6 +24,7 @@ use super::app::App;
 use super::conn::{self, Conn};
 use super::http::{Method, Request, Response};
 use super::routes::{self, Admission};
+use super::slots::{Full, SlotId, Slots};
 
 /// The first back-off after an accept error; it doubles while errors go on.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
@@ -32,6 +35,10 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 const ACCEPT_WAKE: Duration = Duration::from_secs(1);
 /// How long a stop waits for the requests being answered.
 const STOP_WAIT: Duration = Duration::from_secs(10);
+/// The bytes of answers being sent at a time, at most: an answer that would pass it is
+/// replaced by a 503, unless no other is being sent. Clients that do not read their answers
+/// hold no more memory than this between them (each for at most the timeout).
+pub(crate) const ANSWER_BUDGET: usize = 64 << 20;
 
 /// How the server is bounded.
 #[derive(Debug, Clone, Copy)]
@@ -40,8 +47,12 @@ pub(crate) struct Limits {
     pub(crate) threads: usize,
     /// Open connections at most.
     pub(crate) max_connections: usize,
+    /// Open connections from one client (an IPv4 address, an IPv6 /64) at most.
+    pub(crate) max_connections_per_client: usize,
     /// For receiving a request, and again for sending its answer.
     pub(crate) timeout: Duration,
+    /// For receiving the first byte of the request.
+    pub(crate) idle_timeout: Duration,
 }
 
 /// A running dashboard. Dropping it stops the server, as [`stop`](DashboardHandle::stop)
@@ -91,18 +102,19 @@ impl DashboardHandle {
         if acceptor.join().is_err() {
             log::warn!("litejobs web: the accept thread panicked");
         }
+        if let Some(line) = self.shared.app.throttle.log_pending(Instant::now()) {
+            log::warn!("{line}");
+        }
         // Connections waiting for their request see its end; those being answered finish.
         let deadline = Instant::now() + STOP_WAIT;
         let mut open = lock(&self.shared.open);
-        for stream in open.streams.values() {
-            let _ = stream.shutdown(std::net::Shutdown::Read);
-        }
-        while !open.streams.is_empty() {
+        open.shutdown_reads();
+        while open.len() > 0 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 log::warn!(
                     "litejobs web: {} connection(s) still open after {STOP_WAIT:?}; leaving them",
-                    open.streams.len()
+                    open.len()
                 );
                 break;
             }
@@ -140,17 +152,12 @@ struct Shared {
     limits: Limits,
     stopped: Mutex<bool>,
     stop_signal: Condvar,
-    open: Mutex<Open>,
+    open: Mutex<Slots>,
     /// Signalled when a connection closes.
     closed: Condvar,
     turns: Turns,
-}
-
-/// The open connections, so that a stop can end them.
-#[derive(Default)]
-struct Open {
-    next_id: u64,
-    streams: HashMap<u64, Arc<TcpStream>>,
+    /// Bytes of answers being sent.
+    sending: Budget,
 }
 
 impl Shared {
@@ -206,13 +213,55 @@ impl Drop for Turn<'_> {
 /// closed, so a client that saw the close can count on the place being free).
 struct Slot<'s> {
     shared: &'s Shared,
-    id: u64,
+    id: SlotId,
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        lock(&self.shared.open).streams.remove(&self.id);
+        lock(&self.shared.open).remove(self.id);
         self.shared.closed.notify_all();
+    }
+}
+
+/// Bytes being sent, at most `max` of them unless one answer alone is larger.
+struct Budget {
+    held: Mutex<usize>,
+    max: usize,
+}
+
+impl Budget {
+    fn new(max: usize) -> Budget {
+        Budget {
+            held: Mutex::new(0),
+            max,
+        }
+    }
+
+    /// Counts `bytes` until the guard is dropped, unless they would pass `max` while others
+    /// are counted.
+    fn take(&self, bytes: usize) -> Option<Held<'_>> {
+        let mut held = lock(&self.held);
+        if *held > 0 && held.saturating_add(bytes) > self.max {
+            return None;
+        }
+        *held = held.saturating_add(bytes);
+        Some(Held {
+            budget: self,
+            bytes,
+        })
+    }
+}
+
+/// Bytes counted in a [`Budget`] until dropped.
+struct Held<'b> {
+    budget: &'b Budget,
+    bytes: usize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut held = lock(&self.budget.held);
+        *held = held.saturating_sub(self.bytes);
     }
 }
 
@@ -244,12 +293,13 @@ pub(crate) fn start(
         limits,
         stopped: Mutex::new(false),
         stop_signal: Condvar::new(),
-        open: Mutex::new(Open::default()),
+        open: Mutex::new(Slots::default()),
         closed: Condvar::new(),
         turns: Turns {
             free: Mutex::new(limits.threads),
             freed: Condvar::new(),
         },
+        sending: Budget::new(ANSWER_BUDGET),
     });
     let accepting = shared.clone();
     let acceptor = std::thread::Builder::new()
@@ -275,6 +325,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         let accepted = listener.accept();
         if shared.stopping() {
             return;
+        }
+        // The accept loop wakes at least every ACCEPT_WAKE: the time to sum up failed
+        // sign-ins in the log.
+        if let Some(line) = shared.app.throttle.log_due(Instant::now()) {
+            log::warn!("{line}");
         }
         match accepted {
             Ok((stream, peer)) => {
@@ -314,21 +369,23 @@ fn is_transient(e: &std::io::Error) -> bool {
     )
 }
 
-/// Gives `stream` a thread of its own, or answers 503 when the cap is reached.
+/// Gives `stream` a thread of its own, or answers 503 when no place can be made for it.
 fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
     let stream = Arc::new(stream);
-    let id = {
-        let mut open = lock(&shared.open);
-        if open.streams.len() >= shared.limits.max_connections {
-            drop(open);
-            log::debug!("litejobs web: {peer} refused: connection cap reached");
-            refuse_busy(&stream);
+    let limits = &shared.limits;
+    let admitted = lock(&shared.open).admit(
+        stream.clone(),
+        peer.ip(),
+        limits.max_connections_per_client,
+        limits.max_connections,
+    );
+    let (id, received) = match admitted {
+        Ok(admitted) => admitted,
+        Err(full) => {
+            log::debug!("litejobs web: {peer} refused: {full:?} connection cap reached");
+            refuse_busy(&stream, full);
             return;
         }
-        let id = open.next_id;
-        open.next_id += 1;
-        open.streams.insert(id, stream.clone());
-        id
     };
     let serving = shared.clone();
     let spawned = std::thread::Builder::new()
@@ -338,36 +395,49 @@ fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
                 shared: &serving,
                 id,
             };
-            serve(&serving, &stream, peer);
+            serve(&serving, &stream, &received, peer);
             drop(slot);
             drop(stream);
         });
     if let Err(e) = spawned {
         log::warn!("litejobs web: no thread for a connection from {peer}: {e}");
-        let removed = lock(&shared.open).streams.remove(&id);
+        let removed = lock(&shared.open).remove(id);
         if let Some(stream) = removed {
-            refuse_busy(&stream);
+            refuse_busy(&stream, Full::Server);
         }
     }
 }
 
 /// 503 without waiting: the answer is small enough for an empty socket buffer, and a client
-/// that does not take it loses only its own answer.
-fn refuse_busy(stream: &TcpStream) {
+/// that does not take it loses only its own answer. Never blocks: the accept loop calls it.
+fn refuse_busy(stream: &TcpStream, full: Full) {
+    let message = match full {
+        Full::Client => "litejobs: too many connections from your address; try again shortly\n",
+        Full::Server => "litejobs: too many connections; try again shortly\n",
+    };
     let answer = conn::encode(
-        &Response::text(503, "litejobs: too many connections; try again shortly\n")
-            .with_header("Retry-After", "1"),
+        &Response::text(503, message).with_header("Retry-After", "1"),
         false,
     );
     if stream.set_nonblocking(true).is_ok() {
         let _ = std::io::Write::write(&mut &*stream, &answer);
+        // Take what the client has sent already (its request): closing a socket with unread
+        // input sends a reset, which can destroy the answer before the client reads it.
+        let mut sink = [0u8; 4096];
+        for _ in 0..16 {
+            match std::io::Read::read(&mut &*stream, &mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
     }
 }
 
 /// One connection: one request, one answer.
-fn serve(shared: &Shared, stream: &TcpStream, peer: SocketAddr) {
+fn serve(shared: &Shared, stream: &TcpStream, received: &AtomicBool, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let mut conn = Conn::new(stream, shared.limits.timeout);
+    let limits = &shared.limits;
+    let mut conn = Conn::new(stream, limits.timeout, limits.idle_timeout, received);
     let (response, head_only) = match conn.read_head() {
         Ok(None) => return,
         Err(refusal) => (refusal, false),
@@ -382,6 +452,21 @@ fn serve(shared: &Shared, stream: &TcpStream, peer: SocketAddr) {
                 Response::text(500, "litejobs: internal error\n")
             });
             (response, head_only)
+        }
+    };
+    let bytes = if head_only { 0 } else { response.body.len() };
+    let (response, _sending) = match shared.sending.take(bytes) {
+        Some(sending) => (response, Some(sending)),
+        None => {
+            log::debug!(
+                "litejobs web: answering {peer} 503: {bytes} more bytes would pass the {} MiB \
+                 of answers being sent",
+                ANSWER_BUDGET >> 20
+            );
+            drop(response);
+            let busy = Response::text(503, "litejobs: busy sending other answers; try again\n")
+                .with_header("Retry-After", "1");
+            (busy, None)
         }
     };
     if let Err(e) = conn.respond(&response, head_only) {
@@ -408,4 +493,29 @@ fn answer(shared: &Shared, conn: &mut Conn<'_>, request: &mut Request) -> Respon
         return Response::text(503, "litejobs: the dashboard is stopping\n");
     }
     routes::handle(&shared.app, request, access)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_being_sent_stay_within_the_budget() {
+        let budget = Budget::new(100);
+        let first = budget.take(60);
+        assert!(first.is_some());
+        assert!(budget.take(50).is_none(), "60 + 50 passes 100");
+        let second = budget.take(40);
+        assert!(second.is_some(), "60 + 40 fits");
+        drop(first);
+        assert!(
+            budget.take(60).is_some(),
+            "40 + 60 fits once the first is sent"
+        );
+        drop(second);
+        assert!(
+            budget.take(1000).is_some(),
+            "one answer alone is sent, whatever its size"
+        );
+    }
 }

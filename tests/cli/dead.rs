@@ -292,3 +292,124 @@ fn dead_discard_deletes_the_job_and_its_history_and_refuses_live_jobs() {
     let next = fx.enqueue(NewJob::new("send_email", json!({})));
     assert_eq!(next, newest + 1, "its id is not handed out again");
 }
+
+/// `dead requeue ARGS` with `--dry-run`, then for real; asserts both are refused alike (exit
+/// 2, the same reason), the dry run changes nothing, and returns the real run's reason.
+fn refused_alike(fx: &Fx, target: &[&str]) -> String {
+    let jobs_before = fx.sql_i64("SELECT COUNT(*) FROM jobs");
+    let mut args = vec!["dead", "requeue"];
+    args.extend_from_slice(target);
+    let mut dry_args = args.clone();
+    dry_args.push("--dry-run");
+    let dry = fx
+        .run(&dry_args)
+        .refused("dry run: the requeue would be refused: ");
+    assert_eq!(
+        fx.sql_i64("SELECT COUNT(*) FROM jobs"),
+        jobs_before,
+        "the dry run added nothing"
+    );
+    assert_eq!(
+        fx.sql_i64("SELECT COUNT(*) FROM jobs WHERE requeued_as IS NOT NULL"),
+        0,
+        "the dry run marked nothing"
+    );
+    args.extend(["--by", "ops", "--reason", "fixed"]);
+    let real = fx.run(&args).refused("");
+    let reason = real.stderr.trim().trim_start_matches("litejobs: ");
+    assert_eq!(
+        dry.stderr
+            .trim()
+            .trim_start_matches("litejobs: dry run: the requeue would be refused: "),
+        reason,
+        "the dry run finds what the real run refuses"
+    );
+    reason.to_string()
+}
+
+#[test]
+fn a_dry_run_refuses_what_the_requeue_would_refuse_with_the_same_exit_code() {
+    let fx = Fx::new();
+    let ids: Vec<i64> = (0..5)
+        .map(|n| {
+            let job = NewJob::new("t", json!({ "n": n }));
+            fx.enqueue(if n == 2 {
+                job.idempotency_key("order-2")
+            } else {
+                job
+            })
+        })
+        .collect();
+    fx.fail_due("t", "default", "HTTP 500", true);
+    // The dead job's key is now held by a live job: its requeue would be refused.
+    let holder =
+        fx.enqueue(NewJob::new("t", json!({"n": 2, "again": true})).idempotency_key("order-2"));
+    let reason = refused_alike(&fx, &["--type", "t"]);
+    assert!(
+        reason.contains(&format!("job {}", ids[2])) && reason.contains("idempotency key"),
+        "{reason}"
+    );
+    let reason = refused_alike(&fx, &[&ids[2].to_string()]);
+    assert!(reason.contains("idempotency key"), "{reason}");
+
+    // A payload another program broke: the dry run refuses it too.
+    fx.queue
+        .cancel(holder)
+        .expect("cancelling the key's holder");
+    let broken = ids[4];
+    let update = format!("UPDATE jobs SET payload = 'not json {{' WHERE id = {broken}");
+    if crate::support::on_postgres() {
+        fx.sql_exec(&update);
+    } else {
+        fx.sql_exec(&format!(
+            "PRAGMA ignore_check_constraints = ON; {update}; \
+             PRAGMA ignore_check_constraints = OFF;"
+        ));
+    }
+    let reason = refused_alike(&fx, &["--type", "t"]);
+    assert!(
+        reason.contains(&format!("job {broken}")) && reason.contains("payload"),
+        "{reason}"
+    );
+    // Once the row is gone, the dry run and the real run agree on the other four.
+    fx.sql_exec(&format!("DELETE FROM jobs WHERE id = {broken}"));
+    let dry = fx
+        .run(&["dead", "requeue", "--type", "t", "--dry-run", "--json"])
+        .json();
+    let dry_ids: Vec<i64> = dry["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["id"].as_i64())
+        .collect();
+    let real = fx
+        .run(&[
+            "dead", "requeue", "--type", "t", "--by", "ops", "--reason", "fixed", "--json",
+        ])
+        .json();
+    let mut real_ids: Vec<i64> = real["requeued"]
+        .as_array()
+        .expect("requeued")
+        .iter()
+        .filter_map(|p| p["dead_id"].as_i64())
+        .collect();
+    real_ids.reverse();
+    assert_eq!(dry_ids, real_ids, "newest first in the listing");
+    assert_eq!(dry_ids.len(), 4);
+}
+
+#[test]
+fn requeue_help_shows_by_and_reason_as_required() {
+    let fx = Fx::new();
+    let help = fx.run(&["dead", "requeue", "--help"]).ok().stdout;
+    let usage: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Usage:"))
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(
+        usage[0].ends_with("<ID|--type <TYPE>> --by <WHO> --reason <WHY>"),
+        "{help}"
+    );
+    assert!(usage.iter().any(|l| l.ends_with("--dry-run")), "{help}");
+}

@@ -115,7 +115,10 @@ fn enqueue_takes_the_payload_from_the_argument_or_stdin_with_every_option() {
 /// Every refusal of bad input: each exits 2 with one line.
 fn refuse_bad_input(path: &Path) {
     run(path, &["enqueue", "send_email", "{not json"]).refused("payload is not valid JSON");
-    run_with_stdin(path, &["enqueue", "send_email"], "").refused("payload is not valid JSON");
+    // An empty pipe (`printf '' | litejobs enqueue T`) or argument has no payload at all.
+    run_with_stdin(path, &["enqueue", "send_email"], "").refused("no payload");
+    run_with_stdin(path, &["enqueue", "send_email", "-"], " \n").refused("no payload");
+    run(path, &["enqueue", "send_email", ""]).refused("no payload");
     run(path, &["enqueue", "", "{}"]).refused("job_type must not be empty");
     run(path, &["enqueue", "t", "{}", "--max-attempts", "0"]).refused("max_attempts");
     run(path, &["enqueue", "t", "{}", "--delay", "5x"]).refused("unknown unit \"x\"");

@@ -342,3 +342,82 @@ fn issue_12_json_text_bodies_and_secret_words_are_masked_in_every_view() {
     // The stored payload itself is untouched.
     assert_eq!(fx.job(id).payload["body"], json!(body.to_string()));
 }
+
+#[test]
+fn huge_errors_are_cut_in_show_list_dead_list_and_stats() {
+    let fx = Fx::new();
+    let (refused, _) = fx.dead_webhooks();
+    // Errors as rows written before errors were capped could hold.
+    let huge = crate::support::huge_error_bytes();
+    let text = crate::support::sql_huge_text(huge - 4);
+    fx.sql_exec(&format!(
+        "UPDATE jobs SET last_error = {text} WHERE last_error IS NOT NULL"
+    ));
+    fx.sql_exec(&format!(
+        "UPDATE job_attempts SET error = {text} WHERE error IS NOT NULL"
+    ));
+    let id = refused[0].to_string();
+    for args in [
+        vec!["show", &id],
+        vec!["list"],
+        vec!["list", "--status", "dead"],
+        vec!["dead", "list"],
+        vec!["dead", "list", "--all"],
+        vec!["stats"],
+    ] {
+        let out = fx.run(&args).ok().stdout;
+        assert!(
+            out.len() < 64 * 1024,
+            "{args:?} printed {} bytes",
+            out.len()
+        );
+        assert!(!out.contains("TAIL"), "{args:?} printed a whole error");
+    }
+    let show = fx.run(&["show", &id]).ok().stdout;
+    let cut = huge - litejobs::human::ERROR_EXCERPT_BYTES;
+    assert!(
+        show.contains(&format!("… ({cut} more bytes)")),
+        "show says what was left out"
+    );
+    let attempt_cut = huge - litejobs::human::ATTEMPT_ERROR_EXCERPT_BYTES;
+    assert!(
+        show.contains(&format!("… ({attempt_cut} more bytes)")),
+        "and for each attempt"
+    );
+}
+
+#[test]
+fn stats_labels_requeued_dead_jobs_so_the_summary_and_the_table_agree() {
+    let fx = Fx::new();
+    let (refused, _rejected) = fx.dead_webhooks();
+    fx.queue
+        .requeue_dead(refused[0], "ops", "endpoint fixed")
+        .expect("requeue");
+    let human = fx.run(&["stats"]).ok().stdout;
+    assert!(
+        human.contains(
+            "3 dead not requeued and 1 requeued (4 in the DEAD column; 4 died in the last hour)"
+        ),
+        "{human}"
+    );
+    // The table's DEAD column: the requeued dead job stays dead.
+    let header = human
+        .lines()
+        .find(|l| l.starts_with("QUEUE"))
+        .unwrap_or_else(|| panic!("a counts table: {human}"));
+    let row = human
+        .lines()
+        .find(|l| l.starts_with("webhooks"))
+        .unwrap_or_else(|| panic!("a webhooks row: {human}"));
+    let dead_column = header
+        .split_whitespace()
+        .position(|h| h == "DEAD")
+        .expect("a DEAD column");
+    assert_eq!(
+        row.split_whitespace().nth(dead_column),
+        Some("4"),
+        "{human}"
+    );
+    let stats = fx.run(&["stats", "--json"]).json();
+    assert_eq!(stats["dead"], json!(3), "dead jobs waiting for a person");
+}

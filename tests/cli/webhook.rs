@@ -388,3 +388,60 @@ fn an_unknown_id_or_a_bad_value_is_refused_with_one_line() {
     run(&typo, &["webhook", "add", "https://crm.example/hook"]).refused("does not exist");
     assert!(!typo.exists());
 }
+
+#[test]
+fn list_and_show_print_the_host_deliveries_go_to_and_hide_tokens_like_the_dashboard() {
+    let fx = Fx::new();
+    let endpoints = Endpoints::new(&fx.queue);
+    let added = |url: &str| {
+        endpoints
+            .add(NewEndpoint::new(
+                url,
+                webhook::generate_secret().expect("a secret"),
+            ))
+            .expect("add")
+    };
+    // Deliveries go to 127.0.0.1: the fragment starts at `#`.
+    let fragment_url = "http://127.0.0.1:18600#@evil.example/z";
+    let token_url = "https://ops:pa55word@hooks.example/in?access_token=t0ps3cret";
+    let shown = [
+        (
+            added(fragment_url),
+            fragment_url,
+            "http://127.0.0.1:18600/#…",
+        ),
+        (
+            added(token_url),
+            token_url,
+            "https://ops:***@hooks.example/in?…",
+        ),
+    ];
+    let list = fx.run(&["webhook", "list"]).ok().stdout;
+    let json = fx.run(&["webhook", "list", "--json"]).json();
+    let mut everything = format!("{list}{json}");
+    for (id, stored, url) in shown {
+        // What the dashboard shows (webhook::shown_url) is what the command line prints.
+        assert_eq!(webhook::shown_url(stored), url);
+        assert!(list.contains(url), "{url} in {list}");
+        let listed = json["endpoints"]
+            .as_array()
+            .expect("endpoints")
+            .iter()
+            .find(|e| e["id"] == json!(id))
+            .expect("listed");
+        assert_eq!(listed["url"], json!(url));
+        let show = fx.run(&["webhook", "show", &id.to_string()]).ok().stdout;
+        assert!(show.contains(url), "{url} in {show}");
+        everything.push_str(&show);
+        let shown_json = fx
+            .run(&["webhook", "show", &id.to_string(), "--json"])
+            .json();
+        assert_eq!(shown_json["endpoint"]["url"], json!(url));
+    }
+    for hidden in ["evil.example", "pa55word", "t0ps3cret"] {
+        assert!(
+            !everything.contains(hidden),
+            "{hidden} is printed: {everything}"
+        );
+    }
+}

@@ -103,6 +103,35 @@ pub fn on_postgres() -> bool {
     std::env::var("LITEJOBS_TEST_BACKEND").is_ok_and(|v| v == "postgres")
 }
 
+/// The bytes of a huge error text a test can store: 4 MiB on SQLite; 128 KiB on PostgreSQL,
+/// whose index of failed jobs' errors holds at most about 2.7 KB per row after compression
+/// (128 KiB of one letter compresses to about 1.5 KB).
+#[cfg(any(feature = "web", feature = "cli"))]
+pub fn huge_error_bytes() -> usize {
+    if on_postgres() {
+        128 << 10
+    } else {
+        4 << 20
+    }
+}
+
+/// An SQL expression for `n` `x`s then `TAIL` (`n + 4` bytes), on the backend of this pass:
+/// a huge text written behind the library's back, as another program (or an older version)
+/// could have written it.
+#[cfg(any(feature = "web", feature = "cli"))]
+pub fn sql_huge_text(n: usize) -> String {
+    if on_postgres() {
+        format!("(repeat('x', {n}) || 'TAIL')")
+    } else {
+        // hex() of a zeroblob of k bytes is 2k zeros.
+        format!(
+            "(replace(hex(zeroblob({})), '0', 'x') || '{}TAIL')",
+            n / 2,
+            "x".repeat(n % 2)
+        )
+    }
+}
+
 /// True (the test should return at once) on the PostgreSQL pass, for a test of something
 /// only a SQLite file has (its bytes, WAL, raw connections, `schema.sql`).
 pub fn sqlite_only() -> bool {

@@ -1,12 +1,13 @@
 //! `litejobs web` as a real process: prints where it listens (port 0 picks a free one),
 //! serves the dashboard, stops on SIGTERM with exit 0; refuses a public address without a
 //! token, a short token and a missing database with exit 2 and one line; takes the token
-//! from a file or the environment; logs failed sign-ins without the token; and keeps
-//! serving after running out of file descriptors.
+//! from a file or the environment; logs failed sign-ins without the token, in a few lines
+//! however many, and caps guesses from many addresses in all; and keeps serving after running
+//! out of file descriptors.
 
 #![cfg(feature = "cli")]
 
-use std::io::{BufRead, BufReader, Read as _};
+use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
@@ -213,6 +214,11 @@ fn refuses_a_public_address_without_a_token_and_a_missing_database() {
         line.starts_with("litejobs: refusing to serve the dashboard on 0.0.0.0:0 without a token"),
         "{line}"
     );
+    // The advice is a way that other users cannot read in `ps`.
+    assert!(
+        line.contains("--token-file") && !line.contains("pass --token"),
+        "{line}"
+    );
     let missing = env.dir.path().join("typo.db");
     let line = refused(&missing, &["--addr", "127.0.0.1:0"]);
     assert!(line.contains("does not exist"), "{line}");
@@ -296,6 +302,81 @@ fn takes_the_token_from_a_file_and_logs_failed_sign_ins_without_it() {
     );
 }
 
+/// The status of `GET /api/stats` with `token` as a bearer token, from `source`.
+fn bearer_status(addr: std::net::SocketAddr, source: [u8; 4], token: &str) -> u16 {
+    let mut stream = super::connect_from(addr, source);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    write!(
+        stream,
+        "GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .expect("sending");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line from {source:?}: {answer:?}"))
+}
+
+#[test]
+fn guesses_from_many_addresses_are_capped_in_all_and_logged_in_a_few_lines() {
+    const TOKEN: &str = "the-right-token-0123456789";
+    /// Wrong tokens from all addresses within a minute that lock everybody out.
+    const GLOBAL_CAP: usize = 30;
+    let env = setup();
+    let file = env.dir.path().join("web-token");
+    std::fs::write(&file, TOKEN).expect("writing the token file");
+    let file = file.to_str().expect("UTF-8 path");
+    let mut web = WebChild::start(
+        &env.path,
+        &["--addr", "127.0.0.1:0", "--token-file", file],
+        &[("RUST_LOG", "warn")],
+    );
+    let url = web.url();
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("a socket address");
+    // A script that uses the dashboard: its address is spared a lock-out of everybody.
+    assert_eq!(bearer_status(addr, [127, 0, 0, 1], TOKEN), 200);
+    // One guess from each of 100 networks (127.0.N.0/24): none reaches its own limit.
+    let statuses: Vec<u16> = (1..=100u8)
+        .map(|n| bearer_status(addr, [127, 0, n, 1], "a-wrong-guess-0123456789"))
+        .collect();
+    let refused = statuses.iter().filter(|s| **s == 401).count();
+    assert_eq!(refused, GLOBAL_CAP, "guesses looked at: {statuses:?}");
+    assert!(
+        statuses[GLOBAL_CAP..].iter().all(|s| *s == 429),
+        "the rest are refused unseen: {statuses:?}"
+    );
+    // Now even the right token from a new address waits; the script's address does not.
+    assert_eq!(bearer_status(addr, [127, 1, 0, 1], TOKEN), 429);
+    assert_eq!(bearer_status(addr, [127, 0, 0, 1], TOKEN), 200);
+    let (code, _, stderr) = web.terminate_with_stderr();
+    assert_eq!(code, Some(0), "{stderr:?}");
+    let logged: Vec<&String> = stderr.iter().filter(|l| l.contains("sign-in")).collect();
+    // The first guess, the lock-out of everybody, and the others summed up at the stop.
+    assert_eq!(logged.len(), 3, "{logged:#?}");
+    assert!(
+        logged[0].contains("failed sign-in (bearer token) from 127.0.1.1"),
+        "{logged:#?}"
+    );
+    assert!(
+        logged[1].contains("every client is locked out"),
+        "{logged:#?}"
+    );
+    assert!(
+        logged[2].contains(&format!("{} more failed sign-in(s)", GLOBAL_CAP - 1))
+            && logged[2].contains(&format!("from {} network(s)", GLOBAL_CAP - 1)),
+        "{logged:#?}"
+    );
+}
+
 #[test]
 fn keeps_serving_after_running_out_of_file_descriptors() {
     let env = setup();
@@ -317,14 +398,11 @@ fn keeps_serving_after_running_out_of_file_descriptors() {
         .to_string();
     let addr: std::net::SocketAddr = addr.parse().expect("a socket address");
     // More idle connections than the process has descriptors: those past the limit wait in
-    // the listener's backlog while accept() fails with EMFILE.
-    let mut held = Vec::new();
-    for i in 0..100 {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-            Ok(stream) => held.push(stream),
-            Err(e) => panic!("connection {i}: {e}"),
-        }
-    }
+    // the listener's backlog while accept() fails with EMFILE. They come from 16 addresses,
+    // so that the per-client cap does not close them first.
+    let held: Vec<TcpStream> = (0..100u8)
+        .map(|i| super::connect_from(addr, [127, 0, 0, 10 + i % 16]))
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
     loop {

@@ -1,8 +1,10 @@
 //! The HTTP edge (issue 12, section 3), spoken over raw sockets so that every byte the
 //! server sends is seen: `next` cannot inject a header or leave the site; a header bomb is
 //! answered at the head limit; slow bodies hold no handler thread; an unauthenticated POST
-//! is answered before its body; chunked bodies are refused; connections over the cap get
-//! 503 and the server serves again once they close.
+//! is answered before its body; chunked bodies are refused; idle connections make room for
+//! new ones, from the same client or another, and are closed after the idle timeout;
+//! connections over the caps that are all busy get 503, and the server serves again once
+//! they close.
 //!
 //! Every wait is bounded by [`WAIT`] and fails with a message naming what did not come.
 
@@ -24,6 +26,46 @@ fn connect(web: &Web) -> TcpStream {
     stream.set_read_timeout(Some(WAIT)).expect("read timeout");
     stream.set_write_timeout(Some(WAIT)).expect("write timeout");
     stream
+}
+
+/// [`connect`] from another loopback address, as a second client on the same machine.
+fn connect_from(web: &Web, source: [u8; 4]) -> TcpStream {
+    let stream = super::connect_from(web.handle.addr(), source);
+    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
+    stream.set_write_timeout(Some(WAIT)).expect("write timeout");
+    stream
+}
+
+/// Makes `stream` a connection whose request is being read: a POST to the open dashboard
+/// announcing a 2000-byte body. Returns once the server's go-ahead for the body
+/// (`100 Continue`) shows that it has the head; the body is not sent.
+fn busy(stream: &mut TcpStream) {
+    stream
+        .write_all(
+            b"POST /jobs/1/retry HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n\
+              Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 2000\r\n\r\n",
+        )
+        .expect("sending a head whose body is not sent");
+    let mut go_ahead = [0u8; 25];
+    stream
+        .read_exact(&mut go_ahead)
+        .expect("the go-ahead within WAIT");
+    assert_eq!(&go_ahead, b"HTTP/1.1 100 Continue\r\n\r\n");
+}
+
+/// True when the server has closed `stream` without an answer (end of stream, or a reset).
+fn closed_silently(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Ok(0) => true,
+        Ok(n) => panic!(
+            "an answer on an idle connection: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        ),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => true,
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => false,
+        Err(e) => panic!("reading an idle connection: {e}"),
+    }
 }
 
 /// The answer on `stream`, read until the server closes, as text. Panics, saying `what`
@@ -281,30 +323,155 @@ fn bodies_need_a_content_length_within_the_limit() {
 }
 
 #[test]
-fn connections_over_the_cap_get_503_and_the_server_serves_again_once_they_close() {
+fn connections_over_the_cap_get_503_when_busy_and_the_server_serves_again_once_they_close() {
     let cap = 3;
-    let web = Web::start(setup(), DashboardOptions::new().max_connections(cap));
-    // Idle connections take every place. The server accepts in the order of connecting, so
-    // they are counted before the next connection is looked at.
-    let mut idle: Vec<TcpStream> = (0..cap).map(|_| connect(&web)).collect();
+    let web = Web::start(
+        setup(),
+        DashboardOptions::new()
+            .max_connections(cap)
+            .timeout(Duration::from_secs(120)),
+    );
+    // Busy connections take every place, from three clients (under the per-client cap).
+    let mut held: Vec<TcpStream> = (0..cap)
+        .map(|i| {
+            let mut stream = connect_from(&web, [127, 0, 0, 10 + i as u8]);
+            busy(&mut stream);
+            stream
+        })
+        .collect();
     for _ in 0..2 {
         let mut over = connect(&web);
         let got = answer(&mut over, "the answer to a connection over the cap");
         assert_eq!(status_of(&got), 503, "{got}");
         assert!(head_lines(&got).contains(&"Retry-After: 1"), "{got}");
     }
-    // The connections in place are still served; each gives its place back before it is
-    // closed, so once the client sees the close the place is free.
-    for (i, mut stream) in idle.drain(..).enumerate() {
-        stream
-            .write_all(b"GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            .expect("sending a request on an idle connection");
+    // Each gives its place back before it is closed, so once the client sees the close the
+    // place is free.
+    for (i, mut stream) in held.drain(..).enumerate() {
+        let mut body = b"csrf=x".to_vec();
+        body.resize(2000, b'x');
+        stream.write_all(&body).expect("sending the body");
         let got = answer(&mut stream, "the answer on a connection within the cap");
-        assert_eq!(status_of(&got), 200, "idle connection {i}: {got}");
+        assert_eq!(
+            status_of(&got),
+            403,
+            "busy connection {i} (no CSRF cookie): {got}"
+        );
     }
     for _ in 0..cap + 1 {
         serves(&web, "a GET after the connections over the cap closed");
     }
+}
+
+#[test]
+fn idle_sockets_from_one_client_never_lock_out_a_client_that_sends_its_request() {
+    const TOKEN: &str = "sixteen-plus-token";
+    let web = Web::start(setup(), DashboardOptions::new().token(TOKEN));
+    // Every place taken by one client's sockets that never send a byte (the default cap).
+    let mut idle: Vec<TcpStream> = (0..litejobs::web::DEFAULT_MAX_CONNECTIONS)
+        .map(|_| connect(&web))
+        .collect();
+    // A client with the token, from the same address and from another, is served: each new
+    // connection closes the oldest idle one of the client at its cap.
+    let request = format!(
+        "GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    );
+    for source in [[127, 0, 0, 1], [127, 0, 0, 2]] {
+        let mut stream = connect_from(&web, source);
+        stream.write_all(request.as_bytes()).expect("sending");
+        let got = answer(&mut stream, "the answer next to 64 idle sockets");
+        assert_eq!(status_of(&got), 200, "from {source:?}: {got}");
+    }
+    // One client keeps at most its cap: every idle socket before the last ones of the cap
+    // was closed, without an answer, to make room.
+    let per_client = litejobs::web::DEFAULT_MAX_CONNECTIONS_PER_CLIENT;
+    let made_room = idle.len() - per_client + 1;
+    for (i, stream) in idle.iter_mut().take(made_room).enumerate() {
+        assert!(closed_silently(stream), "idle socket {i} is still open");
+    }
+}
+
+#[test]
+fn a_burst_from_one_client_gets_an_answer_to_every_request_it_sent() {
+    let web = Web::open();
+    // Twice the per-client cap, each request sent at once: a connection whose request was
+    // sent is never closed to make room, so each gets its page or a 503, never nothing.
+    let burst = 2 * litejobs::web::DEFAULT_MAX_CONNECTIONS_PER_CLIENT;
+    let mut streams: Vec<TcpStream> = (0..burst)
+        .map(|i| {
+            let mut stream = connect(&web);
+            stream
+                .write_all(b"GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                .unwrap_or_else(|e| panic!("sending request {i}: {e}"));
+            stream
+        })
+        .collect();
+    let statuses: Vec<u16> = streams
+        .iter_mut()
+        .enumerate()
+        .map(|(i, stream)| status_of(&answer(stream, &format!("the answer to request {i}"))))
+        .collect();
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().filter(|s| **s == 200).count()
+            >= litejobs::web::DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        "{statuses:?}"
+    );
+}
+
+#[test]
+fn a_silent_connection_is_closed_after_the_idle_timeout() {
+    // A request timeout past WAIT: only the idle timeout can close it within WAIT.
+    let web = Web::start(
+        setup(),
+        DashboardOptions::new()
+            .idle_timeout(Duration::from_millis(200))
+            .timeout(Duration::from_secs(120)),
+    );
+    let mut silent = connect(&web);
+    assert!(
+        closed_silently(&mut silent),
+        "a connection that sent nothing is still open after {WAIT:?}"
+    );
+    // A client that sends its request within the idle timeout is answered.
+    serves(&web, "a GET after the silent connection");
+}
+
+#[test]
+fn one_client_with_its_cap_of_busy_connections_does_not_lock_out_another() {
+    let web = Web::start(
+        setup(),
+        DashboardOptions::new()
+            .max_connections_per_client(2)
+            .timeout(Duration::from_secs(120)),
+    );
+    let mut held: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = connect(&web);
+            busy(&mut stream);
+            stream
+        })
+        .collect();
+    let mut third = connect(&web);
+    let got = answer(
+        &mut third,
+        "the answer to a third connection from one client",
+    );
+    assert_eq!(status_of(&got), 503, "{got}");
+    assert!(
+        got.contains("too many connections from your address"),
+        "{got}"
+    );
+    let mut other = connect_from(&web, [127, 0, 0, 2]);
+    other
+        .write_all(b"GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("sending");
+    let got = answer(&mut other, "the answer to another client");
+    assert_eq!(status_of(&got), 200, "{got}");
+    held.clear();
 }
 
 #[test]

@@ -201,3 +201,17 @@ fn the_buttons_disable_and_enable_an_endpoint() {
             .enabled
     );
 }
+
+#[test]
+fn a_url_shows_the_host_deliveries_go_to() {
+    let web = Web::open();
+    Endpoints::new(web.queue())
+        .add(NewEndpoint::new(
+            "http://127.0.0.1:18600#@evil.example/z",
+            webhook::generate_secret().expect("a secret"),
+        ))
+        .expect("add");
+    let body = web.client().get("/endpoints").expect(200).body;
+    assert!(body.contains("http://127.0.0.1:18600/#…"), "{body}");
+    assert!(!body.contains("evil.example"), "{body}");
+}

@@ -443,3 +443,37 @@ fn the_api_mirrors_the_command_lines_json() {
     assert_eq!(api["top_errors"], line["top_errors"]);
     assert_eq!(api["dead"], line["dead"]);
 }
+
+#[test]
+fn the_dead_card_and_the_queue_table_say_how_requeued_dead_jobs_count() {
+    let web = Web::open();
+    let q = web.queue();
+    for n in 0..5 {
+        q.enqueue(NewJob::new("t", json!({ "do": "dead", "n": n })))
+            .expect("enqueue");
+    }
+    testing::drain(&scripted_worker(q)).expect("drain");
+    let dead = q.dead_jobs(&litejobs::JobFilter::new()).expect("dead jobs");
+    assert_eq!(dead.len(), 5);
+    q.requeue_dead(dead[0].id, "ops", "fixed").expect("requeue");
+    let body = web.client().get("/").expect(200).body;
+    let figure = |key: &str| {
+        let marker = format!("data-key=\"{key}\">");
+        let start = body
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no {key} on the page: {body}"))
+            + marker.len();
+        body[start..start + body[start..].find('<').expect("end")].to_string()
+    };
+    assert!(body.contains("Dead, not requeued"), "{body}");
+    assert_eq!(figure("dead"), "4");
+    assert_eq!(figure("dead_requeued"), "1");
+    assert_eq!(figure("q:default:dead"), "5", "the table counts them all");
+    assert!(
+        body.contains("counts requeued dead jobs too"),
+        "the table says so: {body}"
+    );
+    let live = web.client().get("/api/overview").expect(200).json();
+    assert_eq!(live["values"]["dead"], json!("4"));
+    assert_eq!(live["values"]["dead_requeued"], json!("1"));
+}

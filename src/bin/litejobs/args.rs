@@ -4,11 +4,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use litejobs::JobStatus;
 
 use crate::duration;
 pub use crate::work_args::WorkArgs;
+
+mod dead;
+
+pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 
 /// litejobs: background jobs in one SQLite file. Inspect, act on and run the jobs of a
 /// database.
@@ -244,50 +248,6 @@ pub struct PauseArgs {
     pub create: bool,
 }
 
-/// `dead ...`.
-#[derive(Debug, Subcommand)]
-pub enum DeadCommand {
-    /// Dead jobs waiting for a person, newest first.
-    List(DeadListArgs),
-    /// Requeue one dead job, or all dead jobs of a type (and error text), as new jobs.
-    Requeue(RequeueArgs),
-    /// Delete a dead job and its attempt history.
-    Discard(IdArgs),
-}
-
-/// `dead list`.
-#[derive(Debug, Args)]
-pub struct DeadListArgs {
-    #[command(flatten)]
-    pub filter: FilterArgs,
-    /// Also dead jobs already requeued.
-    #[arg(long)]
-    pub all: bool,
-}
-
-/// `dead requeue`.
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["id", "job_type"])))]
-pub struct RequeueArgs {
-    /// One dead job.
-    pub id: Option<i64>,
-    /// Every dead job of this type (not yet requeued), in one transaction: all or nothing.
-    #[arg(long = "type", value_name = "TYPE")]
-    pub job_type: Option<String>,
-    /// With --type: only those whose last error contains this text.
-    #[arg(long, requires = "job_type", value_name = "TEXT")]
-    pub search: Option<String>,
-    /// Who requeues (kept on the dead job).
-    #[arg(long, required_unless_present = "dry_run", value_name = "WHO")]
-    pub by: Option<String>,
-    /// Why (kept on the dead job).
-    #[arg(long, required_unless_present = "dry_run", value_name = "WHY")]
-    pub reason: Option<String>,
-    /// Show what would be requeued; change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-}
-
 /// How `prune` ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CheckpointArg {
@@ -343,8 +303,8 @@ pub struct CheckArgs {
 #[cfg(feature = "web")]
 #[derive(Debug, Args)]
 pub struct WebArgs {
-    /// Address to listen on; an address that is not loopback needs --token. Port 0 picks a
-    /// free port (the address is printed).
+    /// Address to listen on; an address that is not loopback needs a token (--token-file).
+    /// Port 0 picks a free port (the address is printed).
     #[arg(long, default_value = litejobs::web::DEFAULT_ADDR, value_name = "HOST:PORT")]
     pub addr: String,
     /// Require this token (16 characters at least): `Authorization: Bearer TOKEN`, or the

@@ -90,9 +90,15 @@ pub fn one_line(text: &str) -> String {
     line
 }
 
-/// At most `max` characters on one line, with `…` when cut.
+/// At most `max` characters on one line, with `…` when cut. Only the start of `text` is
+/// read, so an error of megabytes costs what a short one does.
 pub fn clip(text: &str, max: usize) -> String {
-    let text = one_line(text);
+    // One character more than fits tells whether it must be cut; escaping only lengthens.
+    let head = match text.char_indices().nth(max.saturating_add(1)) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    };
+    let text = one_line(head);
     if width(&text) <= max {
         return text;
     }
@@ -148,6 +154,8 @@ mod tests {
         assert_eq!(clip("héllo wörld", 5), "héll…");
         assert_eq!(clip("short", 10), "short");
         assert_eq!(clip("a\nb", 10), "a b");
+        assert_eq!(clip("\u{1b}[31mred", 6), "\\u{1b…");
+        assert_eq!(clip(&"x".repeat(1 << 20), 4), "xxx…");
     }
 
     #[test]

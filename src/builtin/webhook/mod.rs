@@ -45,6 +45,7 @@ mod deliver;
 mod endpoints;
 mod guard;
 mod options;
+mod shown;
 mod signature;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -60,6 +61,7 @@ pub use options::{
     default_retry_policy, WebhookOptions, ATTEMPT_TIMEOUT_MARGIN, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RETRY_AFTER, DEFAULT_WEBHOOK_TIMEOUT,
 };
+pub use shown::shown_url;
 pub use signature::{
     generate_secret, sign, verify, SignatureError, DEFAULT_TOLERANCE, SECRET_PREFIX,
 };

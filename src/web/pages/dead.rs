@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::web::app::{App, Ctx};
-use crate::web::format::{ago, clip, count};
+use crate::web::format::{ago, clip, count, search_key, TITLE_CHARS};
 use crate::web::html::{csrf_field, error_page, esc, page, Nav};
 use crate::web::http::{Request, Response};
 
@@ -53,7 +53,10 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
             let _ = write!(
                 body,
                 "<tr><td class=\"error-cell wrap-cell\"><a href=\"/dead{}\">{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>",
-                esc(&crate::web::http::query_string(&[("search", &g.error)])),
+                esc(&crate::web::http::query_string(&[(
+                    "search",
+                    search_key(&g.error)
+                )])),
                 esc(&clip(&g.error, 300)),
                 count(g.dead),
                 count(g.failed),
@@ -77,14 +80,16 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
                      <button class=\"btn btn-small\">Requeue dead {}</button></form>",
                     csrf_field(ctx),
                     esc(job_type),
-                    esc(&g.error),
+                    esc(search_key(&g.error)),
                     esc(DEFAULT_REQUEUED_BY),
                     esc(job_type)
                 );
             }
             body.push_str("</td></tr>\n");
         }
-        body.push_str("</tbody></table>\n<p class=\"muted small\">A bulk requeue takes every dead job of that type whose last error contains the group's text, in one transaction: all of them or none. Each becomes a new job; the dead one stays, marked with who, when, why and the new id.</p>\n");
+        let _ = write!(
+            body,
+            "</tbody></table>\n<p class=\"muted small\">A bulk requeue takes every dead job of that type whose last error contains the group's text (its first {TITLE_CHARS} characters, for a longer one), in one transaction: all of them or none. Each becomes a new job; the dead one stays, marked with who, when, why and the new id.</p>\n");
     }
 
     body.push_str("<h2>Dead jobs</h2>\n");

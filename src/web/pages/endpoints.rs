@@ -3,14 +3,14 @@
 //! and rate limit; and `POST /endpoints/{id}/enable` · `/disable`, the page's two buttons.
 //!
 //! Secrets never reach the page: [`Endpoint`] keeps them behind a method this file never
-//! calls. URLs show without their password and query string, which often carry tokens.
+//! calls. URLs show as [`shown_url`] makes them: the host requests go to, without the
+//! password, query string and fragment, which often carry tokens.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::builtin::webhook::{limit_key, Endpoint, Endpoints, JOB_TYPE};
+use crate::builtin::webhook::{limit_key, shown_url, Endpoint, Endpoints, JOB_TYPE};
 use crate::limits::{Breaker, BreakerState, BreakerStatus};
-use crate::redact::mask_url_password;
 
 use crate::web::app::{App, Ctx};
 use crate::web::flash;
@@ -194,36 +194,5 @@ pub(crate) fn switch(app: &App, ctx: &Ctx, id: i64, enable: bool) -> Response {
             },
         ),
         Err(e) => error_response(ctx, &e),
-    }
-}
-
-/// The URL without its password, query string or fragment: they often carry tokens.
-fn shown_url(url: &str) -> String {
-    let masked = mask_url_password(url);
-    match masked.find(['?', '#']) {
-        // `?` and `#` are ASCII: `cut + 1` is a char boundary.
-        Some(cut) => format!("{}…", &masked[..cut + 1]),
-        None => masked,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_show_without_password_query_or_fragment() {
-        assert_eq!(
-            shown_url("https://u:pw@crm.example/hook?token=abc"),
-            "https://u:***@crm.example/hook?…"
-        );
-        assert_eq!(
-            shown_url("https://crm.example/hook#x"),
-            "https://crm.example/hook#…"
-        );
-        assert_eq!(
-            shown_url("http://127.0.0.1:8000/hooks"),
-            "http://127.0.0.1:8000/hooks"
-        );
     }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::job::{JobRecord, JobStatus};
 
 use crate::web::app::{App, Ctx};
-use crate::web::format::{ago, human_ms, utc};
+use crate::web::format::{ago, excerpt, human_ms, utc, ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES};
 use crate::web::html::{
     action_button, badge, csrf_field, error_page, esc, job_link, json_block, page, Nav,
 };
@@ -16,6 +16,8 @@ use super::error_response;
 
 /// The `by` a requeue records unless the form says otherwise.
 pub(crate) const DEFAULT_REQUEUED_BY: &str = "web dashboard";
+/// Attempts in the page's table at most, the newest (`/api/jobs/{id}` has them all).
+const ATTEMPTS_SHOWN: usize = 100;
 
 /// `GET /jobs/{id}`.
 pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
@@ -25,7 +27,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
         Err(e) => return error_response(ctx, &e),
     };
     let attempts = match app.queue.attempts(id) {
-        Ok(a) => a,
+        Ok(a) => app.redactor.mask_attempts(&a),
         Err(e) => return error_response(ctx, &e),
     };
     let now = ctx.now;
@@ -100,7 +102,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
         let _ = writeln!(
             body,
             "<h2>Last error</h2><pre class=\"code error-text\">{}</pre>",
-            esc(error)
+            esc(&excerpt(error, ERROR_EXCERPT_BYTES))
         );
     }
     // A row another program wrote with values litejobs cannot use says what is wrong.
@@ -128,8 +130,17 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     } else if attempts.is_empty() {
         body.push_str("<p class=\"empty\">No attempt history (a first-try success is recorded on the job row only).</p>\n");
     } else {
+        let earlier = attempts.len().saturating_sub(ATTEMPTS_SHOWN);
+        if earlier > 0 {
+            let _ = writeln!(
+                body,
+                "<p class=\"muted small\">The newest {ATTEMPTS_SHOWN}; {earlier} earlier \
+                 attempts are not shown (<a href=\"/api/jobs/{}\">the JSON</a> has them all).</p>",
+                job.id
+            );
+        }
         body.push_str("<table class=\"grid\"><thead><tr><th class=\"num\">#</th><th>Outcome</th><th>Finished</th><th class=\"num\">Duration</th><th class=\"num\">Code</th><th>Worker</th><th>Error</th></tr></thead><tbody>\n");
-        for a in &attempts {
+        for a in &attempts[earlier..] {
             let _ = writeln!(
                 body,
                 "<tr><td class=\"num\">{}</td><td><span class=\"outcome outcome-{}\">{}</span></td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"error-cell wrap-cell\">{}</td></tr>",
@@ -140,10 +151,28 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
                 a.duration_ms.map_or_else(|| "–".to_string(), human_ms),
                 a.status_code.map_or_else(|| "–".to_string(), |c| c.to_string()),
                 esc(a.worker.as_deref().unwrap_or("–")),
-                esc(a.error.as_deref().unwrap_or(""))
+                esc(&excerpt(a.error.as_deref().unwrap_or(""), ATTEMPT_ERROR_BYTES))
             );
         }
         body.push_str("</tbody></table>\n");
+        let odd: Vec<String> = attempts[earlier..]
+            .iter()
+            .filter(|a| !a.problems.is_empty())
+            .map(|a| {
+                format!(
+                    "<li>attempt {}: {}</li>",
+                    a.attempt,
+                    esc(&a.problems.join("; "))
+                )
+            })
+            .collect();
+        if !odd.is_empty() {
+            let _ = writeln!(
+                body,
+                "<h3>Problems with these rows</h3><ul class=\"error-text\">{}</ul>",
+                odd.concat()
+            );
+        }
     }
     Response::html(
         200,

@@ -10,7 +10,7 @@ use crate::storage::reads::JobFilter;
 use crate::Queue;
 
 use crate::web::app::{App, Ctx};
-use crate::web::format::{clip, count};
+use crate::web::format::{clip, count, TITLE_CHARS};
 use crate::web::html::{badge, esc, job_link, page, Nav};
 use crate::web::http::{query_string, Request, Response};
 
@@ -212,7 +212,7 @@ pub(crate) fn jobs_table(out: &mut String, app: &App, ctx: &Ctx, jobs: &[JobReco
         let _ = writeln!(
             out,
             "<td class=\"error-cell\" title=\"{}\">{}</td><td class=\"payload-cell\"><code>{}</code></td></tr>",
-            esc(error),
+            esc(&clip(error, TITLE_CHARS)),
             esc(&clip(error, 90)),
             esc(&clip(&masked, 70))
         );

@@ -40,7 +40,7 @@ pub(crate) fn form(ctx: &Ctx, status: u16, next: &str, problem: Option<&str>) ->
         "<form method=\"post\" action=\"/login\">{}<input type=\"hidden\" name=\"next\" value=\"{}\">\
          <label>Token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required autofocus></label>\
          <button class=\"btn btn-primary\">Sign in</button></form>\
-         <p class=\"muted small\">The token the dashboard was started with (<code>litejobs web --token</code>). \
+         <p class=\"muted small\">The token the dashboard was started with (<code>litejobs web --token-file</code>). \
          Scripts send it as <code>Authorization: Bearer TOKEN</code> instead.</p></section>",
         csrf_field(ctx),
         esc(local_path(Some(next)))
@@ -73,7 +73,7 @@ pub(crate) fn submit(app: &App, ctx: &Ctx, req: &Request) -> Response {
         return form(ctx, 401, &next, Some("Wrong token."));
     }
     if let Some(ip) = req.peer {
-        app.throttle.succeeded(ip);
+        app.throttle.succeeded(ip, now);
     }
     // A browser signing in again leaves its old session behind: end it.
     if let Access::Session(old) = ctx.access {
@@ -95,9 +95,10 @@ pub(crate) fn logout(app: &App, access: Access) -> Response {
     Response::see_other("/login").with_header("Set-Cookie", &auth::cleared_session_cookie())
 }
 
-/// 429 for an address locked out for guessing the token: `seconds` until it may try again.
+/// 429 for a client locked out for guessing the token (its network's guesses, or everyone's):
+/// `seconds` until it may try again.
 pub(crate) fn too_many(ctx: &Ctx, seconds: u64, api: bool) -> Response {
-    let message = format!("too many wrong tokens from this address; try again in {seconds}s");
+    let message = format!("too many wrong tokens; try again in {seconds}s");
     let resp = if api {
         Response::json_error(429, &message)
     } else {

@@ -15,7 +15,7 @@ use crate::storage::reads::StatusCount;
 
 use crate::web::app::{App, Ctx};
 use crate::web::chart::{self, Axis};
-use crate::web::format::{ago, clip, count, human_ms, percent};
+use crate::web::format::{ago, clip, count, human_ms, percent, search_key, TITLE_CHARS};
 use crate::web::html::{action_button, esc, page, Nav};
 use crate::web::http::{percent_encode, query_string, Response};
 
@@ -108,6 +108,18 @@ fn read(app: &App) -> Result<Reading> {
     })
 }
 
+/// Dead jobs already requeued: the queues table's `dead` column counts them (their status
+/// stays `dead`), the Dead card does not. Both come from one snapshot.
+fn requeued_dead(reading: &Reading) -> i64 {
+    let all: i64 = reading
+        .stats
+        .iter()
+        .filter(|c| c.status == JobStatus::Dead)
+        .map(|c| c.count)
+        .sum();
+    (all - reading.health.dead).max(0)
+}
+
 fn oldest_text(age: Option<i64>) -> String {
     age.map_or_else(|| "–".to_string(), human_ms)
 }
@@ -137,6 +149,7 @@ fn live_from(reading: &Reading) -> Live {
     put("scheduled".into(), count(h.scheduled));
     put("running".into(), count(h.running));
     put("dead".into(), count(h.dead));
+    put("dead_requeued".into(), count(requeued_dead(reading)));
     put("dead_last_hour".into(), count(h.dead_last_hour));
     put("succeeded_window".into(), count(h.succeeded));
     let (rate, detail) = failure_text(h);
@@ -250,10 +263,11 @@ pub(crate) fn render(app: &App, ctx: &Ctx) -> Result<Response> {
     card(
         &mut body,
         &live,
-        "Dead",
+        "Dead, not requeued",
         "dead",
         &format!(
-            "{} died in the last hour",
+            "{} requeued · {} died in the last hour",
+            live_span(&live, "dead_requeued"),
             live_span(&live, "dead_last_hour")
         ),
         Some("/dead"),
@@ -355,7 +369,11 @@ fn queues_table(out: &mut String, ctx: &Ctx, live: &Live, queues: &[QueueRow]) {
         }
         out.push_str("</td></tr>\n");
     }
-    out.push_str("</tbody></table>\n");
+    out.push_str(
+        "</tbody></table>\n<p class=\"legend muted small\">Counts by status: <em>dead</em> \
+         counts requeued dead jobs too (they stay dead; each is a new job now), which the Dead \
+         card leaves out.</p>\n",
+    );
 }
 
 fn activity_section(out: &mut String, app: &App) -> Result<()> {
@@ -444,8 +462,8 @@ fn errors_section(out: &mut String, app: &App, ctx: &Ctx) -> Result<()> {
             count(g.dead),
             esc(&g.job_types.join(", ")),
             esc(&ago(g.last_seen_at, ctx.now)),
-            esc(&query_string(&[("search", &g.error)])),
-            esc(&g.error),
+            esc(&query_string(&[("search", search_key(&g.error))])),
+            esc(&clip(&g.error, TITLE_CHARS)),
             esc(&clip(&g.error, 120))
         );
     }

@@ -1,5 +1,6 @@
 //! `litejobs dead list | requeue | discard`: the dead letter (R8).
 
+use std::collections::BTreeSet;
 use std::io::Write;
 
 use litejobs::{Discarded, JobFilter, JobRecord, JobStatus};
@@ -99,49 +100,7 @@ struct DryRunJson {
 fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
     if args.dry_run {
-        let jobs = match (args.id, &args.job_type) {
-            (Some(id), _) => {
-                let job = queue
-                    .job(id)?
-                    .ok_or_else(|| CliError::new(format!("no job with id {id}")))?;
-                if job.status != JobStatus::Dead || job.requeued_as.is_some() {
-                    return Err(CliError::new(format!(
-                        "job {id} is not a dead job awaiting requeue (status {}{})",
-                        job.status,
-                        job.requeued_as
-                            .map(|n| format!(", requeued as job {n}"))
-                            .unwrap_or_default()
-                    )));
-                }
-                vec![job]
-            }
-            (None, job_type) => {
-                let mut filter = JobFilter::new().limit(usize::MAX);
-                if let Some(t) = job_type {
-                    filter = filter.job_type(t);
-                }
-                if let Some(text) = &args.search {
-                    filter = filter.search(text);
-                }
-                queue.dead_jobs(&filter)?
-            }
-        };
-        let jobs: Vec<JobRecord> = jobs.iter().map(|j| ctx.masked(j)).collect();
-        if ctx.json {
-            write_json(
-                out,
-                &DryRunJson {
-                    dry_run: true,
-                    jobs,
-                },
-            )?;
-        } else {
-            writeln!(out, "dry run: {} dead job(s) would be requeued", jobs.len())?;
-            if !jobs.is_empty() {
-                write_dead_table(out, &jobs, queue.now_ms(), false)?;
-            }
-        }
-        return Ok(Exit::Ok);
+        return dry_run(ctx, &queue, args, out);
     }
     let by = args.by.as_deref().unwrap_or_default();
     let reason = args.reason.as_deref().unwrap_or_default();
@@ -168,6 +127,57 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
         writeln!(out, "dead job {dead_id} requeued as job {new_id}")?;
     }
     writeln!(out, "requeued {} job(s) by {by}: {reason}", pairs.len())?;
+    Ok(Exit::Ok)
+}
+
+/// `requeue --dry-run`: the requeue's own transaction with every check it makes, rolled
+/// back. What it would refuse is refused the same way (exit 2, the same message after
+/// "dry run: "); otherwise the jobs it would requeue are listed.
+fn dry_run(
+    ctx: &Ctx,
+    queue: &litejobs::Queue,
+    args: &RequeueArgs,
+    out: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let refused = |e: litejobs::Error| {
+        CliError::from(e).map_message(|m| format!("dry run: the requeue would be refused: {m}"))
+    };
+    let jobs = match (args.id, &args.job_type) {
+        (Some(id), _) => {
+            queue.requeue_dead_dry_run(id).map_err(refused)?;
+            queue.job(id)?.into_iter().collect()
+        }
+        (None, Some(job_type)) => {
+            let ids: BTreeSet<i64> = queue
+                .requeue_dead_matching_dry_run(job_type, args.search.as_deref())
+                .map_err(refused)?
+                .into_iter()
+                .collect();
+            let mut filter = JobFilter::new().limit(usize::MAX).job_type(job_type);
+            if let Some(text) = &args.search {
+                filter = filter.search(text);
+            }
+            let mut jobs = queue.dead_jobs(&filter)?;
+            jobs.retain(|job| ids.contains(&job.id));
+            jobs
+        }
+        (None, None) => return Err(CliError::new("give a job id or --type")),
+    };
+    let jobs: Vec<JobRecord> = jobs.iter().map(|j| ctx.masked(j)).collect();
+    if ctx.json {
+        write_json(
+            out,
+            &DryRunJson {
+                dry_run: true,
+                jobs,
+            },
+        )?;
+    } else {
+        writeln!(out, "dry run: {} dead job(s) would be requeued", jobs.len())?;
+        if !jobs.is_empty() {
+            write_dead_table(out, &jobs, queue.now_ms(), false)?;
+        }
+    }
     Ok(Exit::Ok)
 }
 

@@ -17,10 +17,16 @@ struct EnqueueJson {
 /// Checks the payload before the database is opened (or created), so bad input changes
 /// nothing; prints the id (the holder's id when the idempotency key is taken).
 pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
-    let text = match args.payload.as_deref() {
-        Some("-") | None => read_stdin()?,
-        Some(text) => text.to_string(),
+    let (text, from) = match args.payload.as_deref() {
+        Some("-") | None => (read_stdin()?, "stdin was empty"),
+        Some(text) => (text.to_string(), "the payload argument is empty"),
     };
+    if text.trim().is_empty() {
+        return Err(CliError::new(format!(
+            "no payload: {from}; give the job's JSON (e.g. '{{}}') as an argument, or pipe it \
+             on stdin"
+        )));
+    }
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
         return Err(CliError::new(format!("payload is not valid JSON: {e}")));
     }

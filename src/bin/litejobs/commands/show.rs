@@ -1,7 +1,10 @@
-//! `litejobs show ID`: one job, every field, and its whole attempt history.
+//! `litejobs show ID`: one job, every field, and its whole attempt history (error texts cut
+//! to 8 KiB, each attempt's to 2 KiB, with how many bytes were left out; `--json` has them
+//! whole).
 
 use std::io::Write;
 
+use litejobs::human::{excerpt, ATTEMPT_ERROR_EXCERPT_BYTES, ERROR_EXCERPT_BYTES};
 use litejobs::{AttemptRecord, JobRecord};
 use serde::Serialize;
 
@@ -69,7 +72,10 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         fields.push(("group key", key.clone()));
     }
     if let Some(error) = &job.last_error {
-        fields.push(("last error", error.clone()));
+        fields.push((
+            "last error",
+            excerpt(error, ERROR_EXCERPT_BYTES).into_owned(),
+        ));
     }
     if let Some(code) = job.last_status_code {
         fields.push(("status code", code.to_string()));
@@ -122,7 +128,11 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
             a.duration_ms.map_or_else(|| "-".to_string(), human_ms),
             or_dash(a.status_code),
             or_dash(a.worker.as_deref()),
-            or_dash(a.error.as_deref()),
+            or_dash(
+                a.error
+                    .as_deref()
+                    .map(|e| excerpt(e, ATTEMPT_ERROR_EXCERPT_BYTES)),
+            ),
         ]);
     }
     table.write(out)?;

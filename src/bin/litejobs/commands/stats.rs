@@ -21,7 +21,9 @@ pub fn run(ctx: &Ctx, args: &StatsArgs, out: &mut dyn Write) -> Result<Exit, Cli
     }
     let (health, counts, errors) = (&overview.health, &overview.counts, &overview.top_errors);
     let retrying = overview.count(JobStatus::Failed);
-    write_summary(out, health, retrying)?;
+    // Requeued dead jobs stay dead: the DEAD column counts them, `health.dead` does not.
+    let requeued = (overview.count(JobStatus::Dead) - health.dead).max(0);
+    write_summary(out, health, retrying, requeued)?;
     writeln!(out)?;
     write_counts(out, counts)?;
     writeln!(out)?;
@@ -29,8 +31,14 @@ pub fn run(ctx: &Ctx, args: &StatsArgs, out: &mut dyn Write) -> Result<Exit, Cli
     Ok(Exit::Ok)
 }
 
-/// The three questions, one line each.
-pub fn write_summary(out: &mut dyn Write, h: &Health, retrying: i64) -> std::io::Result<()> {
+/// The three questions, one line each. `requeued`: dead jobs already requeued, which the
+/// table's DEAD column counts and `h.dead` does not (0 when unknown).
+pub fn write_summary(
+    out: &mut dyn Write,
+    h: &Health,
+    retrying: i64,
+    requeued: i64,
+) -> std::io::Result<()> {
     let oldest = match h.oldest_due_age_ms {
         Some(age) => format!("oldest due job waiting {}", human_ms(age)),
         None => "nothing overdue".to_string(),
@@ -50,11 +58,21 @@ pub fn write_summary(out: &mut dyn Write, h: &Health, retrying: i64) -> std::io:
         ),
         None => format!("no attempts finished in the last {}", human_ms(h.window_ms)),
     };
-    writeln!(
-        out,
-        "failing   {retrying} retrying, {} dead ({} died in the last hour); {rate}",
-        h.dead, h.dead_last_hour
-    )?;
+    let dead = if requeued > 0 {
+        format!(
+            "{} dead not requeued and {requeued} requeued ({} in the DEAD column; {} died in \
+             the last hour)",
+            h.dead,
+            h.dead + requeued,
+            h.dead_last_hour
+        )
+    } else {
+        format!(
+            "{} dead ({} died in the last hour)",
+            h.dead, h.dead_last_hour
+        )
+    };
+    writeln!(out, "failing   {retrying} retrying, {dead}; {rate}")?;
     if !h.paused_queues.is_empty() {
         writeln!(out, "paused    {}", h.paused_queues.join(", "))?;
     }

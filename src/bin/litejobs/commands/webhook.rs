@@ -4,14 +4,15 @@
 //! same on SQLite and PostgreSQL.
 //!
 //! A secret is printed once, by the command that makes it (`add` without `--secret`,
-//! `rotate`), and never again: `list` and `show` leave it out of tables and JSON alike.
+//! `rotate`), and never again: `list` and `show` leave it out of tables and JSON alike. URLs
+//! are printed as the dashboard shows them (`webhook::shown_url`): the host deliveries go
+//! to, without the password, query string and fragment, which often carry tokens.
 
 use std::collections::HashMap;
 use std::io::Write;
 
-use litejobs::builtin::webhook::{self, Endpoint, Endpoints, NewEndpoint};
+use litejobs::builtin::webhook::{self, shown_url, Endpoint, Endpoints, NewEndpoint};
 use litejobs::limits::{Breaker, BreakerState, BreakerStatus};
-use litejobs::redact::mask_url_password;
 use litejobs::{JobFilter, JobRecord, JobStatus, Queue};
 use serde::Serialize;
 
@@ -81,7 +82,7 @@ fn add(ctx: &Ctx, args: &WebhookAddArgs, out: &mut dyn Write) -> Result<Exit, Cl
             )
         })
     })?;
-    let url = mask_url_password(&args.url);
+    let url = shown_url(&args.url);
     if ctx.json {
         write_json(
             out,
@@ -149,7 +150,7 @@ impl<'a> EndpointJson<'a> {
     fn new(endpoint: &'a Endpoint, breaker: Option<&'a BreakerStatus>, now: i64) -> Self {
         EndpointJson {
             id: endpoint.id,
-            url: mask_url_password(&endpoint.url),
+            url: shown_url(&endpoint.url),
             enabled: endpoint.enabled,
             disabled_reason: endpoint.disabled_reason.as_deref(),
             rate_limit: endpoint.rate_limit,
@@ -224,7 +225,7 @@ fn list(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
             breaker_short(breaker, now),
             breaker.map_or(0, |b| b.failures).to_string(),
             e.rate_text(),
-            clip(&mask_url_password(&e.url), 60),
+            clip(&shown_url(&e.url), 60),
             clip(&or_dash(breaker.and_then(|b| b.last_error.as_deref())), 50),
             clip(&e.description, 40),
         ]);
@@ -322,7 +323,7 @@ fn show(ctx: &Ctx, args: &EndpointIdArgs, out: &mut dyn Write) -> Result<Exit, C
     let at = |ms: i64| format!("{} ({})", utc(ms), ago(ms, now));
     let mut fields: Vec<(&str, String)> = vec![
         ("endpoint", endpoint.id.to_string()),
-        ("url", mask_url_password(&endpoint.url)),
+        ("url", shown_url(&endpoint.url)),
         ("state", state_text(&endpoint)),
         ("rate limit", endpoint.rate_text()),
     ];
@@ -344,7 +345,10 @@ fn show(ctx: &Ctx, args: &EndpointIdArgs, out: &mut dyn Write) -> Result<Exit, C
     if let Some(b) = &breaker {
         fields.push(("failures", format!("{} in a row", b.failures)));
         if let Some(error) = &b.last_error {
-            fields.push(("last failure", error.clone()));
+            fields.push((
+                "last failure",
+                litejobs::human::excerpt(error, litejobs::human::ERROR_EXCERPT_BYTES).into_owned(),
+            ));
         }
         fields.push(("breaker changed", at(b.updated_at)));
     }
