@@ -25,11 +25,14 @@ where
     }
 }
 
-/// The most of an error message kept (8 KiB), as the job's last error and its attempt's
+/// The most of an error message kept (2 KiB), as the job's last error and its attempt's
 /// error: a longer one keeps its first part and says how long it was. Every handler's
 /// errors are cut to it (a command's answer, a panic message, a closure's `Err`), so one
-/// failing job cannot fill the database or a page.
-pub const MAX_ERROR_BYTES: usize = 8 * 1024;
+/// failing job cannot fill the database or a page. Why 2 KiB: PostgreSQL's indexes over
+/// errors (error groups) take entries of at most 2 704 bytes, and an error of random text
+/// (hashes, base64, compressed output) does not shrink to fit; with the job type and status
+/// beside it, 2 KiB always does.
+pub const MAX_ERROR_BYTES: usize = 2 * 1024;
 
 /// `message` within [`MAX_ERROR_BYTES`]: its head, cut at a character boundary, and a note
 /// of the length it had.

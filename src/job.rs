@@ -324,7 +324,9 @@ pub struct JobRecord {
     pub locked_by: Option<String>,
     /// When the lease expires, while running.
     pub locked_until: Option<i64>,
-    /// The latest failure's message.
+    /// The latest failure's message: at most `MAX_ERROR_BYTES` as litejobs writes it; a
+    /// longer text (an older version's, another program's) is read as its first 2 000
+    /// characters and `[... cut: N bytes in all]`.
     pub last_error: Option<String>,
     /// The latest HTTP status code (webhooks).
     pub last_status_code: Option<i64>,
@@ -472,7 +474,7 @@ pub struct AttemptRecord {
     pub finished_at: i64,
     /// How it ended.
     pub outcome: AttemptOutcome,
-    /// The error message, if it failed.
+    /// The error message, if it failed (a long one read cut, as [`JobRecord::last_error`]).
     pub error: Option<String>,
     /// HTTP status code (webhooks).
     pub status_code: Option<i64>,

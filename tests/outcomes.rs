@@ -118,6 +118,54 @@ fn retryable_error_fails_the_attempt_and_schedules_the_policy_delay() {
     }
 }
 
+/// Errors of any text are written, however long and however random: an error the database
+/// cannot store (on PostgreSQL, an index entry over its size limit) would leave the outcome
+/// unwritten and the batch it rides in stuck.
+#[test]
+fn a_long_error_of_random_text_is_kept_cut_to_the_limit() {
+    // Hex of pseudo-random bytes: nothing for a compressor to find.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let random: String = (0..40_000)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from_digit((seed % 16) as u32, 16).unwrap_or('0')
+        })
+        .collect();
+    for mode in MODES {
+        let env = setup();
+        let handler = ScriptedHandler::new()
+            .then(Step::retry(&random))
+            .then(Step::permanent(&random));
+        let id = enqueue(&env, email().max_attempts(2));
+        let mut run = Runner::start(
+            &env,
+            mode,
+            Worker::builder(&env.queue).handler("send_email", handler.clone()),
+        );
+        let first = run.attempt(id);
+        assert_eq!(first.status, JobStatus::Failed, "[{mode:?}]");
+        run.advance(Duration::from_secs(3600));
+        let second = run.attempt(id);
+        run.finish();
+        assert_eq!(second.status, JobStatus::Dead, "[{mode:?}]");
+        let j = job(&env.queue, id);
+        let kept = j.last_error.unwrap_or_default();
+        assert!(
+            kept.len() <= litejobs::defaults::MAX_ERROR_BYTES && random.starts_with(&kept[..1000]),
+            "[{mode:?}] the head of the error, within the limit: {} bytes",
+            kept.len()
+        );
+        let attempts = env.queue.attempts(id).expect("attempts");
+        assert_eq!(attempts.len(), 2, "[{mode:?}] both failures in the history");
+        assert!(attempts.iter().all(|a| a
+            .error
+            .as_deref()
+            .is_some_and(|e| e.len() <= litejobs::defaults::MAX_ERROR_BYTES)));
+    }
+}
+
 #[test]
 fn permanent_error_is_dead_after_one_attempt() {
     for mode in MODES {

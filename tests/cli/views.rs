@@ -373,16 +373,13 @@ fn huge_errors_are_cut_in_show_list_dead_list_and_stats() {
         );
         assert!(!out.contains("TAIL"), "{args:?} printed a whole error");
     }
+    // Read cut as litejobs stores errors, saying how long they were: the job's and each
+    // attempt's.
     let show = fx.run(&["show", &id]).ok().stdout;
-    let cut = huge - litejobs::human::ERROR_EXCERPT_BYTES;
+    let note = format!("[... cut: {huge} bytes in all]");
     assert!(
-        show.contains(&format!("… ({cut} more bytes)")),
-        "show says what was left out"
-    );
-    let attempt_cut = huge - litejobs::human::ATTEMPT_ERROR_EXCERPT_BYTES;
-    assert!(
-        show.contains(&format!("… ({attempt_cut} more bytes)")),
-        "and for each attempt"
+        show.matches(&note).count() >= 2,
+        "show says what was left out, for the job and its attempt: {show}"
     );
 }
 

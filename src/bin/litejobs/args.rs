@@ -104,7 +104,7 @@ pub enum Command {
     /// {"id","type","queue","attempt","max_attempts","deadline_ms","payload"}, and answer
     /// one line on stdout, {"id","outcome":"ok|retry|permanent|snooze|cancel","result",
     /// "error","delay"}; logs go to stderr. An answer line may be up to 2 MiB; a result is
-    /// kept up to 1 MiB, an error up to 8 KiB. See docs/serve-protocol.md.
+    /// kept up to 1 MiB, an error up to 2 KiB. See docs/serve-protocol.md.
     #[command(verbatim_doc_comment)]
     Work(WorkArgs),
     /// Serve the web dashboard until SIGINT or SIGTERM.

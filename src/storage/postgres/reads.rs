@@ -18,7 +18,10 @@ use crate::storage::reads::*;
 /// The columns [`JobRow`] reads.
 pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
      max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
-     locked_until, last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
+     locked_until, CASE WHEN octet_length(last_error) > 2048 \
+        THEN left(last_error, 2000) || ' [... cut: ' || octet_length(last_error) \
+             || ' bytes in all]' \
+        ELSE last_error END AS last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
      result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
 
 /// Attempt outcomes that count as failures in rates and error figures.
@@ -405,7 +408,11 @@ impl ReadStore for PgTx<'_> {
     fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>> {
         let rows = self.rows::<AttemptRow>(
             query(
-                "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error,
+                "SELECT job_id, attempt, worker, started_at, finished_at, outcome,
+                        CASE WHEN octet_length(error) > 2048
+                             THEN left(error, 2000) || ' [... cut: ' || octet_length(error)
+                                  || ' bytes in all]'
+                             ELSE error END AS error,
                         status_code, duration_ms
                  FROM job_attempts WHERE job_id = $1 ORDER BY attempt, id",
             )

@@ -12,10 +12,18 @@ use crate::storage::reads::{
 
 /// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
 /// can be shown as it is (see [`lenient`]).
+///
+/// An error text over `MAX_ERROR_BYTES` (an older version's, another program's) is read as
+/// its first 2 000 characters and the length it had, as litejobs would have stored it, on
+/// both backends: a page of rows holding megabytes each must not cost their whole size.
 pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
      max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
-     locked_until, last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
-     result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
+     locked_until, CASE WHEN length(CAST(last_error AS BLOB)) > 2048 \
+        THEN substr(last_error, 1, 2000) || ' [... cut: ' || length(CAST(last_error AS BLOB)) \
+             || ' bytes in all]' \
+        ELSE last_error END, \
+     last_status_code, idempotency_key, group_key, \
+     timeout_ms, result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
 /// is shown as a JSON string rather than hidden.
@@ -106,8 +114,12 @@ pub(super) fn refuse_unusable(conn: &Connection, id: i64, act: &str) -> Result<(
 /// A job's attempt history, oldest first.
 pub(super) fn attempts(conn: &Connection, job_id: i64) -> Result<Vec<AttemptRecord>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT job_id, attempt, worker, started_at, finished_at, outcome, error, status_code,
-                duration_ms
+        "SELECT job_id, attempt, worker, started_at, finished_at, outcome,
+                CASE WHEN length(CAST(error AS BLOB)) > 2048
+                     THEN substr(error, 1, 2000) || ' [... cut: ' || length(CAST(error AS BLOB))
+                          || ' bytes in all]'
+                     ELSE error END,
+                status_code, duration_ms
          FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
     )?;
     // Whatever another program wrote into the history is shown, never a failed read.
@@ -364,7 +376,11 @@ pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorG
     // is then one probe per group into the attempts' error index, bounded below by the
     // group's own earliest change (a row refused at the claim has no attempt).
     let mut stmt = conn.prepare_cached(
-        "SELECT g.last_error, g.n, g.failed, g.dead, g.types,
+        "SELECT CASE WHEN length(CAST(g.last_error AS BLOB)) > 2048
+                    THEN substr(g.last_error, 1, 2000) || ' [... cut: '
+                         || length(CAST(g.last_error AS BLOB)) || ' bytes in all]'
+                    ELSE g.last_error END,
+                g.n, g.failed, g.dead, g.types,
                 COALESCE(MIN((SELECT MIN(a.finished_at) FROM job_attempts a
                               WHERE a.error = g.last_error AND a.error IS NOT NULL),
                              g.first_change),
