@@ -132,8 +132,8 @@ impl Outage {
                 if (no_slot && !down.said_no_slot) || remind {
                     down.warned_at = now;
                     down.said_no_slot |= no_slot;
-                    let since = Some(now.duration_since(down.since));
-                    log::warn!("litejobs: {}", self.describe(error, no_slot, since));
+                    let since = now.duration_since(down.since);
+                    log::warn!("litejobs: {}", self.describe(error, no_slot, Some(since)));
                 }
             }
         }
@@ -181,23 +181,23 @@ impl Outage {
         }
     }
 
+    /// The warning for a failure: the outage began (`since` is `None`), or goes on.
     fn describe(&self, error: &str, no_slot: bool, since: Option<Duration>) -> String {
-        let still = since.map_or(String::new(), |d| {
-            format!(" (for {:.0} s now)", d.as_secs_f64())
-        });
-        if no_slot {
-            format!(
-                "{} has no connection slot for this process{still}: its max_connections (or a \
-                 role's or database's connection limit) is reached ({error}); retrying with \
-                 back-off, quietly until one is free",
-                self.server
-            )
-        } else {
-            format!(
-                "lost the connection to {}{still} ({error}); retrying with back-off, quietly \
-                 until it is back",
-                self.server
-            )
+        let server = &self.server;
+        match (no_slot, since) {
+            (true, _) => format!(
+                "{server} has no connection slot for this process: its max_connections (or a \
+                 connection limit of the role or database) is reached ({error}); retrying with \
+                 back-off, quietly until one is free"
+            ),
+            (false, None) => format!(
+                "lost the connection to {server} ({error}); retrying with back-off, quietly \
+                 until it is back"
+            ),
+            (false, Some(since)) => format!(
+                "still no connection to {server} after {:.0} s ({error}); retrying with back-off",
+                since.as_secs_f64()
+            ),
         }
     }
 }

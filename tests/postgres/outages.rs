@@ -639,3 +639,138 @@ fn while_the_server_is_stopped_the_worker_waits_quietly_and_keeps_its_outcomes()
     }
     run_child("stopped", "postgres::outages::child_stopped", STOPPED_ROLE);
 }
+
+// ---------------------------------------------------------------------------------------
+// No connection slot
+// ---------------------------------------------------------------------------------------
+
+const SLOTS_ROLE: &str = "pg-outage-slots";
+/// The private server's connection slots, and those kept for superusers.
+const MAX_CONNECTIONS: i64 = 12;
+const RESERVED: i64 = 3;
+
+/// Connections of another client (role `hog`) until every slot left to non-superusers is
+/// taken. The worker's refused tries hold a slot for a moment, so a refusal is taken for
+/// "full" only when the server counts no slot free but the reserved ones.
+fn take_every_slot(server: &PgServer, deadline: &Deadline) -> Vec<PgConnection> {
+    let mut hog = Vec::new();
+    loop {
+        match PgConnection::establish(&server.url_for("hog", "jobs")) {
+            Ok(conn) => hog.push(conn),
+            Err(e) if e.to_string().contains("slots are reserved") => {
+                // The counting connection is a superuser's, in a reserved slot.
+                let used = number(
+                    server,
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE backend_type = 'client backend'",
+                ) - 1;
+                if MAX_CONNECTIONS - used <= RESERVED {
+                    return hog;
+                }
+                deadline.check(|| format!("taking every slot: {used} used, refused: {e}"));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("the other client could not connect: {e}"),
+        }
+    }
+}
+
+#[test]
+fn child_no_connection_slot() {
+    if !child::is_child(SLOTS_ROLE) {
+        return;
+    }
+    let settings = [
+        &format!("max_connections={MAX_CONNECTIONS}")[..],
+        &format!("superuser_reserved_connections={RESERVED}")[..],
+    ];
+    let Some(server) = private_server(&settings) else {
+        return;
+    };
+    server.exec("CREATE ROLE app LOGIN; CREATE ROLE hog LOGIN");
+    server.exec("CREATE DATABASE jobs OWNER app");
+    let url = worker_url(&server, "app", "jobs");
+    let mut s = scene(server, "pg slots child", &url, "jobs", false);
+    s.wait_listening();
+    let ids = s.enqueue(2);
+    scripted::wait_all(&s.events, &ids, JobStatus::Succeeded);
+
+    // The worker is shut out (it may not log in, its backends are terminated) while another
+    // client takes every slot; then it may log in again, but finds no slot.
+    let mark = s.logs.mark();
+    s.server.exec("ALTER ROLE app NOLOGIN");
+    let killed = number(
+        &s.server,
+        "SELECT count(pg_terminate_backend(pid))::bigint AS n FROM pg_stat_activity \
+         WHERE usename = 'app'",
+    );
+    assert!(
+        killed >= 2,
+        "the worker's backends were terminated ({killed})"
+    );
+    let hog = take_every_slot(&s.server, &s.deadline);
+    s.server.exec("ALTER ROLE app LOGIN");
+    s.logs.wait_for(
+        mark,
+        "that the worker has no connection slot",
+        &s.deadline,
+        |line| line.contains("has no connection slot") && line.contains("max_connections"),
+    );
+    #[cfg(feature = "cli")]
+    check_work_refused_for_want_of_a_slot(&url, &s.deadline);
+
+    // The other client leaves: the worker is back without a restart.
+    drop(hog);
+    s.check_recovery(mark, "shortage of connection slots");
+    let said = s
+        .logs
+        .warnings_since(mark)
+        .iter()
+        .filter(|w| w.contains("no connection slot"))
+        .count();
+    assert_eq!(said, 1, "the missing slot is told once");
+    s.finish();
+}
+
+/// `litejobs work` started while no slot is free says so, in one line, and exits 2.
+#[cfg(feature = "cli")]
+fn check_work_refused_for_want_of_a_slot(url: &str, deadline: &Deadline) {
+    let mut work = crate::support::KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_litejobs"))
+            .args(["--db", url, "work", "--exec", "work=true"])
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting litejobs work"),
+    );
+    let status = loop {
+        if let Some(status) = work.try_wait().expect("waiting for litejobs work") {
+            break status;
+        }
+        deadline.check(|| "waiting for litejobs work to refuse to start".to_string());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(work.stderr.as_mut().expect("piped stderr"), &mut stderr)
+        .expect("reading its stderr");
+    println!("litejobs work without a slot: {status}: {stderr}");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no connection slot") && stderr.contains("max_connections"),
+        "it says why: {stderr}"
+    );
+    assert!(!stderr.contains(PASSWORD), "no password: {stderr}");
+}
+
+#[test]
+fn a_worker_without_a_connection_slot_says_so_once_and_comes_back() {
+    if child::is_child(SLOTS_ROLE) {
+        return;
+    }
+    run_child(
+        "slots",
+        "postgres::outages::child_no_connection_slot",
+        SLOTS_ROLE,
+    );
+}

@@ -16,7 +16,6 @@ use diesel::connection::SimpleConnection;
 use diesel::pg::PgConnection;
 use diesel::Connection;
 
-use super::pool::unavailable;
 use super::JOBS_CHANNEL;
 use crate::error::Result;
 use crate::outage::{Backoff, Outage, RETRY_CAP, RETRY_FIRST};
@@ -32,13 +31,14 @@ pub(crate) struct Opener {
 }
 
 impl Opener {
-    /// A listening connection, and the outage generation it was made in.
-    fn open(&self) -> Result<(PgConnection, u64)> {
+    /// A listening connection, and the outage generation it was made in; or why not, as
+    /// the server or libpq said it.
+    fn open(&self) -> std::result::Result<(PgConnection, u64), String> {
         let generation = self.outage.generation();
-        let mut conn = PgConnection::establish(&self.url)
-            .map_err(|e| unavailable(self.outage.server(), &e.to_string()))?;
-        conn.batch_execute(&self.setup)?;
-        conn.batch_execute(&format!("LISTEN {JOBS_CHANNEL}"))?;
+        let mut conn = PgConnection::establish(&self.url).map_err(|e| e.to_string())?;
+        conn.batch_execute(&self.setup)
+            .and_then(|()| conn.batch_execute(&format!("LISTEN {JOBS_CHANNEL}")))
+            .map_err(|e| e.to_string())?;
         Ok((conn, generation))
     }
 }
@@ -74,7 +74,7 @@ impl Notifications {
         match signal.opener.open() {
             Ok(conn) => signal.conn = Some(conn),
             Err(e) => {
-                signal.opener.outage.failed(&e.to_string());
+                signal.opener.outage.failed(&e);
                 signal.start_reconnect();
             }
         }
@@ -166,7 +166,7 @@ fn reconnect(opener: &Opener, fresh: &Sender<(PgConnection, u64)>, stopped: &Rec
                 return;
             }
             Err(e) => {
-                opener.outage.failed(&e.to_string());
+                opener.outage.failed(&e);
                 wait = backoff.failed();
             }
         }

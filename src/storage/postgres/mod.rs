@@ -182,10 +182,7 @@ impl PgDb {
         let url = &pool::named_url(url, &name);
         let mut first = PgConnection::establish(url).map_err(|e| {
             let e = e.to_string();
-            let mut message = format!("cannot connect to {shown}: {}", e.trim_end());
-            if crate::outage::is_no_slot(&e) {
-                message.push_str(" (no connection slot: the server's max_connections is reached)");
-            }
+            let message = pool::connect_error(&shown, &e);
             let kind = if pool::is_unreachable(&e) {
                 ErrorKind::Unavailable
             } else {

@@ -242,6 +242,29 @@ pub(crate) fn unavailable(server: &str, cause: &str) -> Error {
     )
 }
 
+/// Why a first connection to `shown` (the URL without its password) failed, from libpq's
+/// message: a URL libpq cannot read is said so without quoting it (libpq quotes the part it
+/// choked on, which may be a piece of a password holding a `?` or `/`).
+pub(crate) fn connect_error(shown: &str, libpq: &str) -> String {
+    let libpq = libpq.trim_end();
+    let unreadable = ["URI", "percent-encoded", "invalid port number", "key/value"]
+        .iter()
+        .any(|word| libpq.contains(word));
+    if unreadable {
+        let what = libpq.split(':').next().unwrap_or(libpq).trim();
+        return format!(
+            "cannot connect to {shown}: libpq cannot read this URL ({what}); a password \
+             holding `/`, `?`, `#`, `@`, `:` or `%` must be percent-encoded (`/` as `%2F`, `?` \
+             as `%3F`, ...)"
+        );
+    }
+    let mut message = format!("cannot connect to {shown}: {libpq}");
+    if crate::outage::is_no_slot(libpq) {
+        message.push_str(" (no connection slot: the server's max_connections is reached)");
+    }
+    message
+}
+
 /// True when a failed connection attempt says the server is away, busy starting or
 /// stopping, or out of connection slots: worth trying again later, unlike a refused password
 /// or a missing database.
@@ -298,6 +321,19 @@ mod tests {
         );
         let own = "postgres://u@h/db?fallback_application_name=mine";
         assert_eq!(named_url(own, "x"), own);
+    }
+
+    #[test]
+    fn a_url_libpq_cannot_read_is_not_quoted() {
+        let libpq = "missing key/value separator \"=\" in URI query parameter: \"xyz@h:5/db\"";
+        let message = connect_error("postgres://u:***@h:5/db", libpq);
+        assert!(!message.contains("xyz"), "{message}");
+        assert!(message.contains("percent-encoded"), "{message}");
+        let refused = connect_error(
+            "postgres://u@h/db",
+            "FATAL:  sorry, too many clients already\n",
+        );
+        assert!(refused.ends_with("(no connection slot: the server's max_connections is reached)"));
     }
 
     #[test]
