@@ -197,7 +197,7 @@ fn work_takes_a_two_host_url_shows_it_without_password_and_names_its_connections
         "postgres://postgres@{hosts}/postgres?target_session_attrs=read-write&password={ENCODED}"
     );
     let shown = format!(
-        "postgres://postgres@{hosts}/postgres?target_session_attrs=read-write&password=***"
+        "postgres://postgres@{hosts}/postgres?target_session_attrs=read-write&password=[masked]"
     );
     let mut work = KillOnDrop(
         Command::new(BIN)
