@@ -4,12 +4,12 @@
 //! - a connection libpq reports as bad is dropped when it comes back to the pool, not handed
 //!   out again (diesel's pool keeps one that failed outside a transaction);
 //! - once an outage has been seen, connections made before it are asked `SELECT 1` before
-//!   their next use, and a dead one is dropped, so one restart costs each caller one error
-//!   at most, not one per pooled connection;
+//!   their next use, and a dead one is dropped; a transaction whose connection turns out cut
+//!   at its `BEGIN` runs again on another, so a restart costs a caller one error at most (a
+//!   single statement on a connection nobody knew was cut);
 //! - while the server is away a caller fails within [`SLICE`] with
 //!   [`ErrorKind::Unavailable`] instead of waiting out the pool's timeout, and the pool keeps
-//!   reconnecting in its own thread with back-off (200 ms doubling to half of
-//!   [`MAX_WAIT`]);
+//!   reconnecting in its own thread, no more often than the outage's back-off allows;
 //! - its failures go to the database's [`Outage`], which logs one warning when an outage
 //!   starts and one line when it ends, instead of one error per try.
 
