@@ -1,7 +1,8 @@
 //! A worker when its PostgreSQL server goes away and comes back: restarted (`pg_ctl restart
 //! -m immediate`), its backends terminated (`pg_terminate_backend`), stopped for a few
-//! seconds, and out of connection slots (`max_connections` reached). Each on a private
-//! server (tests/support/pg_server.rs), so the shared test server is never disturbed.
+//! seconds, out of connection slots (`max_connections` reached), and replaced by a promoted
+//! streaming replica behind a two-host URL. Each on a private server
+//! (tests/support/pg_server.rs), so the shared test server is never disturbed.
 //!
 //! Each scenario runs in a child process of its own (this test binary again, as in
 //! tests/faults.rs), which captures its log records (a process has one logger). After each
@@ -155,6 +156,8 @@ impl Logs {
 /// A worker on a private server, another queue that enqueues as another process would (its
 /// jobs reach the worker by notification only), and what the handler saw.
 struct Scene {
+    /// The other queue's URL as its messages show it (its outages are its own).
+    other_shown: String,
     server: PgServer,
     deadline: Deadline,
     logs: Logs,
@@ -176,15 +179,28 @@ struct Scene {
 /// check), the other queue as the superuser on `db`; handlers wait for the gate when
 /// `gated`.
 fn scene(server: PgServer, test: &'static str, worker_url: &str, db: &str, gated: bool) -> Scene {
+    let other_url = server.url_for("postgres", db);
+    scene_with(server, test, worker_url, &other_url, db, gated)
+}
+
+/// [`scene`] with the other queue on `other_url`.
+fn scene_with(
+    server: PgServer,
+    test: &'static str,
+    worker_url: &str,
+    other_url: &str,
+    db: &str,
+    gated: bool,
+) -> Scene {
     let deadline = Deadline::new(test, TEST_CAP);
     let logs = Logs::install();
     let queue = Queue::builder()
         .application_name("litejobs outage-test")
         .open(worker_url)
         .expect("child: opening the worker's queue");
-    let other =
-        Queue::open(server.url_for("postgres", db)).expect("child: opening the other queue");
+    let other = Queue::open(other_url).expect("child: opening the other queue");
     let events = queue.subscribe();
+    let other_shown = litejobs::redact::mask_url_password(other_url);
     let runs: Arc<Mutex<HashMap<i64, u32>>> = Arc::default();
     let gate = Latch::new();
     if !gated {
@@ -213,6 +229,7 @@ fn scene(server: PgServer, test: &'static str, worker_url: &str, db: &str, gated
         .start()
         .expect("child: starting the worker");
     Scene {
+        other_shown,
         server,
         deadline,
         logs,
@@ -369,12 +386,11 @@ impl Scene {
             "the log says when the connection was back: {lines:#?}"
         );
         // The other queue is another process's, which logs its own outages.
-        let others = format!("postgres://postgres@127.0.0.1:{}/", self.server.port());
         let warnings: Vec<String> = self
             .logs
             .warnings_since(mark)
             .into_iter()
-            .filter(|w| !w.contains(&others))
+            .filter(|w| !w.contains(&self.other_shown))
             .collect();
         println!(
             "after the {fault}: pickup by notification in {picked:?}; idle over {IDLE_WINDOW:?}: \
@@ -777,5 +793,95 @@ fn a_worker_without_a_connection_slot_says_so_once_and_comes_back() {
         "slots",
         "postgres::outages::child_no_connection_slot",
         SLOTS_ROLE,
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Failover to a promoted replica behind a two-host URL
+// ---------------------------------------------------------------------------------------
+
+const FAILOVER_ROLE: &str = "pg-outage-failover";
+
+#[derive(QueryableByName)]
+struct Lsn {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    lsn: String,
+}
+
+/// Waits until `replica` has replayed everything `primary` wrote so far (so that a failover
+/// loses nothing: with asynchronous replication, what it has not replayed is lost with the
+/// primary).
+fn wait_replayed(primary: &PgServer, replica: &PgServer, deadline: &Deadline) {
+    let mut conn = primary.admin();
+    let rows: Vec<Lsn> = sql_query("SELECT pg_current_wal_lsn()::text AS lsn")
+        .load(&mut conn)
+        .expect("reading the primary's position");
+    let lsn = &rows.first().expect("one row").lsn;
+    loop {
+        let behind = number(
+            replica,
+            &format!(
+                "SELECT greatest(pg_wal_lsn_diff('{lsn}', pg_last_wal_replay_lsn()), 0)::bigint \
+                 AS n"
+            ),
+        );
+        if behind == 0 {
+            return;
+        }
+        deadline.check(|| {
+            format!("waiting for the replica to replay up to {lsn} ({behind} bytes behind)")
+        });
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn child_failover() {
+    if !child::is_child(FAILOVER_ROLE) {
+        return;
+    }
+    let Some(primary) = private_server(&[]) else {
+        return;
+    };
+    let mut replica = primary.replica();
+    let hosts = format!("127.0.0.1:{},127.0.0.1:{}", primary.port(), replica.port());
+    let worker =
+        format!("postgres://postgres:{PASSWORD}@{hosts}/postgres?target_session_attrs=read-write");
+    let other = format!("postgres://postgres@{hosts}/postgres?target_session_attrs=read-write");
+    let mut s = scene_with(
+        primary,
+        "pg failover child",
+        &worker,
+        &other,
+        "postgres",
+        true,
+    );
+    s.wait_listening("start");
+    // Two jobs running (held by the gate), four claimed behind them; all of it replicated.
+    let ids = s.enqueue(6);
+    s.wait_started(&ids[..2], scripted::WAIT, "the first jobs to start");
+    wait_replayed(&s.server, &replica, &s.deadline);
+
+    let mark = s.logs.mark();
+    s.server.stop();
+    replica.promote();
+    // From now on the promoted replica is the server; the old primary stays down.
+    std::mem::swap(&mut s.server, &mut replica);
+    s.gate.open();
+    scripted::wait_all(&s.events, &ids, JobStatus::Succeeded);
+    s.check_recovery(mark, "failover");
+    s.finish();
+    drop(replica);
+}
+
+#[test]
+fn after_a_failover_to_a_promoted_replica_the_worker_goes_on_there() {
+    if child::is_child(FAILOVER_ROLE) {
+        return;
+    }
+    run_child(
+        "failover",
+        "postgres::outages::child_failover",
+        FAILOVER_ROLE,
     );
 }

@@ -133,6 +133,63 @@ impl PgServer {
         );
     }
 
+    /// A streaming replica of this server (a base backup, then `standby.signal`), started on
+    /// a port of its own; [`PgServer::promote`] makes it a primary.
+    pub fn replica(&self) -> PgServer {
+        let dir = tempfile::Builder::new()
+            .prefix("litejobs-pg-replica.")
+            .tempdir()
+            .expect("creating the replica's folder");
+        if self.as_root {
+            run_ok(Command::new("chown").arg("postgres").arg(dir.path()));
+        }
+        let mut replica = PgServer {
+            dir,
+            bin: self.bin.clone(),
+            port: 0,
+            options: String::new(),
+            as_root: self.as_root,
+        };
+        let data = replica.data_dir();
+        let port = self.port.to_string();
+        replica.run_ok(&[
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "postgres",
+            "-D",
+            path_str(&data),
+            "-R",
+            "-X",
+            "stream",
+        ]);
+        for _ in 0..5 {
+            replica.port = free_port();
+            replica.options = format!(
+                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off",
+                replica.port,
+                path_str(replica.dir.path())
+            );
+            if replica.pg_ctl(&["start"]).status.success() {
+                return replica;
+            }
+        }
+        panic!("the replica did not start; its log:\n{}", replica.log());
+    }
+
+    /// `pg_ctl promote`: a replica becomes a primary, taking writes when this returns.
+    pub fn promote(&self) {
+        let out = self.pg_ctl(&["promote"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl promote failed:\n{}",
+            self.log()
+        );
+    }
+
     /// Its port on 127.0.0.1.
     pub fn port(&self) -> u16 {
         self.port
