@@ -82,7 +82,10 @@ fn wait_ms(ms: i64) -> Verdict {
 /// snoozes the job (no attempt spent); anything else is a retryable failure.
 fn limit_failure(what: &str, key: &str, err: Error) -> JobError {
     if matches!(err.kind(), ErrorKind::Busy | ErrorKind::Unavailable) {
-        log::warn!("litejobs: could not check the {what} {key:?} (database busy); snoozing");
+        log::warn!(
+            "litejobs: could not check the {what} {key:?} ({}); snoozing",
+            err.kind()
+        );
         JobError::snooze(BUSY_SNOOZE)
     } else {
         JobError::retry(format!("could not check the {what} {key:?}: {err}"))
