@@ -31,7 +31,7 @@ use litejobs::{Event, JobContext, JobError, JobStatus, NewJob, Queue, Worker};
 use serde_json::json;
 
 use crate::support::child::{self, ChildProc, Deadline, CHILD_LIFETIME_CAP};
-use crate::support::pg_server::PgServer;
+use crate::support::pg_server::{PgServer, ServerRoot, ROOT_VAR};
 use crate::support::scripted::{self, Latch};
 use crate::support::temp_dir;
 
@@ -495,11 +495,13 @@ fn process_cpu_time() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// Runs the child test `test` (role `role`) and waits for it to pass.
+/// Runs the child test `test` (role `role`) and waits for it to pass. Its private servers
+/// are stopped afterwards whatever happened (a child killed at the cap cannot stop them).
 fn run_child(label: &str, test: &str, role: &str) {
     let dir = temp_dir();
+    let servers = ServerRoot::new();
     let deadline = Deadline::new("pg outage parent", PARENT_CAP.min(CHILD_LIFETIME_CAP));
-    let envs: [(&str, OsString); 0] = [];
+    let envs = [(ROOT_VAR, OsString::from(servers.path()))];
     let mut proc = ChildProc::spawn(dir.path(), label, test, role, &envs);
     proc.expect_success(&deadline);
     println!("{}", proc.output());

@@ -16,6 +16,65 @@ use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection};
 use tempfile::TempDir;
 
+/// Where a child process makes its private servers (set by the parent test, which stops
+/// whatever is left there when the child is done, even one it had to kill).
+pub const ROOT_VAR: &str = "LITEJOBS_TEST_PG_PRIVATE_ROOT";
+
+/// A folder for the private servers of a child process, given to it in [`ROOT_VAR`]: when
+/// dropped, every server still running in it is stopped (immediate) and it is deleted.
+pub struct ServerRoot {
+    dir: TempDir,
+}
+
+impl ServerRoot {
+    /// A new, empty folder the `postgres` user may use.
+    pub fn new() -> ServerRoot {
+        let dir = tempfile::Builder::new()
+            .prefix("litejobs-pg-root.")
+            .tempdir()
+            .expect("creating the private servers' folder");
+        if running_as_root() {
+            run_ok(Command::new("chown").arg("postgres").arg(dir.path()));
+        }
+        ServerRoot { dir }
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ServerRoot {
+    fn drop(&mut self) {
+        let (Some(bin), Ok(entries)) = (find_bin(), std::fs::read_dir(self.dir.path())) else {
+            return;
+        };
+        let as_root = running_as_root();
+        for entry in entries.flatten() {
+            let data = entry.path().join("data");
+            if !data.join("postmaster.pid").exists() {
+                continue;
+            }
+            let program = bin.join("pg_ctl");
+            let mut cmd = if as_root {
+                let mut cmd = Command::new("runuser");
+                cmd.args(["-u", "postgres", "--"]).arg(program);
+                cmd
+            } else {
+                Command::new(program)
+            };
+            let _ = cmd
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// A private server; stopped and deleted when dropped.
 pub struct PgServer {
     dir: TempDir,
@@ -54,6 +113,17 @@ fn find_bin() -> Option<PathBuf> {
         .find(|bin| bin.join("initdb").is_file() && bin.join("pg_ctl").is_file())
 }
 
+/// A server's folder: in the parent's [`ServerRoot`] when it gave one, else in the temp dir.
+fn new_server_dir(prefix: &str) -> TempDir {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    match std::env::var_os(ROOT_VAR) {
+        Some(root) => builder.tempdir_in(root),
+        None => builder.tempdir(),
+    }
+    .expect("creating a private server's folder")
+}
+
 fn running_as_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -82,10 +152,7 @@ impl PgServer {
             eprintln!("skipped: no PostgreSQL server binaries (initdb) here");
             return None;
         };
-        let dir = tempfile::Builder::new()
-            .prefix("litejobs-pg-private.")
-            .tempdir()
-            .expect("creating the server's folder");
+        let dir = new_server_dir("litejobs-pg-private.");
         let as_root = running_as_root();
         if as_root {
             run_ok(Command::new("chown").arg("postgres").arg(dir.path()));
@@ -136,10 +203,7 @@ impl PgServer {
     /// A streaming replica of this server (a base backup, then `standby.signal`), started on
     /// a port of its own; [`PgServer::promote`] makes it a primary.
     pub fn replica(&self) -> PgServer {
-        let dir = tempfile::Builder::new()
-            .prefix("litejobs-pg-replica.")
-            .tempdir()
-            .expect("creating the replica's folder");
+        let dir = new_server_dir("litejobs-pg-replica.");
         if self.as_root {
             run_ok(Command::new("chown").arg("postgres").arg(dir.path()));
         }
