@@ -253,13 +253,17 @@ impl JobContext {
         })
     }
 
-    /// Retries `op` while the database is busy, until this attempt's deadline (R11: a busy
-    /// database is waited out, never turned into a failure while there is time).
+    /// Retries `op` while the database is busy (or its server away), until this attempt's
+    /// deadline (R11: a busy database is waited out, never turned into a failure while there
+    /// is time).
     fn waiting_out_busy<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
         let mut pause = Duration::from_millis(5);
         loop {
             match op() {
-                Err(e) if e.is_busy() && Instant::now() + pause < self.run_until => {
+                Err(e)
+                    if (e.is_busy() || e.kind() == crate::ErrorKind::Unavailable)
+                        && Instant::now() + pause < self.run_until =>
+                {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }

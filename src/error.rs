@@ -24,6 +24,11 @@ pub enum ErrorKind {
     /// The database stayed locked by another connection or process for longer than the busy
     /// timeout. Nothing was written; the call can be retried.
     Busy,
+    /// The database server cannot be reached (refused, restarting, the connection was cut)
+    /// or has no connection slot for this process (its `max_connections` is reached).
+    /// Nothing was written, unless the connection was cut during the commit itself; the call
+    /// can be retried once the server is back.
+    Unavailable,
     /// The disk or the database's page limit is full. Nothing was written.
     DiskFull,
     /// The file was written by a newer litejobs (its schema version is higher than this
@@ -61,6 +66,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "not found",
             ErrorKind::InvalidState => "invalid state",
             ErrorKind::Busy => "database busy",
+            ErrorKind::Unavailable => "database unavailable",
             ErrorKind::DiskFull => "database or disk is full",
             ErrorKind::NewerSchema => "newer schema",
             ErrorKind::NotADatabase => "not a database",

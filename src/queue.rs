@@ -74,6 +74,7 @@ pub struct QueueBuilder {
     clock: Arc<dyn Clock>,
     create: bool,
     pg_schema: Option<String>,
+    application_name: Option<String>,
     /// Set by [`QueueBuilder::clock`]: a given clock is used as is, also on a server.
     clock_given: bool,
 }
@@ -100,6 +101,7 @@ impl Default for QueueBuilder {
             clock: Arc::new(SystemClock),
             create: true,
             pg_schema: None,
+            application_name: None,
             clock_given: false,
         }
     }
@@ -167,6 +169,15 @@ impl QueueBuilder {
         self
     }
 
+    /// On PostgreSQL: how this queue's connections name themselves in `pg_stat_activity`
+    /// (`application_name`), followed by the host and process id: `NAME (HOST:PID)`. Defaults
+    /// to `litejobs`; `litejobs work` says `litejobs work`. An `application_name` in the URL
+    /// (or the `PGAPPNAME` variable) wins. Ignored for SQLite files.
+    pub fn application_name(mut self, name: impl Into<String>) -> Self {
+        self.application_name = Some(name.into());
+        self
+    }
+
     fn db_config(&self) -> Result<DbConfig> {
         if self.pool_size == 0 {
             return Err(Error::invalid_config("pool_size must be at least 1, got 0"));
@@ -177,6 +188,7 @@ impl QueueBuilder {
             pool_size: self.pool_size,
             create: self.create,
             pg_schema: self.pg_schema.clone(),
+            application_name: self.application_name.clone(),
         })
     }
 

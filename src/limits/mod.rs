@@ -78,11 +78,14 @@ fn wait_ms(ms: i64) -> Verdict {
     Verdict::Wait(Duration::from_millis(ms.max(1) as u64))
 }
 
-/// A limit check that failed in the database: a busy database snoozes the job (no attempt
-/// spent); anything else is a retryable failure.
+/// A limit check that failed in the database: a busy database (or a server that is away)
+/// snoozes the job (no attempt spent); anything else is a retryable failure.
 fn limit_failure(what: &str, key: &str, err: Error) -> JobError {
-    if err.kind() == ErrorKind::Busy {
-        log::warn!("litejobs: could not check the {what} {key:?} (database busy); snoozing");
+    if matches!(err.kind(), ErrorKind::Busy | ErrorKind::Unavailable) {
+        log::warn!(
+            "litejobs: could not check the {what} {key:?} ({}); snoozing",
+            err.kind()
+        );
         JobError::snooze(BUSY_SNOOZE)
     } else {
         JobError::retry(format!("could not check the {what} {key:?}: {err}"))

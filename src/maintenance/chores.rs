@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::pruner::Pruner;
 use super::strays::{StraySweep, STRAY_SWEEP_INTERVAL};
+use crate::error::{ErrorKind, Result};
 use crate::events::Event;
 use crate::Queue;
 
@@ -25,25 +26,34 @@ impl Chores {
         }
     }
 
-    /// Runs what is due. Failures are logged and tried again at the next turn of each.
-    pub(crate) fn step(&mut self, queue: &Queue) {
+    /// Runs what is due. Failures are logged and tried again at the next turn of each; a
+    /// server that is away is not logged (its outage is, once) but returned, so the caller
+    /// backs off before the next step (a prune pass in progress is due at once).
+    pub(crate) fn step(&mut self, queue: &Queue) -> Result<()> {
         let now = Instant::now();
+        let mut away = Ok(());
         if let Some(pruner) = self.pruner.as_mut().filter(|p| p.due(now)) {
             match pruner.step(queue, now) {
                 Ok(Some(report)) => queue.events().send(Event::Pruned {
                     jobs: report.jobs_deleted,
                 }),
                 Ok(None) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
                 Err(e) => {
                     log::warn!("litejobs: scheduled prune step failed ({e}); it will be retried")
                 }
             }
         }
         if self.strays.due(now) {
-            if let Err(e) = self.strays.step(queue, now) {
-                log::warn!("litejobs: looking for stray rows failed ({e}); tried again in an hour");
+            match self.strays.step(queue, now) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
+                Err(e) => log::warn!(
+                    "litejobs: looking for stray rows failed ({e}); tried again in an hour"
+                ),
             }
         }
+        away
     }
 
     /// When the next step is due.

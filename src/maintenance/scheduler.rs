@@ -525,9 +525,13 @@ fn run(scheduler: &Scheduler, stopped: &Receiver<()>, wake: &Receiver<()>) {
                     // Nothing of the tick was written: the same slots are tried again.
                     failures = failures.saturating_add(1);
                     let backoff = 250i64 << failures.min(8);
-                    log::warn!(
-                        "litejobs: periodic scheduler tick failed ({e}); retrying in {backoff} ms"
-                    );
+                    // A server that is away is logged once per outage, where it failed.
+                    if e.kind() != ErrorKind::Unavailable {
+                        log::warn!(
+                            "litejobs: periodic scheduler tick failed ({e}); retrying in \
+                             {backoff} ms"
+                        );
+                    }
                     scheduler.queue.events().send(Event::PeriodicTickFailed {
                         error: e.to_string(),
                         retry_in: Duration::from_millis(backoff as u64),

@@ -63,7 +63,7 @@ fn error(e: &Error) -> Response {
     let status = match e.kind() {
         ErrorKind::NotFound => 404,
         ErrorKind::InvalidJob | ErrorKind::InvalidConfig => 400,
-        ErrorKind::Busy => 503,
+        ErrorKind::Busy | ErrorKind::Unavailable => 503,
         _ => 500,
     };
     Response::json_error(status, &e.to_string())

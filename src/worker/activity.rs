@@ -9,6 +9,7 @@ use std::sync::Arc;
 struct Counters {
     wakeups: AtomicU64,
     write_rounds: AtomicU64,
+    polls: AtomicU64,
 }
 
 /// Live counters of one [`Worker`](crate::Worker)'s dispatcher thread, from
@@ -45,11 +46,22 @@ impl WorkerActivity {
         self.0.write_rounds.load(Ordering::Relaxed)
     }
 
+    /// How many times the dispatcher asked the database whether an idle queue has due jobs
+    /// it was not told about (one statement each): every poll interval, and when another
+    /// process's commit was seen.
+    pub fn polls(&self) -> u64 {
+        self.0.polls.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn woke(&self) {
         self.0.wakeups.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn wrote(&self) {
         self.0.write_rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn polled(&self) {
+        self.0.polls.fetch_add(1, Ordering::Relaxed);
     }
 }

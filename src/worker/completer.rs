@@ -19,6 +19,7 @@ use crossbeam_channel::{bounded, Sender};
 use crate::error::{Error, ErrorKind, Result};
 use crate::events::{Event, EventHub};
 use crate::job::{AttemptOutcome, JobStatus};
+use crate::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
 use crate::storage::jobs::AttemptRow;
 use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Success};
 use crate::storage::Tx;
@@ -81,7 +82,7 @@ const WRITE_BATCH: usize = 64;
 const LINGER: Duration = Duration::from_millis(2);
 
 /// The batch of outcomes and heartbeats waiting to be written.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Completer {
     pending: Vec<WriterMsg>,
     /// When the oldest pending message arrived.
@@ -90,7 +91,22 @@ pub(crate) struct Completer {
     urgent: bool,
     /// After a failed write: no new write before this.
     retry_at: Option<Instant>,
-    failures: u32,
+    /// Waits after failed writes: a busy or full database, a server that is away.
+    busy: Backoff,
+    away: Backoff,
+}
+
+impl Default for Completer {
+    fn default() -> Completer {
+        Completer {
+            pending: Vec::new(),
+            pending_since: None,
+            urgent: false,
+            retry_at: None,
+            busy: Backoff::new(Duration::from_millis(50), Duration::from_millis(1600)),
+            away: Backoff::new(RETRY_FIRST, RETRY_CAP),
+        }
+    }
 }
 
 impl Completer {
@@ -133,9 +149,10 @@ impl Completer {
         self.retry_at.is_none_or(|at| now >= at)
     }
 
-    /// When a failed write may be tried again, while backing off.
+    /// When a failed write may be tried again, while backing off (`None` once that time
+    /// has come).
     pub(crate) fn retry_at(&self) -> Option<Instant> {
-        self.retry_at
+        self.retry_at.filter(|&at| at > Instant::now())
     }
 
     /// When the batch needs a look without any other wake-up: the end of the linger.
@@ -203,7 +220,8 @@ impl Completer {
         applied: Vec<bool>,
         events: &EventHub,
     ) -> Vec<(Completion, bool)> {
-        self.failures = 0;
+        self.busy.succeeded();
+        self.away.succeeded();
         self.retry_at = None;
         self.pending_since = None;
         self.urgent = false;
@@ -230,12 +248,20 @@ impl Completer {
         done
     }
 
-    /// After the batch's transaction failed (busy beyond the timeout, disk full, I/O):
-    /// nothing was written; keeps the batch and backs off (25 ms doubling, up to 1.6 s).
+    /// After the batch's transaction failed (busy beyond the timeout, disk full, I/O, the
+    /// server away): nothing was written; keeps the batch and backs off (50 ms doubling, up
+    /// to 1.6 s; for a server that is away 100 ms to 2 s, and quietly: its outage is logged
+    /// once, where the connection failed).
     pub(crate) fn failed(&mut self, e: &Error) {
-        self.failures += 1;
-        let backoff = Duration::from_millis(25u64 << self.failures.min(6));
-        log::warn!("litejobs: write failed ({e}); retrying in {backoff:?}");
+        let backoff = if e.kind() == ErrorKind::Unavailable {
+            let backoff = self.away.failed();
+            log::debug!("litejobs: write failed ({e}); retrying in {backoff:?}");
+            backoff
+        } else {
+            let backoff = self.busy.failed();
+            log::warn!("litejobs: write failed ({e}); retrying in {backoff:?}");
+            backoff
+        };
         self.retry_at = Some(Instant::now() + backoff);
     }
 }

@@ -1,20 +1,19 @@
 //! The dispatcher: the worker's one writer thread. Each round it writes the finished
 //! attempts (the completer's batch), reaps when due, and claims as many due jobs as its
 //! queues have free slots plus a bounded prefetch sized by how long their jobs take
-//! ([`PrefetchGauge`]), all in one `BEGIN IMMEDIATE`
+//! ([`PrefetchGauge`](crate::worker::prefetch::PrefetchGauge)), all in one `BEGIN IMMEDIATE`
 //! transaction; then it hands the claimed jobs to the executor threads. It sleeps until a
 //! result arrives, an in-process enqueue wakes it, an attempt's deadline passes, or the
 //! poll interval finds rows written by other processes.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{select, Receiver};
 
 use crate::clock::duration_to_ms;
-use crate::error::Result;
+use crate::error::ErrorKind;
 use crate::events::Event;
 use crate::maintenance::chores::Chores;
 use crate::maintenance::pruner::Pruner;
@@ -23,15 +22,10 @@ use crate::storage::jobs::{Claimed, ClaimedRow};
 use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};
-use crate::worker::executor::{self, ExecShared, FeedMsg, QueueFeed, Slot};
-use crate::worker::prefetch::PrefetchGauge;
+use crate::worker::executor::{self, ExecShared, FeedMsg};
+use crate::worker::queue_runtime::QueueRuntime;
 use crate::worker::registry::Claimer;
-use crate::worker::renewal::{Prefetched, Renewal};
-
-/// How far a queue's jobs in flight may fall before the next claim: half the prefetch left.
-fn claim_threshold(concurrency: usize, prefetch: usize) -> usize {
-    concurrency + prefetch / 2
-}
+use crate::worker::renewal::Renewal;
 
 /// While attempts run, the dispatcher looks at finished outcomes at least this often even if
 /// no executor woke it (e.g. one of many long jobs finished).
@@ -52,98 +46,6 @@ pub(crate) struct DispatchConfig {
     pub(crate) reap_interval: Duration,
     /// Scheduled retention, one chunk per loop between claim rounds.
     pub(crate) pruner: Option<Pruner>,
-}
-
-/// One worked queue: its executor threads and what is claimed but not yet written back.
-pub(crate) struct QueueRuntime {
-    pub(crate) name: String,
-    pub(crate) concurrency: usize,
-    job_tx: Option<Sender<FeedMsg>>,
-    feed: Arc<QueueFeed>,
-    slots: Vec<Arc<Slot>>,
-    threads: Vec<Option<JoinHandle<()>>>,
-    /// Claimed and not yet written back (running, waiting in the channel, or finished with
-    /// the outcome pending).
-    outstanding: usize,
-    /// Outcomes of this queue waiting in the dispatcher's pending batch.
-    finished_unwritten: usize,
-    /// A claim may find work (woken, polled, or the last claim came back full).
-    maybe_more: bool,
-    /// Claimed jobs not yet taken by an executor, whose leases are renewed while they wait.
-    prefetched: Prefetched,
-    /// How many jobs to claim beyond the free slots.
-    prefetch: PrefetchGauge,
-}
-
-impl QueueRuntime {
-    pub(crate) fn start(
-        shared: &Arc<ExecShared>,
-        name: String,
-        concurrency: usize,
-        prefetch: usize,
-    ) -> Result<QueueRuntime> {
-        // Unbounded in type, bounded in practice: the dispatcher sends only what it claimed,
-        // and it never claims more than the queue's concurrency plus the prefetch in flight.
-        let (job_tx, job_rx) = crossbeam_channel::unbounded();
-        let prefetch = PrefetchGauge::new(concurrency, prefetch);
-        let feed = Arc::new(QueueFeed {
-            name: name.clone(),
-            jobs: job_rx,
-            in_flight: AtomicUsize::new(0),
-            taken: AtomicUsize::new(0),
-            wake_at: AtomicUsize::new(claim_threshold(concurrency, prefetch.current())),
-            ran: AtomicU64::new(0),
-            busy_micros: AtomicU64::new(0),
-        });
-        let mut runtime = QueueRuntime {
-            name,
-            concurrency,
-            job_tx: Some(job_tx),
-            feed,
-            slots: Vec::with_capacity(concurrency),
-            threads: Vec::with_capacity(concurrency),
-            outstanding: 0,
-            finished_unwritten: 0,
-            maybe_more: true,
-            prefetched: Prefetched::default(),
-            prefetch,
-        };
-        for index in 0..concurrency {
-            let (slot, thread) =
-                executor::spawn(Arc::clone(shared), Arc::clone(&runtime.feed), index)?;
-            runtime.slots.push(slot);
-            runtime.threads.push(Some(thread));
-        }
-        Ok(runtime)
-    }
-
-    /// Jobs claimed and not yet finished.
-    fn in_flight(&self) -> usize {
-        self.outstanding.saturating_sub(self.finished_unwritten)
-    }
-
-    /// How many jobs a claim now would take: free slots plus the prefetch.
-    fn wanted(&self) -> usize {
-        (self.concurrency + self.prefetch.current()).saturating_sub(self.in_flight())
-    }
-
-    /// Claim once half the prefetch is used up, so the executors never run dry while the
-    /// claims stay batched (a claim per freed slot would mean a transaction per job).
-    fn needs_claim(&self) -> bool {
-        self.maybe_more
-            && self.wanted() > 0
-            && self.in_flight() <= claim_threshold(self.concurrency, self.prefetch.current())
-    }
-
-    /// Resizes the prefetch from the run times of the attempts finished since the last look.
-    fn resize_prefetch(&mut self) {
-        let ran = self.feed.ran.load(Ordering::Relaxed);
-        let busy = self.feed.busy_micros.load(Ordering::Relaxed);
-        if self.prefetch.observe(ran, busy) {
-            let wake_at = claim_threshold(self.concurrency, self.prefetch.current());
-            self.feed.wake_at.store(wake_at, Ordering::Relaxed);
-        }
-    }
 }
 
 pub(crate) struct Dispatcher {
@@ -247,7 +149,12 @@ impl Dispatcher {
             if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);
             }
-            self.chores.step(&self.shared.queue);
+            if self.completer.may_write(Instant::now()) {
+                if let Err(e) = self.chores.step(&self.shared.queue) {
+                    // The server is away: the upkeep waits with the writes.
+                    self.completer.failed(&e);
+                }
+            }
             if self.has_work(Instant::now()) && self.completer.retry_at().is_none() {
                 continue;
             }
@@ -355,17 +262,18 @@ impl Dispatcher {
     }
 
     fn next_wake(&self, next_poll: Instant) -> Instant {
-        let mut at = next_poll.min(self.reaper.next());
-        if let Some(check) = self.change.as_ref().and_then(ChangeWatch::next_check) {
-            at = at.min(check);
-        }
-        at = at.min(self.chores.next());
-        // While a failed write backs off, nothing is written before the retry: a linger or
-        // a renewal that came due meanwhile waits for it (waking for them would spin).
+        // While a failed write backs off, nothing is written before the retry: a reap, a
+        // prune step, a linger or a renewal that came due meanwhile waits for it (waking for
+        // them would spin).
         let writable = |when: Instant| match self.completer.retry_at() {
             Some(retry) => when.max(retry),
             None => when,
         };
+        let mut at = next_poll.min(writable(self.reaper.next()));
+        if let Some(check) = self.change.as_ref().and_then(ChangeWatch::next_check) {
+            at = at.min(check);
+        }
+        at = at.min(writable(self.chores.next()));
         if let Some(linger_ends) = self.completer.linger_ends() {
             at = at.min(writable(linger_ends));
         }
@@ -406,8 +314,11 @@ impl Dispatcher {
             .iter_mut()
             .filter(|q| !q.maybe_more && q.wanted() > 0)
         {
+            self.activity.polled();
             match db.read_statement(|conn| conn.any_due(&q.name, types, now)) {
                 Ok(due) => q.maybe_more = due,
+                // Logged once per outage where the connection failed; the next poll retries.
+                Err(e) if e.kind() == ErrorKind::Unavailable => break,
                 Err(e) => log::warn!("litejobs: polling queue {:?} failed: {e}", q.name),
             }
         }
@@ -537,7 +448,9 @@ impl Dispatcher {
                 } else {
                     db.write_statements(claims).unwrap_or_else(|e| {
                         // The outcomes are committed; the claim is tried again later.
-                        log::warn!("litejobs: claim failed ({e}); trying again later");
+                        if e.kind() != ErrorKind::Unavailable {
+                            log::warn!("litejobs: claim failed ({e}); trying again later");
+                        }
                         plan.iter().map(|_| Claimed::default()).collect()
                     })
                 };

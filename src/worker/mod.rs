@@ -8,6 +8,7 @@ pub(crate) mod completer;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
 mod prefetch;
+mod queue_runtime;
 pub(crate) mod registry;
 mod renewal;
 
@@ -30,8 +31,9 @@ use crate::Queue;
 
 pub use activity::WorkerActivity;
 use completer::WriterHandle;
-use dispatcher::{Control, DispatchConfig, Dispatcher, QueueRuntime};
+use dispatcher::{Control, DispatchConfig, Dispatcher};
 use executor::ExecShared;
+use queue_runtime::QueueRuntime;
 use registry::Registry;
 
 /// Handler threads of the default queue unless [`WorkerBuilder::concurrency`] says otherwise.
@@ -470,16 +472,7 @@ impl WorkerBuilder {
 }
 
 fn default_worker_id() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_string());
+    let host = crate::host::name();
     let random = (crate::retry::jitter_sample() * f64::from(u32::MAX)) as u32;
     format!("{host}:{}:{random:08x}", std::process::id())
 }

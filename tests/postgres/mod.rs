@@ -10,6 +10,11 @@ mod copy;
 mod hosts;
 // Queue::enqueue_in_pg: the caller's own transaction
 mod enqueue_in;
+// the CLI and the dashboard while the server is down; two-host URLs; connection names
+#[cfg(feature = "cli")]
+mod down;
+// a worker when its server restarts, stops, kills its backends or runs out of slots
+mod outages;
 // JobStore: insert, idempotency keys, claim with SKIP LOCKED, group keys, fenced writes, reaper
 mod jobs;
 // LimitStore and PeriodicStore: rate limits, breakers, periodic slots

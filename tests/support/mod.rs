@@ -342,6 +342,8 @@ pub mod child;
 pub mod http;
 #[cfg(feature = "postgres")]
 pub mod pg;
+#[cfg(feature = "postgres")]
+pub mod pg_server;
 pub mod scripted;
 #[cfg(feature = "email")]
 pub mod smtp;

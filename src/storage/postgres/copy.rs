@@ -154,10 +154,15 @@ pub fn copy_sqlite_to_postgres(
             .pg_schema(schema)
             .open(Path::new(url))?,
     );
-    let mut conn = PgConnection::establish(url).map_err(|e| {
+    let name = format!(
+        "litejobs copy-to ({}:{})",
+        crate::host::name(),
+        std::process::id()
+    );
+    let mut conn = PgConnection::establish(&super::pool::named_url(url, &name)).map_err(|e| {
         Error::new(
             ErrorKind::Database,
-            format!("cannot connect to {}: {e}", redacted(url)),
+            super::pool::connect_error(&redacted(url), &e.to_string()),
         )
     })?;
     // One snapshot of the file for the whole copy.

@@ -14,8 +14,10 @@ pub(crate) mod copy;
 mod dead_letter;
 mod jobs;
 mod limits;
+mod listen;
 pub(crate) mod migrate;
 mod periodic;
+mod pool;
 mod reads;
 mod reports;
 mod retention;
@@ -24,16 +26,19 @@ mod strays;
 mod webhooks;
 
 use std::cell::RefCell;
-use std::time::Duration;
+use std::sync::Arc;
 
 use diesel::connection::SimpleConnection;
 use diesel::pg::PgConnection;
-use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool, PooledConnection};
+use diesel::r2d2::CustomizeConnection;
 use diesel::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::outage::Outage;
 use crate::storage::sqlite::DbConfig;
 use crate::storage::{Backend, ChangeSignal, CommitFiles, Tx};
+use listen::{Notifications, Opener};
+use pool::ServerPool;
 
 /// The PostgreSQL schema litejobs' tables live in unless the queue is opened with another.
 pub(crate) const DEFAULT_SCHEMA: &str = "litejobs";
@@ -85,26 +90,11 @@ pub(crate) fn split_schema(url: &str) -> (String, Option<String>) {
     (url, schema)
 }
 
-/// The URL without its password, for messages.
+/// The URL without its password (in the user part, or a `password=` parameter), for
+/// messages.
 pub(crate) fn redacted(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match (authority.rfind('@'), authority.find(':')) {
-        (Some(at), Some(colon)) if colon < at => format!(
-            "{}{}:***{}",
-            &url[..scheme_end + 3],
-            &authority[..colon],
-            &url[scheme_end + 3 + at..]
-        ),
-        _ => url.to_string(),
-    }
+    crate::redact::mask_url_password(url)
 }
-
-type PgPool = Pool<ConnectionManager<PgConnection>>;
 
 /// Settings every pooled connection gets when it is made: the schema on the search path,
 /// and the busy timeout as the longest wait for a row or advisory lock.
@@ -122,9 +112,12 @@ impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for Session {
 
 /// A pooled PostgreSQL database in one schema.
 pub(crate) struct PgDb {
-    pool: PgPool,
+    pool: ServerPool,
+    /// The libpq URL, with the connection name.
     url: String,
     setup: String,
+    /// The server's outages, shared by the pool and the listening connections.
+    outage: Arc<Outage>,
     read_only: bool,
     /// The server's clock less this host's, measured at open.
     clock_offset_ms: i64,
@@ -135,7 +128,7 @@ pub(crate) struct PgDb {
 impl std::fmt::Debug for PgDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgDb")
-            .field("url", &redacted(&self.url))
+            .field("url", &self.outage.server())
             .field("read_only", &self.read_only)
             .finish()
     }
@@ -179,11 +172,23 @@ impl PgDb {
             "SET search_path TO {quoted}; SET lock_timeout = {lock_ms}; SET TIME ZONE 'UTC'; \
              SET plan_cache_mode = force_generic_plan"
         );
+        let shown = redacted(url);
+        let name = format!(
+            "{} ({}:{})",
+            config.application_name.as_deref().unwrap_or("litejobs"),
+            crate::host::name(),
+            std::process::id()
+        );
+        let url = &pool::named_url(url, &name);
         let mut first = PgConnection::establish(url).map_err(|e| {
-            Error::new(
-                ErrorKind::Database,
-                format!("cannot connect to {}: {e}", redacted(url)),
-            )
+            let e = e.to_string();
+            let message = pool::connect_error(&shown, &e);
+            let kind = if pool::is_unreachable(&e) {
+                ErrorKind::Unavailable
+            } else {
+                ErrorKind::Database
+            };
+            Error::new(kind, message)
         })?;
         if read_only {
             migrate::check_current(&mut first, schema)?;
@@ -192,39 +197,24 @@ impl PgDb {
         }
         let clock_offset_ms = measure_clock_offset(&mut first)?;
         drop(first);
-        let pool = Pool::builder()
-            .max_size(config.pool_size.max(2))
-            .min_idle(Some(0))
-            // No `SELECT 1` before every transaction (a round trip per enqueue); a connection
-            // that broke fails its transaction with an error and is not reused.
-            .test_on_check_out(false)
-            .connection_timeout(config.busy_timeout.max(Duration::from_secs(1)))
-            .connection_customizer(Box::new(Session {
+        let outage = Arc::new(Outage::new(shown));
+        let pool = ServerPool::new(
+            url,
+            config.pool_size,
+            config.busy_timeout,
+            Box::new(Session {
                 setup: setup.clone(),
-            }))
-            .build(ConnectionManager::<PgConnection>::new(url))
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Database,
-                    format!("cannot connect to {}: {e}", redacted(url)),
-                )
-            })?;
+            }),
+            Arc::clone(&outage),
+        );
         Ok(PgDb {
             pool,
             url: url.to_string(),
             setup,
+            outage,
             read_only,
             clock_offset_ms,
             schema: schema.to_string(),
-        })
-    }
-
-    fn conn(&self) -> Result<PooledConnection<ConnectionManager<PgConnection>>> {
-        self.pool.get().map_err(|e| {
-            Error::new(
-                ErrorKind::Busy,
-                format!("no PostgreSQL connection available: {e}"),
-            )
         })
     }
 }
@@ -232,14 +222,15 @@ impl PgDb {
 impl Backend for PgDb {
     /// A `REPEATABLE READ, READ ONLY` transaction: every statement sees one snapshot.
     fn read_tx(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
-        let mut conn = self.conn()?;
-        conn.build_transaction()
-            .repeatable_read()
-            .read_only()
-            .run(|c| {
-                let tx = PgTx::new(c);
-                f(&tx)
-            })
+        self.pool.run(|conn, started| {
+            conn.build_transaction()
+                .repeatable_read()
+                .read_only()
+                .run(|c| {
+                    started.set(true);
+                    f(&PgTx::new(c))
+                })
+        })
     }
 
     /// A `READ COMMITTED` transaction, committed when `f` returns `Ok`. Row locks and
@@ -252,10 +243,14 @@ impl Backend for PgDb {
                 "this queue was opened read-only (Queue::open_read_only); nothing was written",
             ));
         }
-        let mut conn = self.conn()?;
-        conn.transaction(|c| {
-            let tx = PgTx::new(c);
-            f(&tx)
+        // Run again only when the connection was cut before `f` began: once it has, the
+        // commit may have happened, and the caller decides (the worker keeps its outcomes
+        // and retries them).
+        self.pool.run(|conn, started| {
+            conn.transaction(|c| {
+                started.set(true);
+                f(&PgTx::new(c))
+            })
         })
     }
 
@@ -265,9 +260,10 @@ impl Backend for PgDb {
 
     /// One statement on its own: one round trip instead of three.
     fn read_statement(&self, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
-        let mut conn = self.conn()?;
-        let tx = PgTx::autocommit(&mut conn);
-        f(&tx)
+        self.pool.run(|conn, started| {
+            started.set(true);
+            f(&PgTx::autocommit(conn))
+        })
     }
 
     /// Each statement commits on its own (autocommit): one round trip per statement.
@@ -275,26 +271,24 @@ impl Backend for PgDb {
         if self.read_only {
             return self.write_tx(f);
         }
-        let mut conn = self.conn()?;
-        let tx = PgTx::autocommit(&mut conn);
-        f(&tx)
+        self.pool.run(|conn, started| {
+            started.set(true);
+            f(&PgTx::autocommit(conn))
+        })
     }
 
     fn is_read_only(&self) -> bool {
         self.read_only
     }
 
-    /// `LISTEN` on a connection of its own: the schema's insert trigger notifies at commit.
+    /// `LISTEN` on a connection of its own (made again whenever it is lost): the schema's
+    /// insert trigger notifies at commit.
     fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {
-        let mut conn = PgConnection::establish(&self.url).map_err(|e| {
-            Error::new(
-                ErrorKind::Database,
-                format!("cannot connect to {}: {e}", redacted(&self.url)),
-            )
-        })?;
-        conn.batch_execute(&self.setup)?;
-        conn.batch_execute(&format!("LISTEN {JOBS_CHANNEL}"))?;
-        Ok(Box::new(Notifications { conn }))
+        Ok(Box::new(Notifications::start(Opener {
+            url: self.url.clone(),
+            setup: self.setup.clone(),
+            outage: Arc::clone(&self.outage),
+        })))
     }
 
     fn schema_version(&self) -> i64 {
@@ -336,23 +330,6 @@ fn measure_clock_offset(conn: &mut PgConnection) -> Result<i64> {
         }
     }
     Ok(best.map_or(0, |(_, offset)| offset))
-}
-
-/// [`ChangeSignal`] on PostgreSQL: notifications already received on the listening
-/// connection (reading them costs no round trip).
-struct Notifications {
-    conn: PgConnection,
-}
-
-impl ChangeSignal for Notifications {
-    fn changed(&mut self) -> Result<bool> {
-        let mut any = false;
-        for n in self.conn.notifications_iter() {
-            n?;
-            any = true;
-        }
-        Ok(any)
-    }
 }
 
 /// The storage interface on one PostgreSQL connection, inside the transaction the [`PgDb`]
@@ -459,5 +436,23 @@ mod tests {
             "postgres://app:***@db.local:5432/jobs"
         );
         assert_eq!(redacted("postgres://app@db/jobs"), "postgres://app@db/jobs");
+        // Unencoded `/`, `?` and `@` in the password, several hosts, a query password.
+        assert_eq!(
+            redacted(
+                "postgres://app:s3/c?r@t@h1:5432,h2:5433/jobs?target_session_attrs=read-write"
+            ),
+            "postgres://app:***@h1:5432,h2:5433/jobs?target_session_attrs=read-write"
+        );
+        assert_eq!(
+            redacted("postgres://app@db/jobs?sslmode=disable&password=s3/c?r&sslpassword=k"),
+            "postgres://app@db/jobs?sslmode=disable&password=[masked]&sslpassword=[masked]"
+        );
+        assert_eq!(
+            redacted("postgres://app@db/jobs?password=a@b/c&x=1"),
+            "postgres://app@db/jobs?password=[masked]&x=1"
+        );
+        // Both kinds, and an `@` in the query: more is hidden than needed, nothing shown.
+        let shown = redacted("postgres://app:p?w@db/jobs?password=a@b");
+        assert!(!shown.contains("p?w") && !shown.contains("=a"), "{shown}");
     }
 }

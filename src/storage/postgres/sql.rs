@@ -240,12 +240,12 @@ impl From<DieselError> for Error {
         match &e {
             DieselError::DatabaseError(kind, info) => {
                 let message = info.message();
-                let busy = matches!(
-                    kind,
-                    DatabaseErrorKind::SerializationFailure | DatabaseErrorKind::ClosedConnection
-                ) || message.contains("lock timeout")
+                let busy = matches!(kind, DatabaseErrorKind::SerializationFailure)
+                    || message.contains("lock timeout")
                     || message.contains("deadlock detected");
-                let kind = if busy {
+                let kind = if matches!(kind, DatabaseErrorKind::ClosedConnection) {
+                    ErrorKind::Unavailable
+                } else if busy {
                     ErrorKind::Busy
                 } else if message.contains("read-only transaction") {
                     ErrorKind::ReadOnly

@@ -67,6 +67,9 @@ pub(crate) struct DbConfig {
     /// The PostgreSQL schema litejobs' tables live in (`None`: `litejobs`); SQLite ignores it.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) pg_schema: Option<String>,
+    /// What PostgreSQL connections call themselves (`None`: `litejobs`); SQLite ignores it.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) application_name: Option<String>,
 }
 
 type Pool = r2d2::Pool<SqliteConnectionManager>;
@@ -611,6 +614,7 @@ mod tests {
             pool_size: 2,
             create: true,
             pg_schema: None,
+            application_name: None,
         }
     }
 

@@ -26,16 +26,19 @@ pub(crate) fn when(job: &JobRecord, now: i64) -> String {
 }
 
 /// A library error as a page: 404 for an unknown id, 409 for an action the job's status
-/// does not allow, 400 for bad input, 503 while the database is busy, 500 otherwise.
+/// does not allow, 400 for bad input, 503 while the database is busy or its server away,
+/// 500 otherwise.
 pub(crate) fn error_response(ctx: &Ctx, e: &Error) -> Response {
     let (status, title) = match e.kind() {
         ErrorKind::NotFound => (404, "Not found"),
         ErrorKind::InvalidState => (409, "Not possible now"),
         ErrorKind::InvalidJob | ErrorKind::InvalidConfig => (400, "Bad request"),
         ErrorKind::Busy => (503, "Database busy"),
+        ErrorKind::Unavailable => (503, "Database unavailable"),
         _ => (500, "Something went wrong"),
     };
-    if status >= 500 {
+    // A server that is away is logged once per outage, not once per page.
+    if status >= 500 && e.kind() != ErrorKind::Unavailable {
         log::warn!("litejobs web: {e}");
     }
     error_page(ctx, status, title, &e.to_string())

@@ -125,6 +125,8 @@ pub struct Ctx {
     pub json: bool,
     /// Masks secret payload fields in every view.
     pub redactor: Redactor,
+    /// What the command's PostgreSQL connections call themselves in `pg_stat_activity`.
+    app_name: &'static str,
 }
 
 impl Ctx {
@@ -135,6 +137,12 @@ impl Ctx {
             pg_schema: cli.pg_schema.clone(),
             json: cli.json,
             redactor: Redactor::from_env().with_fields(&cli.secret_fields),
+            app_name: match &cli.command {
+                Command::Work(_) => "litejobs work",
+                #[cfg(feature = "web")]
+                Command::Web(_) => "litejobs web",
+                _ => "litejobs cli",
+            },
         }
     }
 
@@ -157,21 +165,16 @@ impl Ctx {
         if !self.is_server() {
             return Ok(path.display().to_string());
         }
-        let text = path.to_string_lossy();
-        Ok(match url::Url::parse(&text) {
-            Ok(mut url) if url.password().is_some() => {
-                let _ = url.set_password(Some("***"));
-                url.to_string()
-            }
-            Ok(url) => url.to_string(),
-            Err(_) => "(a PostgreSQL URL that does not parse)".to_string(),
-        })
+        // Not parsed as a WHATWG URL: libpq's URLs may name several hosts
+        // (`postgres://u@h1:5432,h2:5433/db`), which such a parser refuses.
+        Ok(litejobs::redact::mask_url_password(&path.to_string_lossy()))
     }
 
     fn builder(&self) -> litejobs::QueueBuilder {
+        let builder = Queue::builder().application_name(self.app_name);
         match &self.pg_schema {
-            Some(schema) => Queue::builder().pg_schema(schema),
-            None => Queue::builder(),
+            Some(schema) => builder.pg_schema(schema),
+            None => builder,
         }
     }
 
