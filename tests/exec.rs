@@ -168,7 +168,7 @@ fn a_command_gets_the_job_in_its_environment_and_stderr_s_end_as_the_error() {
         })
     );
 
-    // Only the last 4 KiB of a long stderr is kept: its end, where the reason is.
+    // Only the end of a long stderr is kept, where the reason is.
     let noisy = write_script(
         env.dir.path(),
         "noisy.sh",

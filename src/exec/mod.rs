@@ -28,7 +28,7 @@
 //! | 99 | snooze: due again after the delay on stdout (60 s if none); the attempt does not count |
 //! | any other, or killed by a signal | retry by the retry policy (`dead` after the last attempt) |
 //!
-//! The last 4 KiB of stderr is the attempt's error, and a failed attempt's exit code its
+//! The last 1.5 KiB of stderr is the attempt's error, and a failed attempt's exit code its
 //! status code. Past the job's timeout (or when a shutdown's grace is over) the whole
 //! process group gets SIGTERM, then SIGKILL after the kill grace ([`DEFAULT_KILL_GRACE`]),
 //! so the slot is really free again; the attempt is recorded as timed out. Processes of the

@@ -29,7 +29,7 @@ pub const DEFAULT_SNOOZE: Duration = Duration::from_secs(60);
 
 /// The most of a command's stderr kept as the attempt's error: its end, where the reason
 /// usually is.
-pub const STDERR_TAIL_BYTES: usize = 4096;
+pub const STDERR_TAIL_BYTES: usize = 1536;
 
 /// What a finished process means. `stopped` says the watchdog stopped it (timeout or
 /// shutdown): then its exit is not the command's answer.

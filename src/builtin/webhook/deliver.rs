@@ -21,7 +21,7 @@ use super::signature::sign;
 use super::{limit_key, DeliveryPayload};
 
 /// The most of a response body kept in the attempt history (in the error text).
-pub const MAX_RESPONSE_EXCERPT: usize = 4 * 1024;
+pub const MAX_RESPONSE_EXCERPT: usize = 1536;
 /// The most of a response body kept in a succeeded delivery's result.
 const MAX_SUCCESS_EXCERPT: usize = 256;
 
