@@ -27,7 +27,7 @@ use crate::support::child::{
     SEED_VAR, SIGNAL_VAR,
 };
 use crate::support::scripted::{self, Latch};
-use crate::support::{count_rows, raw_conn, temp_dir};
+use crate::support::{count_rows, process_cpu_time, raw_conn, temp_dir};
 
 /// The whole of each test, children included.
 const TEST_CAP: Duration = Duration::from_secs(100);
@@ -392,21 +392,6 @@ impl log::Log for CaptureLog {
     }
 
     fn flush(&self) {}
-}
-
-/// CPU time (user and system) this process has used so far, from `/proc/self/stat` (in
-/// clock ticks, 100 per second on Linux).
-fn process_cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("reading /proc/self/stat");
-    // The fields after the command name (which may hold spaces) start at state, field 3;
-    // utime and stime are fields 14 and 15.
-    let after_name = stat.rsplit(')').next().unwrap_or_default();
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: u64 = fields[11..13]
-        .iter()
-        .map(|f| f.parse::<u64>().expect("a tick count in /proc/self/stat"))
-        .sum();
-    Duration::from_millis(ticks * 10)
 }
 
 /// The back-off a "write failed (...); retrying in 25ms" warning announces.

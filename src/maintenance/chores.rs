@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
+use super::every::Every;
 use super::pruner::Pruner;
-use super::strays::{StraySweep, STRAY_SWEEP_INTERVAL};
+use super::strays::STRAY_SWEEP_INTERVAL;
 use crate::error::{ErrorKind, Result};
 use crate::events::Event;
 use crate::Queue;
@@ -14,7 +15,8 @@ use crate::Queue;
 #[derive(Debug)]
 pub(crate) struct Chores {
     pruner: Option<Pruner>,
-    strays: StraySweep,
+    /// When the stray sweep is next due.
+    strays: Every,
 }
 
 impl Chores {
@@ -22,7 +24,7 @@ impl Chores {
     pub(crate) fn new(pruner: Option<Pruner>) -> Chores {
         Chores {
             pruner,
-            strays: StraySweep::new(STRAY_SWEEP_INTERVAL),
+            strays: Every::new(STRAY_SWEEP_INTERVAL),
         }
     }
 
@@ -45,7 +47,9 @@ impl Chores {
             }
         }
         if self.strays.due(now) {
-            match self.strays.step(queue, now) {
+            // Tried again an interval later also when it failed, rather than on every loop.
+            self.strays.ran(now);
+            match queue.refuse_strays() {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
                 Err(e) => log::warn!(

@@ -6,6 +6,7 @@
 //! start-up and hourly.
 
 pub(crate) mod chores;
+pub(crate) mod every;
 pub(crate) mod pruner;
 pub(crate) mod reaper;
 pub(crate) mod scheduler;

@@ -3,39 +3,10 @@
 //! start-up and then every interval; its SQL only touches expired leases, so several
 //! processes may reap at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often a worker reaps unless configured otherwise.
 pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(15);
-
-/// When the next reap is due.
-#[derive(Debug)]
-pub(crate) struct Reaper {
-    interval: Duration,
-    next: Instant,
-}
-
-impl Reaper {
-    /// Due at once (start-up), then every `interval`.
-    pub(crate) fn new(interval: Duration) -> Reaper {
-        Reaper {
-            interval,
-            next: Instant::now(),
-        }
-    }
-
-    pub(crate) fn due(&self, now: Instant) -> bool {
-        now >= self.next
-    }
-
-    pub(crate) fn next(&self) -> Instant {
-        self.next
-    }
-
-    pub(crate) fn ran(&mut self, now: Instant) {
-        self.next = now + self.interval;
-    }
-}
 
 impl crate::Queue {
     /// Makes running jobs whose lease expired due again (or dead when their attempts are

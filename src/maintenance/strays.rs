@@ -3,7 +3,7 @@
 //! worker sweeps at start-up and then hourly; finding them reads the whole jobs table, in a
 //! snapshot that holds no lock, and only the rows found are written.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::storage::jobs::Refused;
@@ -13,38 +13,6 @@ pub(crate) const STRAY_SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// The most stray rows one sweep ends; the next sweep takes the rest.
 const STRAYS_PER_SWEEP: usize = 1000;
-
-/// When the next sweep is due.
-#[derive(Debug)]
-pub(crate) struct StraySweep {
-    interval: Duration,
-    next: Instant,
-}
-
-impl StraySweep {
-    /// Due at once (start-up), then every `interval`.
-    pub(crate) fn new(interval: Duration) -> StraySweep {
-        StraySweep {
-            interval,
-            next: Instant::now(),
-        }
-    }
-
-    pub(crate) fn due(&self, now: Instant) -> bool {
-        now >= self.next
-    }
-
-    pub(crate) fn next(&self) -> Instant {
-        self.next
-    }
-
-    /// Sweeps once and schedules the next sweep, also when this one failed (it is tried
-    /// again an interval later rather than on every loop).
-    pub(crate) fn step(&mut self, queue: &crate::Queue, now: Instant) -> Result<Vec<Refused>> {
-        self.next = now + self.interval;
-        queue.refuse_strays()
-    }
-}
 
 impl crate::Queue {
     /// Makes stray rows dead; the rows it ended.

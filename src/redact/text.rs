@@ -88,31 +88,44 @@ impl Redactor {
     /// name starts its line.
     fn mask_parameters(&self, text: &str) -> String {
         let bytes = text.as_bytes();
-        let mut out = String::with_capacity(text.len());
-        let mut copied = 0;
-        let mut i = 0;
-        while i < bytes.len() {
+        mask_spans(text, |floor, i| {
             let b = bytes[i];
-            if b == b'=' || (b == b':' && bytes.get(i + 1) != Some(&b'/')) {
-                if let Some((name, header)) = name_before(text, copied, i) {
-                    if self.is_secret(name) {
-                        let (start, end) = value_after(bytes, i + 1, header);
-                        let done = text[start..].starts_with(MASK) || &text[start..end] == URL_MASK;
-                        if end > start && !done {
-                            out.push_str(&text[copied..start]);
-                            out.push_str(MASK);
-                            copied = end;
-                            i = end;
-                            continue;
-                        }
-                    }
-                }
+            if b != b'=' && (b != b':' || bytes.get(i + 1) == Some(&b'/')) {
+                return None;
             }
-            i += 1;
-        }
-        out.push_str(&text[copied..]);
-        out
+            let (name, header) = name_before(text, floor, i)?;
+            if !self.is_secret(name) {
+                return None;
+            }
+            let (start, end) = value_after(bytes, i + 1, header);
+            let done = text[start..].starts_with(MASK) || &text[start..end] == URL_MASK;
+            (end > start && !done).then_some((start, end))
+        })
     }
+}
+
+/// `text` with every span `span_at` finds replaced by [`MASK`]. `span_at(floor, i)` looks
+/// at byte `i`, never reaching back before `floor` (the end of the last span), and gives the
+/// span to mask: it starts at `floor` or later and is not empty. The scan goes on after it.
+fn mask_spans(
+    text: &str,
+    mut span_at: impl FnMut(usize, usize) -> Option<(usize, usize)>,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut i) = (0, 0);
+    while i < text.len() {
+        match span_at(copied, i) {
+            Some((start, end)) => {
+                out.push_str(&text[copied..start]);
+                out.push_str(MASK);
+                copied = end;
+                i = end;
+            }
+            None => i += 1,
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 fn is_name_byte(b: u8) -> bool {
@@ -256,39 +269,26 @@ fn password_span(url: &str) -> Option<(usize, usize)> {
 fn mask_bearer(text: &str) -> String {
     let lower = text.to_ascii_lowercase().into_bytes();
     let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut copied = 0;
-    let mut i = 0;
-    while i < bytes.len() {
+    mask_spans(text, |floor, i| {
         let scheme = AUTH_SCHEMES.iter().find(|s| {
             lower[i..].starts_with(s.as_bytes())
                 && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
                 && bytes.get(i + s.len()) == Some(&b' ')
-        });
-        if let Some(scheme) = scheme {
-            let mut start = i + scheme.len();
-            while start < bytes.len() && bytes[start] == b' ' {
-                start += 1;
-            }
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b',' | b';'))
-                .map_or(bytes.len(), |n| start + n);
-            let word = &text[start..end];
-            let credential = *scheme == "bearer"
-                || (word.len() >= 8 && word.bytes().any(|b| b.is_ascii_digit() || b == b'='));
-            if start >= copied && end > start && !text[start..].starts_with(MASK) && credential {
-                out.push_str(&text[copied..start]);
-                out.push_str(MASK);
-                copied = end;
-                i = end;
-                continue;
-            }
+        })?;
+        let mut start = i + scheme.len();
+        while start < bytes.len() && bytes[start] == b' ' {
+            start += 1;
         }
-        i += 1;
-    }
-    out.push_str(&text[copied..]);
-    out
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b',' | b';'))
+            .map_or(bytes.len(), |n| start + n);
+        let word = &text[start..end];
+        let credential = *scheme == "bearer"
+            || (word.len() >= 8 && word.bytes().any(|b| b.is_ascii_digit() || b == b'='));
+        (start >= floor && end > start && !word.starts_with(MASK) && credential)
+            .then_some((start, end))
+    })
 }
 
 #[cfg(test)]

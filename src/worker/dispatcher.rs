@@ -16,8 +16,8 @@ use crate::clock::duration_to_ms;
 use crate::error::ErrorKind;
 use crate::events::Event;
 use crate::maintenance::chores::Chores;
+use crate::maintenance::every::Every;
 use crate::maintenance::pruner::Pruner;
-use crate::maintenance::reaper::Reaper;
 use crate::storage::jobs::{Claimed, ClaimedRow};
 use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
@@ -60,7 +60,8 @@ pub(crate) struct Dispatcher {
     claimer: Claimer,
     /// The outcomes and heartbeats waiting to be written.
     completer: Completer,
-    reaper: Reaper,
+    /// When the reaper is next due.
+    reaper: Every,
     /// Scheduled pruning and the stray sweep.
     chores: Chores,
     /// Commits by other connections; `None` when it could not be made (polling still works).
@@ -86,7 +87,7 @@ impl Dispatcher {
             shared.lease_grace_ms,
             shared.queue.max_payload_bytes(),
         );
-        let reaper = Reaper::new(config.reap_interval);
+        let reaper = Every::new(config.reap_interval);
         let config_pruner = config.pruner.take();
         let db = shared.queue.db();
         let change = match db.change_signal() {

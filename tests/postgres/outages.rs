@@ -33,7 +33,7 @@ use serde_json::json;
 use crate::support::child::{self, ChildProc, Deadline, CHILD_LIFETIME_CAP};
 use crate::support::pg_server::{PgServer, ServerRoot, ROOT_VAR};
 use crate::support::scripted::{self, Latch};
-use crate::support::temp_dir;
+use crate::support::{process_cpu_time, temp_dir};
 
 /// Each scenario in its child (whose own checks fail first, with their messages), and the
 /// parent waiting for it.
@@ -480,19 +480,6 @@ fn wait_runs(scene: &Scene, n: usize) {
             .check(|| format!("waiting for {n} handler runs, {ran} so far"));
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// CPU time (user and system) this process has used so far (`/proc/self/stat`, in clock
-/// ticks of 10 ms).
-fn process_cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("reading /proc/self/stat");
-    let after_name = stat.rsplit(')').next().unwrap_or_default();
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks: u64 = fields[11..13]
-        .iter()
-        .map(|f| f.parse::<u64>().expect("a tick count in /proc/self/stat"))
-        .sum();
-    Duration::from_millis(ticks * 10)
 }
 
 /// Runs the child test `test` (role `role`) and waits for it to pass. Its private servers

@@ -337,6 +337,21 @@ pub fn have_tool(name: &str) -> bool {
 }
 
 /// Child processes for the process-level tests (crash, multiprocess).
+/// CPU time (user and system) this process has used so far, from `/proc/self/stat` (in
+/// clock ticks, 100 per second on Linux).
+pub fn process_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("reading /proc/self/stat");
+    // The fields after the command name (which may hold spaces) start at state, field 3;
+    // utime and stime are fields 14 and 15.
+    let after_name = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks: u64 = fields[11..13]
+        .iter()
+        .map(|f| f.parse::<u64>().expect("a tick count in /proc/self/stat"))
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
 pub mod child;
 #[cfg(feature = "webhook")]
 pub mod http;

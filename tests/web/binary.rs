@@ -261,15 +261,8 @@ fn takes_the_token_from_a_file_and_logs_failed_sign_ins_without_it() {
     const TOKEN: &str = "from-a-file-0123456789";
     const GUESS: &str = "a-wrong-GUESS-0123456789";
     let env = setup();
-    let file = env.dir.path().join("web-token");
     // Written by an editor or `echo`: the line end is not part of the token.
-    std::fs::write(&file, format!("{TOKEN}\n")).expect("writing the token file");
-    let file = file.to_str().expect("UTF-8 path");
-    let mut web = WebChild::start(
-        &env.path,
-        &["--addr", "127.0.0.1:0", "--token-file", file],
-        &[("RUST_LOG", "warn")],
-    );
+    let mut web = web_with_token_file(&env, &format!("{TOKEN}\n"));
     let url = web.url();
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", web.child.id())).unwrap_or_default();
     assert!(
@@ -328,14 +321,7 @@ fn guesses_from_many_addresses_are_capped_in_all_and_logged_in_a_few_lines() {
     /// Wrong tokens from all addresses within a minute that lock everybody out.
     const GLOBAL_CAP: usize = 30;
     let env = setup();
-    let file = env.dir.path().join("web-token");
-    std::fs::write(&file, TOKEN).expect("writing the token file");
-    let file = file.to_str().expect("UTF-8 path");
-    let mut web = WebChild::start(
-        &env.path,
-        &["--addr", "127.0.0.1:0", "--token-file", file],
-        &[("RUST_LOG", "warn")],
-    );
+    let mut web = web_with_token_file(&env, TOKEN);
     let url = web.url();
     let addr: std::net::SocketAddr = url
         .trim_start_matches("http://")
@@ -442,4 +428,16 @@ fn keeps_serving_after_running_out_of_file_descriptors() {
         !stderr.iter().any(|l| l.contains("panicked")),
         "nothing panicked: {stderr:?}"
     );
+}
+
+/// `litejobs web` on loopback with its token in a file holding `contents`, logging warnings.
+fn web_with_token_file(env: &TestEnv, contents: &str) -> WebChild {
+    let file = env.dir.path().join("web-token");
+    std::fs::write(&file, contents).expect("writing the token file");
+    let file = file.to_str().expect("UTF-8 path");
+    WebChild::start(
+        &env.path,
+        &["--addr", "127.0.0.1:0", "--token-file", file],
+        &[("RUST_LOG", "warn")],
+    )
 }
