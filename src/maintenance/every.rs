@@ -26,6 +26,11 @@ impl Every {
         self.next
     }
 
+    /// When a chore that waits for a quiet moment runs anyway: a whole interval late.
+    pub(crate) fn overdue_at(&self) -> Instant {
+        self.next + self.interval
+    }
+
     /// The chore ran (or was tried) at `now`: next due an interval later.
     pub(crate) fn ran(&mut self, now: Instant) {
         self.next = now + self.interval;

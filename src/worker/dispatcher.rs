@@ -151,7 +151,7 @@ impl Dispatcher {
                 self.round(true);
             }
             if self.completer.may_write(Instant::now()) {
-                if let Err(e) = self.chores.step(&self.shared.queue) {
+                if let Err(e) = self.chores.step(&self.shared.queue, self.idle()) {
                     // The server is away: the upkeep waits with the writes.
                     self.completer.failed(&e);
                 }
@@ -262,6 +262,12 @@ impl Dispatcher {
             .is_some_and(|change| change.look_if_due(now))
     }
 
+    /// Nothing claimed, nothing to write, nothing known to be due: a moment for upkeep that
+    /// reads much.
+    fn idle(&self) -> bool {
+        self.completer.is_empty() && self.queues.iter().all(QueueRuntime::idle)
+    }
+
     fn next_wake(&self, next_poll: Instant) -> Instant {
         // While a failed write backs off, nothing is written before the retry: a reap, a
         // prune step, a linger or a renewal that came due meanwhile waits for it (waking for
@@ -274,7 +280,7 @@ impl Dispatcher {
         if let Some(check) = self.change.as_ref().and_then(ChangeWatch::next_check) {
             at = at.min(check);
         }
-        at = at.min(writable(self.chores.next()));
+        at = at.min(writable(self.chores.next(self.idle())));
         if let Some(linger_ends) = self.completer.linger_ends() {
             at = at.min(writable(linger_ends));
         }

@@ -86,6 +86,11 @@ impl QueueRuntime {
         self.outstanding.saturating_sub(self.finished_unwritten)
     }
 
+    /// Nothing claimed and nothing known to be due.
+    pub(super) fn idle(&self) -> bool {
+        self.outstanding == 0 && !self.maybe_more
+    }
+
     /// How many jobs a claim now would take: free slots plus the prefetch.
     pub(super) fn wanted(&self) -> usize {
         (self.concurrency + self.prefetch.current()).saturating_sub(self.in_flight())
