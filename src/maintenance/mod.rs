@@ -2,8 +2,8 @@
 //! ([`Pruner`], [`Queue::prune`](crate::Queue::prune)), periodic jobs ([`Scheduler`],
 //! [`Periodic`]), the reaper that every worker runs
 //! ([`Queue::reap_expired_leases`](crate::Queue::reap_expired_leases)), and the sweep of stray
-//! rows (live rows another program wrote that no claim can take) that every worker runs at
-//! start-up and hourly.
+//! rows (live rows another program wrote that no claim can take) that every worker runs when
+//! it is first quiet, then hourly.
 
 pub(crate) mod chores;
 pub(crate) mod every;

@@ -1,7 +1,8 @@
 //! The stray sweep: live rows that neither the claim nor the reaper can ever take (see
 //! `storage/strays.rs`) are made dead with an error naming the job and the column. Every
-//! worker sweeps at start-up and then hourly; finding them reads the whole jobs table, in a
-//! snapshot that holds no lock, and only the rows found are written.
+//! worker sweeps at its first quiet moment and then hourly (see `chores.rs`); finding them
+//! reads the whole jobs table, in a snapshot that holds no lock, and only the rows found are
+//! written.
 
 use std::time::Duration;
 
