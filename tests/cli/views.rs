@@ -228,7 +228,7 @@ fn secrets_are_masked_in_show_list_and_dead_list_with_extra_names_from_flag_or_e
     fx.queue
         .cancel(fx.enqueue(NewJob::new(
             "t",
-            json!({"custom_pin": "4321", "Authorization": "Bearer zz"}),
+            json!({"custom_pin": "pin-4321", "Authorization": "Bearer zz"}),
         )))
         .expect("cancel");
     let views: Vec<Vec<String>> = vec![
@@ -253,13 +253,14 @@ fn secrets_are_masked_in_show_list_and_dead_list_with_extra_names_from_flag_or_e
         }
         assert!(out.contains("[masked]"), "{view:?}:\n{out}");
     }
-    // custom_pin is not a default secret; --secret-field and LITEJOBS_SECRET_FIELDS add it.
-    assert!(fx.run(&["list", "--json"]).ok().stdout.contains("4321"));
+    // custom_pin is not a default secret; --secret-field and LITEJOBS_SECRET_FIELDS add it. (A
+    // value no id or time can hold by chance.)
+    assert!(fx.run(&["list", "--json"]).ok().stdout.contains("pin-4321"));
     let flagged = fx
         .run(&["list", "--json", "--secret-field", "custom_pin"])
         .ok()
         .stdout;
-    assert!(!flagged.contains("4321"), "{flagged}");
+    assert!(!flagged.contains("pin-4321"), "{flagged}");
     let from_env = Run::from(
         litejobs(&fx.path)
             .args(["list", "--json"])
@@ -269,7 +270,7 @@ fn secrets_are_masked_in_show_list_and_dead_list_with_extra_names_from_flag_or_e
     )
     .ok()
     .stdout;
-    assert!(!from_env.contains("4321"), "{from_env}");
+    assert!(!from_env.contains("pin-4321"), "{from_env}");
     // The stored payload itself is untouched.
     assert_eq!(fx.job(id).payload["password"], json!("hunter2"));
 }
