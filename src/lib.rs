@@ -69,96 +69,39 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod admin;
 pub mod builtin;
-mod clock;
-mod context;
-mod dead_letter;
 pub mod defaults;
 mod error;
-mod events;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
-mod finite;
 mod handler;
-mod host;
 pub mod human;
 mod job;
 pub mod limits;
 pub mod maintenance;
-pub mod metrics;
-mod outage;
 mod queue;
-mod reads;
 pub mod redact;
-mod retry;
 mod storage;
-pub mod testing;
-mod typed;
-mod wake;
+mod system;
 #[cfg(feature = "web")]
 pub mod web;
 mod worker;
 
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use context::JobContext;
-pub use dead_letter::Discarded;
 pub use error::{Error, ErrorKind, Result};
-pub use events::Event;
-pub use handler::{Handler, JobError};
-pub use job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus, NewJob};
+pub use handler::{Handler, JobContext, JobError, Perform};
+pub use job::{
+    AttemptOutcome, AttemptRecord, Discarded, IntoNewJob, Job, JobOptions, JobRecord, JobStatus,
+    NewJob, RetryPolicy,
+};
+pub use queue::events::Event;
+pub use queue::metrics;
+pub use queue::reads::{ActivityBucket, Health, Overview};
 pub use queue::{enqueue_in, Queue, QueueBuilder};
-pub use reads::{ActivityBucket, Health, Overview};
-pub use retry::RetryPolicy;
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;
-pub use typed::{IntoNewJob, Job, JobOptions, Perform};
+pub use system::{Clock, ManualClock, SystemClock};
+pub use worker::testing;
 pub use worker::{Worker, WorkerActivity, WorkerBuilder};
-
-/// Names that moved: the defaults to [`defaults`], the retention and periodic types to
-/// [`maintenance`]. Kept here for one release.
-mod moved {
-    macro_rules! moved_const {
-        ($($name:ident: $ty:ty),* $(,)?) => {$(
-            #[doc(hidden)]
-            #[deprecated(since = "0.2.0", note = "moved to litejobs::defaults")]
-            pub const $name: $ty = crate::defaults::$name;
-        )*};
-    }
-    macro_rules! moved_type {
-        ($($name:ident),* $(,)?) => {$(
-            #[doc(hidden)]
-            #[deprecated(since = "0.2.0", note = "moved to litejobs::maintenance")]
-            pub type $name = crate::maintenance::$name;
-        )*};
-    }
-    use std::time::Duration;
-    moved_const!(
-        DEFAULT_MAX_ATTEMPTS: u32, DEFAULT_MAX_PAYLOAD_BYTES: usize, DEFAULT_QUEUE: &str,
-        DEFAULT_PRUNE_CHUNK: usize, DEFAULT_PRUNE_INTERVAL: Duration, DEFAULT_RETENTION: Duration,
-        DEFAULT_REAP_INTERVAL: Duration, MIN_PERIODIC_INTERVAL: Duration,
-        DEFAULT_BUSY_TIMEOUT: Duration, DEFAULT_IDEMPOTENCY_WINDOW: Duration, DEFAULT_POOL_SIZE: u32,
-        DEFAULT_HEALTH_WINDOW: Duration, MAX_ACTIVITY_BUCKETS: usize,
-        DEFAULT_RETRY_BASE: Duration, DEFAULT_RETRY_JITTER: f64, DEFAULT_RETRY_MAX_DELAY: Duration,
-        DEFAULT_LIST_LIMIT: usize, DEFAULT_CONCURRENCY: usize, DEFAULT_JOB_TIMEOUT: Duration,
-        DEFAULT_LEASE_GRACE: Duration, DEFAULT_POLL_INTERVAL: Duration, DEFAULT_PREFETCH: usize,
-        DEFAULT_SHUTDOWN_GRACE: Duration,
-    );
-    moved_type!(
-        CheckpointMode,
-        CheckpointReport,
-        PruneOptions,
-        PruneReport,
-        Pruner,
-        EnqueuedSlot,
-        Periodic,
-        ScheduleState,
-        Scheduler,
-        TickReport,
-    );
-}
-#[allow(deprecated)]
-pub use moved::*;
 
 /// True when `target`, as given to [`Queue::open`], names a database server
 /// (`postgres://…`, `postgresql://…`) rather than a SQLite file.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::retry::RetryPolicy;
+use crate::job::RetryPolicy;
 
 /// The jitter a schedule read from text gets: ±10 %, as the built-in defaults, so jobs
 /// failing together (an SMTP or endpoint outage) do not all retry in the same second.

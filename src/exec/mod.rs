@@ -82,8 +82,8 @@ pub use outcome::{
 pub use serve::Serve;
 pub use serve_process::MAX_ANSWER_BYTES;
 
-use crate::context::JobContext;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handler::JobContext;
 
 /// Time between SIGTERM and SIGKILL for a process group that must stop.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);

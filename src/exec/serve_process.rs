@@ -21,7 +21,7 @@ use super::pipes::{
 use super::process::{group_is_empty, signal_group, watchdog, Program, Watch};
 use super::serve_pool::Alive;
 use super::{deadline_ms, MAX_STDOUT_BYTES};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::JobError;
 
 /// The longest answer line read (2 MiB, room for a result of [`MAX_STDOUT_BYTES`] and the

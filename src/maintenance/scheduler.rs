@@ -26,10 +26,10 @@ use chrono::{DateTime, Utc};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
-use crate::events::Event;
 use crate::job::{validate, NewJob, Payload, DEFAULT_MAX_PAYLOAD_BYTES};
+use crate::queue::events::Event;
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 /// The shortest interval [`Periodic::every`] accepts.

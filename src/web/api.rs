@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::error::{Error, ErrorKind};
 use crate::human::{excerpt, ERROR_EXCERPT_BYTES};
 use crate::job::{AttemptRecord, JobRecord};
-use crate::reads::DEFAULT_HEALTH_WINDOW;
+use crate::queue::reads::DEFAULT_HEALTH_WINDOW;
 use crate::storage::reads::DEFAULT_LIST_LIMIT;
 
 use super::app::App;

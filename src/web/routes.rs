@@ -31,7 +31,7 @@
 
 use std::time::Instant;
 
-use crate::metrics;
+use crate::queue::metrics;
 
 use super::api;
 use super::app::{App, Ctx};

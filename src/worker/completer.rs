@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::events::{Event, EventHub};
 use crate::job::{AttemptOutcome, JobStatus};
-use crate::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
+use crate::queue::events::{Event, EventHub};
 use crate::storage::jobs::AttemptRow;
 use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Success};
 use crate::storage::Tx;
+use crate::system::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
 use crate::Queue;
 
 /// How an attempt ended.
@@ -303,7 +303,7 @@ pub(crate) enum LeaseKeeper {
     Direct,
 }
 
-impl crate::context::Heartbeat for LeaseKeeper {
+impl crate::handler::context::Heartbeat for LeaseKeeper {
     fn extend(
         &self,
         queue: &Queue,

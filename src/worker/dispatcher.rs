@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 
-use crate::clock::duration_to_ms;
 use crate::error::ErrorKind;
-use crate::events::Event;
 use crate::maintenance::chores::Chores;
 use crate::maintenance::every::Every;
 use crate::maintenance::pruner::Pruner;
+use crate::queue::events::Event;
 use crate::storage::jobs::{Claimed, ClaimedRow};
+use crate::system::clock::duration_to_ms;
 use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};

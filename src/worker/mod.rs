@@ -11,6 +11,8 @@ mod prefetch;
 mod queue_runtime;
 pub(crate) mod registry;
 mod renewal;
+pub mod testing;
+mod typed;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -19,14 +21,14 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
+use crate::job::RetryPolicy;
 use crate::job::DEFAULT_QUEUE;
 use crate::maintenance::pruner::{PruneOptions, Pruner};
 use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
 use crate::maintenance::scheduler::{Periodic, SchedulerThread};
-use crate::retry::RetryPolicy;
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 pub use activity::WorkerActivity;
@@ -472,7 +474,7 @@ impl WorkerBuilder {
 }
 
 fn default_worker_id() -> String {
-    let host = crate::host::name();
-    let random = (crate::retry::jitter_sample() * f64::from(u32::MAX)) as u32;
+    let host = crate::system::host::name();
+    let random = (crate::job::jitter_sample() * f64::from(u32::MAX)) as u32;
     format!("{host}:{}:{random:08x}", std::process::id())
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{message, Email, EmailJob, MailError, Mailer, Sent};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 
 /// The domain of generated Message-IDs when the sender's address has none.

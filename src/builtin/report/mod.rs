@@ -41,8 +41,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::context::JobContext;
 use crate::error::{Error, Result};
+use crate::handler::JobContext;
 use crate::handler::{Action, JobError};
 use crate::job::{NewJob, DEFAULT_MAX_ATTEMPTS};
 use crate::{Queue, WorkerBuilder};

@@ -156,7 +156,7 @@ pub fn copy_sqlite_to_postgres(
     );
     let name = format!(
         "litejobs copy-to ({}:{})",
-        crate::host::name(),
+        crate::system::host::name(),
         std::process::id()
     );
     let mut conn = PgConnection::establish(&super::pool::named_url(url, &name)).map_err(|e| {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::reads::{Health, DEFAULT_HEALTH_WINDOW};
+use crate::queue::reads::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::storage::reads::StatusCount;
 
 use crate::web::app::{App, Ctx};
