@@ -45,14 +45,10 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 /// Within this bound the prefetch follows the jobs: a queue holds about 10 ms of its
 /// threads' work (measured from the run times of its recent attempts), and at least one job
 /// per thread. Fast jobs are claimed up to this many at a time, in few transactions (no-op
-/// jobs on SQLite, 4 threads: about 100 k/s against 70 k/s with a fixed 64); slow jobs are not
-/// hoarded, so other workers share a backlog of them. The same on PostgreSQL
-/// ([`DEFAULT_PREFETCH_SERVER`]).
+/// jobs, 4 threads: on SQLite about 100 k/s against 70 k/s with a fixed 64; on PostgreSQL,
+/// where each claim is a round trip, 20–24 k/s against 15–17 k/s with 64); slow jobs are not
+/// hoarded, so other workers share a backlog of them.
 pub const DEFAULT_PREFETCH: usize = 256;
-/// The most prefetched on a database server (feature `postgres`), where each claim is a round
-/// trip: processing measured 20–24 k jobs/s with 256 against 15–17 k with 64 (4 threads,
-/// no-op jobs, one worker, a local server). The same as [`DEFAULT_PREFETCH`].
-pub const DEFAULT_PREFETCH_SERVER: usize = 256;
 /// How often an idle worker queries for due rows no commit announced (jobs whose `run_at`
 /// came, and a fallback for the change check).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -189,9 +185,7 @@ pub struct WorkerBuilder {
     queue: Queue,
     pub(crate) registry: Registry,
     pub(crate) queues: Vec<(String, usize)>,
-    /// `None`: the default for the database ([`DEFAULT_PREFETCH`], or
-    /// [`DEFAULT_PREFETCH_SERVER`] on a server).
-    prefetch: Option<usize>,
+    prefetch: usize,
     poll_interval: Duration,
     change_check_interval: Duration,
     reap_interval: Duration,
@@ -217,7 +211,7 @@ impl WorkerBuilder {
             queue: queue.clone(),
             registry: Registry::new(DEFAULT_JOB_TIMEOUT),
             queues: vec![(DEFAULT_QUEUE.to_string(), DEFAULT_CONCURRENCY)],
-            prefetch: None,
+            prefetch: DEFAULT_PREFETCH,
             poll_interval: DEFAULT_POLL_INTERVAL,
             change_check_interval: DEFAULT_CHANGE_CHECK_INTERVAL,
             reap_interval: DEFAULT_REAP_INTERVAL,
@@ -282,10 +276,10 @@ impl WorkerBuilder {
 
     /// The most jobs claimed per queue beyond the free slots: within it a queue holds about
     /// 10 ms of its threads' work, at least one job per thread. `0` claims only for free
-    /// slots. Defaults to [`DEFAULT_PREFETCH`] (on PostgreSQL [`DEFAULT_PREFETCH_SERVER`]).
+    /// slots. Defaults to [`DEFAULT_PREFETCH`].
     /// Lower it when a backlog of quick jobs should be spread evenly over several workers.
     pub fn prefetch(mut self, jobs: usize) -> Self {
-        self.prefetch = Some(jobs);
+        self.prefetch = jobs;
         self
     }
 
@@ -422,11 +416,7 @@ impl WorkerBuilder {
             stopping: AtomicBool::new(false),
             lease_grace_ms: self.lease_grace_ms(),
         });
-        let prefetch = self.prefetch.unwrap_or(if self.queue.db().is_server() {
-            DEFAULT_PREFETCH_SERVER
-        } else {
-            DEFAULT_PREFETCH
-        });
+        let prefetch = self.prefetch;
         let mut runtimes = Vec::new();
         for (name, threads) in self.queues.iter().filter(|(_, t)| *t > 0) {
             runtimes.push(QueueRuntime::start(
