@@ -56,7 +56,7 @@
 //! in any language can `INSERT INTO jobs (job_type, payload) VALUES (...)` and let litejobs
 //! run the row. Times are milliseconds since the Unix epoch.
 //!
-//! Rows from outside are checked at the door and never trusted at the claim (R28): CHECK
+//! Rows from outside are checked at the door and never trusted at the claim: CHECK
 //! rules (written for SQLite 3.31 and later) refuse a wrongly typed insert in the inserting
 //! program, naming the rule; a row that still cannot be used (invalid UTF-8 or JSON, an
 //! oversized payload) goes dead when claimed, with an error naming the job and the column,

@@ -229,7 +229,7 @@ impl JobContext {
 
     /// True when an earlier attempt of this job (or of a job with the same idempotency key)
     /// recorded its side effect as done with [`mark_effect_done`](JobContext::mark_effect_done),
-    /// e.g. before a crash kept it from writing its success back (R12).
+    /// e.g. before a crash kept it from writing its success back.
     pub fn effect_done(&self) -> Result<bool> {
         let key = self.effect_key();
         self.waiting_out_busy(|| {
@@ -253,7 +253,7 @@ impl JobContext {
     }
 
     /// Retries `op` while the database is busy (or its server away), until this attempt's
-    /// deadline (R11: a busy database is waited out, never turned into a failure while there
+    /// deadline (a busy database is waited out, never turned into a failure while there
     /// is time).
     fn waiting_out_busy<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
         let mut pause = Duration::from_millis(5);

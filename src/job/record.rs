@@ -180,13 +180,13 @@ pub enum AttemptOutcome {
     Succeeded,
     /// The handler failed (a retry was scheduled, or the job went dead).
     Failed,
-    /// The attempt ran past its timeout (R7).
+    /// The attempt ran past its timeout.
     TimedOut,
     /// Given back unfinished at worker shutdown; the attempt is not spent.
     Released,
     /// The handler cancelled the job.
     Cancelled,
-    /// The worker died or hung: its lease expired and the reaper took the job back (R9).
+    /// The worker died or hung: its lease expired and the reaper took the job back.
     Lost,
 }
 

@@ -1,4 +1,4 @@
-//! Rate limits and circuit breakers by key (R15): an engine feature any job type can use,
+//! Rate limits and circuit breakers by key: an engine feature any job type can use,
 //! kept in the database so every process on the file shares them.
 //!
 //! - [`RateLimit`]: at most `limit` calls per `period` under one key (e.g. one webhook

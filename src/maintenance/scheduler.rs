@@ -1,4 +1,4 @@
-//! Periodic jobs (R21): a [`Periodic`] schedule (a cron expression or a fixed interval) and a
+//! Periodic jobs: a [`Periodic`] schedule (a cron expression or a fixed interval) and a
 //! job template; the [`Scheduler`] enqueues the template once per slot.
 //!
 //! **Exactly once per slot, across processes.** Each schedule's latest handled slot is kept

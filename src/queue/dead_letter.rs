@@ -1,4 +1,4 @@
-//! `impl Queue` for the dead letter (R8): dead jobs waiting for a person, requeue (one, or
+//! `impl Queue` for the dead letter: dead jobs waiting for a person, requeue (one, or
 //! by type and error text), discard.
 
 use crate::error::{Error, ErrorKind, Result};

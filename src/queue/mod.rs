@@ -357,7 +357,7 @@ impl Queue {
         Ok(inserted.into_iter().map(|ins| ins.id).collect())
     }
 
-    /// Enqueues inside the caller's own transaction (R22), with this queue's payload limit
+    /// Enqueues inside the caller's own transaction, with this queue's payload limit
     /// and clock: the job commits with the caller's change, or not at all. Call
     /// [`Queue::notify`] after the commit to wake workers at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
@@ -498,7 +498,7 @@ impl Queue {
     }
 }
 
-/// Enqueues inside the caller's own rusqlite transaction (R22), with the default payload
+/// Enqueues inside the caller's own rusqlite transaction, with the default payload
 /// limit and the wall clock. The job commits with the caller's change or not at all.
 ///
 /// ```

@@ -1,4 +1,4 @@
-//! The web dashboard (R25), behind the `web` feature: see and fix the queue from a browser.
+//! The web dashboard, behind the `web` feature: see and fix the queue from a browser.
 //!
 //! `litejobs web` serves it; [`Dashboard::start`] serves it from your own program, on
 //! threads of its own, next to your workers. It is a small blocking HTTP/1.1 server of our

@@ -332,7 +332,7 @@ impl Dispatcher {
     }
 
     /// Abandons attempts past their deadline: a timed-out outcome is written, the stuck
-    /// thread is left to finish on its own, and a new thread takes its place (R7).
+    /// thread is left to finish on its own, and a new thread takes its place.
     fn time_out_overdue(&mut self) {
         let now = Instant::now();
         for qi in 0..self.queues.len() {

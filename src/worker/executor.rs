@@ -341,7 +341,7 @@ pub(crate) fn run_attempt(
         return Outcome::Released;
     };
     // A row another program wrote that no handler can use goes dead without running, with
-    // an error naming the job, the column and what it held (R28).
+    // an error naming the job, the column and what it held.
     let unusable = |what: String| Outcome::Failed {
         after: AfterFailure::Dead,
         error: format!("job {}: {what}; dead without running", row.id),

@@ -75,7 +75,7 @@ pub struct Worker {
     id: Arc<str>,
     control: Sender<Control>,
     dispatcher: Option<JoinHandle<usize>>,
-    /// Enqueues periodic jobs (R21); only when some were registered.
+    /// Enqueues periodic jobs; only when some were registered.
     scheduler: Option<SchedulerThread>,
     activity: WorkerActivity,
 }
@@ -103,7 +103,7 @@ impl Worker {
         self.activity.clone()
     }
 
-    /// Graceful shutdown (R10): stops claiming, releases prefetched jobs that have not
+    /// Graceful shutdown: stops claiming, releases prefetched jobs that have not
     /// started, waits up to `grace` for running handlers, releases the rest (due again at
     /// once, attempt not spent) and joins the threads.
     ///
@@ -237,7 +237,7 @@ impl WorkerBuilder {
     }
 
     /// Works another named queue with its own `threads` handler threads, so a backlog in
-    /// one queue never delays another (R14).
+    /// one queue never delays another.
     pub fn queue(mut self, name: impl Into<String>, threads: usize) -> Self {
         let name = name.into();
         match self.queues.iter_mut().find(|(n, _)| *n == name) {
@@ -329,7 +329,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// Enqueues `periodic`'s job once per slot (R21), from a scheduler thread of this
+    /// Enqueues `periodic`'s job once per slot, from a scheduler thread of this
     /// worker; several workers (and processes) with the same schedule enqueue each slot once
     /// between them. See [`Periodic`] for the missed-slot rule.
     pub fn periodic(mut self, periodic: Periodic) -> Self {
@@ -337,7 +337,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// Prunes on a schedule from this worker's own loop (R17): every `every`, succeeded and
+    /// Prunes on a schedule from this worker's own loop: every `every`, succeeded and
     /// cancelled jobs past `options`' window are deleted in short chunks between claims,
     /// expired idempotency keys are forgotten and the WAL is checkpointed. Off by default
     /// (run `litejobs prune` from cron, or turn it on in one worker per file).

@@ -85,7 +85,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     for _ in 0..DRAIN_MAX_ROUNDS {
         let now = queue.now_ms();
         let mut refused = Vec::new();
-        // The worker's own path: the rules are checked by the claim's reading (R28).
+        // The worker's own path: the rules are checked by the claim's reading.
         let claimed = queue.db().write_validated(|tx| {
             let mut all = Vec::new();
             for (name, _) in &builder.queues {

@@ -516,10 +516,19 @@ mod tests {
         for (url, expected) in [
             ("smtp://u:hunter2@h?timeout=10", "10 needs a unit"),
             ("smtp://u:hunter2@h?timeout=10", "e.g. 10s"),
-            ("smtp://u:hunter2@h?timeout=0s", "timeout=\"0s\" must be above 0"),
-            ("smtp://u:hunter2@h?timeout=soon", "invalid duration \"soon\""),
+            (
+                "smtp://u:hunter2@h?timeout=0s",
+                "timeout=\"0s\" must be above 0",
+            ),
+            (
+                "smtp://u:hunter2@h?timeout=soon",
+                "invalid duration \"soon\"",
+            ),
         ] {
-            let msg = timeout(url).err().map(|e| e.to_string()).unwrap_or_default();
+            let msg = timeout(url)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(msg.contains(expected), "{url}: {msg}");
             assert!(!msg.contains("hunter2"), "{url}: {msg}");
         }

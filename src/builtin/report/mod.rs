@@ -1,4 +1,4 @@
-//! Reports in chunks (R19): a report request fans out into chunk jobs (one per page or key
+//! Reports in chunks: a report request fans out into chunk jobs (one per page or key
 //! range) and a finishing job that runs once, when every chunk has succeeded.
 //!
 //! You describe a report kind by implementing [`ReportKind`] (how to split a request into
@@ -27,7 +27,7 @@
 //!   is recorded as timed out and retried, and its late rows are discarded.
 //!
 //! Report jobs go to the [`REPORT_QUEUE`] queue, so a backlog of reports never delays other
-//! jobs (R14); [`WorkerBuilder::report`] makes the worker work it.
+//! jobs; [`WorkerBuilder::report`] makes the worker work it.
 
 mod chunk;
 mod csv;
