@@ -26,7 +26,7 @@
 //! - For people on call (and the `litejobs` command): [`Queue::health`] and
 //!   [`Queue::error_groups`] answer what waits and what fails; [`Queue::cancel`],
 //!   [`Queue::retry_now`], [`Queue::pause_queue`], [`Queue::requeue_dead_matching`] and
-//!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`] keep the file small;
+//!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`](maintenance::Pruner) keep the file small;
 //!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view.
 //!
 //! ```
@@ -39,6 +39,97 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## How a job runs
+//! The path of one job from [`Queue::enqueue`] to its written outcome, with the threads and
+//! channels on the way (threads are named as `top -H` and debuggers show them):
+//!
+//! ```text
+//!  your thread              a worker's dispatcher thread           executor threads of the
+//!                           (litejobs-dispatcher: its only         job's queue
+//!                            writer to the database)               (litejobs-QUEUE-N)
+//!  ───────────              ──────────────────────────────         ──────────────────────
+//!  Queue::enqueue
+//!   INSERT, status queued
+//!   Event::Enqueued ─► subscribers
+//!   wake channel ─────────► woken (other processes' commits:
+//!                           the change watch; anything else:
+//!                           a poll every poll_interval)
+//!                           write round, one transaction:
+//!                            · the completer's batch of outcomes
+//!                              and heartbeats
+//!                            · the reaper, when due
+//!                            · lease renewals of prefetched jobs
+//!                            · the claim: due rows of the queue
+//!                              become running, leased for their
+//!                              timeout + grace
+//!                           feed channel (one per queue) ───────► runs the handler with a
+//!                                                                 JobContext (a panic is
+//!                                                                 caught; the dispatcher
+//!                                                                 times out an overdue one)
+//!                           ◄─ writer channel: the outcome ─────
+//!                           ◄─ nudge channel: "decide now" ─────  (not one per outcome)
+//!                           next write round: the completer
+//!                           writes the outcome, fenced by the
+//!                           lease (a reaped job's late result
+//!                           changes nothing) ─► written outcome
+//!                           Event::Finished ─► subscribers
+//! ```
+//!
+//! - **The dispatcher thread** (one per [`Worker`]) is the worker's only writer: each round
+//!   writes the finished attempts, reaps expired leases when due, renews the leases of
+//!   prefetched jobs, and claims for every queue with free threads plus a prefetch sized by
+//!   how long its jobs take, in one transaction on SQLite (on PostgreSQL the claim is a
+//!   statement of its own). Between rounds it does the upkeep: scheduled pruning and the
+//!   sweep of rows no claim can take.
+//! - **Executor threads**, as many per queue as its concurrency, each run one attempt at a
+//!   time. A heartbeat ([`JobContext::heartbeat`]) travels the writer channel too, and waits
+//!   for its answer.
+//! - **The feed channel** of a queue carries claimed jobs (and an early "a job is coming"
+//!   after an in-process enqueue) from the dispatcher to that queue's executors.
+//! - **The writer channel** (the dispatcher's `results`) carries outcomes and heartbeats to
+//!   the dispatcher, which drains it in batches; **the nudge channel** wakes the dispatcher
+//!   only when it has something to decide (a queue running low, a heartbeat waiting).
+//! - **The wake channel** of each dispatcher (and scheduler) is how an enqueue in this
+//!   process wakes it at once; [`Queue::notify`] sends on it too.
+//! - **The change watch** learns of other connections' commits (other processes, plain SQL):
+//!   on Linux a thread (`litejobs-watch`) waits on an inotify watch of the database's files;
+//!   on PostgreSQL a `LISTEN` connection (`litejobs-listen`) hears the insert trigger;
+//!   elsewhere the dispatcher asks on a timer, every `change_check_interval`.
+//! - **The control channel** carries [`Worker::shutdown`] to the dispatcher: it stops
+//!   claiming, gives back the prefetched jobs, waits for running handlers up to the grace,
+//!   gives back the rest and joins the threads.
+//! - **The scheduler thread** (`litejobs-scheduler`, only when periodic jobs are registered)
+//!   enqueues each periodic job once per slot, like any other enqueue.
+//!
+//! [`testing::drain`] runs the same claim, attempt and completion on the calling thread.
+//!
+//! ### The status machine
+//! The `status` column, and who moves a job from one status to the next:
+//!
+//! ```text
+//!  enqueue ─► queued ──claim──► running ──success───────────────────────────► succeeded
+//!               ▲                │  │
+//!               │   snooze, or   │  ├─retryable error, attempts left ─────────► failed
+//!               └── given back ──┘  │ (or the reaper: lease expired)              │
+//!                   at shutdown     │                                 run_at due: │
+//!                                   │                  claim ─► running ◄─────────┘
+//!                                   ├─permanent error, or attempts spent ───────► dead
+//!                                   │ (or the reaper: lease expired, spent)       │
+//!                                   │                 requeue: a new queued job ◄─┘
+//!                                   └─JobError::cancel ─────────────────────────► cancelled
+//! ```
+//!
+//! | transition | who writes it |
+//! | --- | --- |
+//! | queued or failed (due) → running | the claim, in a dispatcher's write round |
+//! | running → succeeded, failed, dead, cancelled; queued (a snooze, or given back at shutdown) | the completer, in the dispatcher's next round, fenced by the job's lease |
+//! | running (lease expired: its worker died or hung) → failed, due now, or dead | the reaper, in any worker's dispatcher, every reap interval |
+//! | queued or failed → dead (a row no claim can use) | the claim, and the stray sweep |
+//! | queued or failed → cancelled, or due now | a person: [`Queue::cancel`], [`Queue::retry_now`] |
+//! | dead → failed with one more attempt; dead → a new queued job; dead → deleted | a person: [`Queue::retry_now`], [`Queue::requeue_dead`], [`Queue::discard_dead`] |
+//! | succeeded, cancelled → deleted | retention: [`Queue::prune`], a worker's pruner |
+//!
 //!
 //! ## Cargo features
 //! All on by default; with `default-features = false` you get the core: the queue, workers,

@@ -5,7 +5,7 @@
 //! backs off: it never becomes a job failure.
 //!
 //! It is not a thread of its own: its batch rides in the dispatcher's transaction together
-//! with the next claim (SPEC: completing one batch and claiming the next in one transaction
+//! with the next claim (completing one batch and claiming the next in one transaction
 //! measured fastest, and one writer per process avoids busy sleeps). [`drain`] uses the same
 //! code on the caller's thread.
 //!
