@@ -80,6 +80,7 @@ mod events;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
 mod finite;
+pub mod guide;
 mod handler;
 mod host;
 pub mod human;
