@@ -1,4 +1,4 @@
--- litejobs schema, version 6: the contract for programs in any language (R27, R28).
+-- litejobs schema, version 6: the contract for programs in any language.
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
 -- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
@@ -308,7 +308,7 @@ BEGIN
     SELECT RAISE(IGNORE);
 END;
 
--- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned (R12).
+-- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned.
 CREATE TABLE idempotency_keys (
     key TEXT PRIMARY KEY NOT NULL,
     job_id INTEGER NOT NULL,
@@ -328,7 +328,7 @@ CREATE TABLE queues (
 -- Webhooks: endpoints, rate limits and circuit breakers (migration 2)
 -- ---------------------------------------------------------------------------------------
 
--- Webhook endpoints (R20): where deliveries go and the secret they are signed with. Secrets
+-- Webhook endpoints: where deliveries go and the secret they are signed with. Secrets
 -- live here, never in job payloads or dead-letter rows; a delivery job names its endpoint by id.
 CREATE TABLE webhook_endpoints (
     -- Row id, never reused (AUTOINCREMENT): delivery payloads refer to it as endpoint_id.
@@ -355,7 +355,7 @@ CREATE TABLE webhook_endpoints (
     CONSTRAINT webhook_endpoints_rate_valid CHECK ((rate_limit IS NULL OR rate_limit > 0) AND rate_period_ms > 0)
 );
 
--- Rate limits by key (R15), shared by every process on the file. One row per key, e.g.
+-- Rate limits by key, shared by every process on the file. One row per key, e.g.
 -- 'webhook-endpoint:3'; the limit itself (n per period) is given by the caller at each check.
 CREATE TABLE rate_limits (
     key TEXT PRIMARY KEY NOT NULL,
@@ -365,7 +365,7 @@ CREATE TABLE rate_limits (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
--- Circuit breakers by key (R15), shared by every process on the file. No row means closed.
+-- Circuit breakers by key, shared by every process on the file. No row means closed.
 CREATE TABLE circuit_breakers (
     key TEXT PRIMARY KEY NOT NULL,
     -- closed (calls go), open (calls wait until open_until), half_open (one probe call is
@@ -386,7 +386,7 @@ CREATE TABLE circuit_breakers (
 -- Reports and periodic jobs (migration 3)
 -- ---------------------------------------------------------------------------------------
 
--- One requested report (R19): what a UI polls for progress and the result to download.
+-- One requested report: what a UI polls for progress and the result to download.
 CREATE TABLE report_runs (
     -- Row id, never reused (AUTOINCREMENT): job payloads and download links refer to it.
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -456,7 +456,7 @@ CREATE TABLE report_rows (
     PRIMARY KEY (run_id, chunk, seq)
 ) WITHOUT ROWID;
 
--- Periodic schedules (R21): the latest slot enqueued per schedule, shared by every process so
+-- Periodic schedules: the latest slot enqueued per schedule, shared by every process so
 -- that each slot is enqueued once.
 CREATE TABLE periodic_schedules (
     -- The schedule's name (by default its job type).

@@ -4,8 +4,8 @@
 //! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes.
 //!
 //! Every figure is measured on a fresh file-backed WAL database in a temp dir, with the same
-//! pragmas for litejobs and for the ceiling: the loops of `../shared/bench-ceiling` (a
-//! minimal queue table, bare rusqlite, no framework), run in this process. Ratios are
+//! pragmas for litejobs and for the ceiling: a minimal queue table driven by bare rusqlite
+//! loops, with no framework, run in this process. Ratios are
 //! litejobs ÷ ceiling from the same run; absolute numbers move with the machine's noise,
 //! ratios much less. The same loops on litejobs' own schema show what the schema costs.
 //! The enqueue and processing figures and their ceilings are measured in `--rounds`
@@ -40,8 +40,8 @@ struct Config {
 impl Config {
     fn from_args() -> Config {
         let mut c = Config {
-            // bench-ceiling's sizes (its N = 20 000): the same loops at the same sizes measure
-            // the same ceiling, so the ratios here are the ratios to the judge.
+            // The ceiling's sizes (N = 20 000): litejobs is measured on the same sizes, so the
+            // ratios compare like with like.
             single: 2_000,
             batched: 20_000,
             process: 20_000,
@@ -190,7 +190,7 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
         "NORMAL"
     };
 
-    // Rounds of: the ceiling (bench-ceiling's loops on its minimal table, the judge), the
+    // Rounds of: the ceiling (its loops on its minimal table), the
     // same loops on litejobs' schema (what the schema costs), with the same pragmas, then
     // litejobs on the same workloads. Each database is deleted once measured.
     let mut rounds = BTreeMap::<String, Vec<f64>>::new();
@@ -620,9 +620,9 @@ fn idle_cpu(q: &Queue, span: Duration) -> Res<f64> {
     Ok(used / wall * 100.0)
 }
 
-// ---- the ceiling: ../shared/bench-ceiling's loops, run here in the same process ----
+// ---- the ceiling: bare rusqlite loops on a minimal table, run here in the same process ----
 
-/// The minimal queue table of `bench-ceiling`: what bare SQLite allows a job queue, with no
+/// The ceiling's minimal queue table: what bare SQLite allows a job queue, with no
 /// framework and no guarantees beyond the claim (litejobs is judged as ratios to it).
 const CEILING_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY, queue TEXT NOT NULL DEFAULT 'default', job_type TEXT NOT NULL,
@@ -631,7 +631,7 @@ const CEILING_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS jobs (
     run_at INTEGER NOT NULL, locked_until INTEGER, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
   CREATE INDEX IF NOT EXISTS jobs_due ON jobs (queue, priority DESC, run_at, id) WHERE status IN ('queued','failed');";
 
-/// Which table the ceiling loops run on: `bench-ceiling`'s minimal one (the judge), or
+/// Which table the ceiling loops run on: its minimal one, or
 /// litejobs' own schema (the same loops; the difference is what the schema costs).
 #[derive(Clone, Copy)]
 enum Table {
@@ -669,7 +669,7 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// `bench-ceiling`'s single loop: each insert its own (autocommit) transaction.
+/// The ceiling's single loop: each insert its own (autocommit) transaction.
 fn ceiling_single(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> {
     let conn = ceiling_conn(path, sync, table)?;
     let t = Instant::now();
@@ -697,7 +697,7 @@ fn ceiling_insert_batched(conn: &mut Connection, n: usize) -> Res<()> {
     Ok(())
 }
 
-/// `bench-ceiling`'s batch loop: 1 000 inserts per transaction.
+/// The ceiling's batch loop: 1 000 inserts per transaction.
 fn ceiling_batched(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> {
     let mut conn = ceiling_conn(path, sync, table)?;
     let t = Instant::now();
@@ -705,7 +705,7 @@ fn ceiling_batched(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> 
     Ok(n as f64 / t.elapsed().as_secs_f64())
 }
 
-/// `bench-ceiling`'s process loop: one thread claims 64 due rows with one
+/// The ceiling's process loop: one thread claims 64 due rows with one
 /// `UPDATE … RETURNING` in a `BEGIN IMMEDIATE` transaction, parses each payload, and marks
 /// the 64 succeeded in a second transaction, until the queue is empty.
 fn ceiling_process(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> {

@@ -1,4 +1,4 @@
-//! Throughput of command handlers (R29) beside the in-process Rust handler, in one run:
+//! Throughput of command handlers beside the in-process Rust handler, in one run:
 //! no-op jobs through a Rust closure, through `--exec /bin/true` (a process per job) and
 //! through `--serve` with the Python example (`examples/serve_worker.py`).
 //!

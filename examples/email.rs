@@ -1,4 +1,4 @@
-//! Email jobs (R18) with the development mailer: a welcome email is written as an `.eml`
+//! Email jobs with the development mailer: a welcome email is written as an `.eml`
 //! file instead of being sent; enqueueing the same email again (same user, template and
 //! event) returns the first job, so it is sent once. For real delivery, use
 //! `SmtpMailer::new(&SmtpConfig::from_url("smtp://user:pass@host:587")?)` instead.

@@ -1,5 +1,6 @@
-//! litejobs on PostgreSQL as a peer of `../shared/peers-pg` (graphile-worker, pg-boss and a
-//! raw `pg` ceiling, same workload), through the public API only.
+//! litejobs on PostgreSQL through the public API only, on the workload of the comparison with
+//! other PostgreSQL queues (graphile-worker, pg-boss and a raw `pg` ceiling; see
+//! docs/benchmarks.md).
 //!
 //! ```sh
 //! cargo build --release --features postgres --example peer_pg

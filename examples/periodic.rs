@@ -1,4 +1,4 @@
-//! The nightly activity report (R21): a cron schedule (`0 2 * * *`, UTC) enqueues a report
+//! The nightly activity report: a cron schedule (`0 2 * * *`, UTC) enqueues a report
 //! request once per night, even with several workers; after downtime, only the most recent
 //! missed night runs. A `ManualClock` moves through the nights here, and
 //! `Scheduler::tick` plays the part of the worker's scheduler thread; in production the same

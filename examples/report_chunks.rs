@@ -1,4 +1,4 @@
-//! A CSV activity report built in chunks (R19): a demo table of 20 000 activity rows is
+//! A CSV activity report built in chunks: a demo table of 20 000 activity rows is
 //! split into key ranges of 2 000, each chunk is a job, a finishing job writes the CSV once
 //! every chunk is done, and the progress a UI would poll is printed while it runs. One
 //! chunk fails on its first attempt and is retried: the CSV is still complete.

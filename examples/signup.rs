@@ -1,4 +1,4 @@
-//! The spec's story: a user signs up. The user row and three jobs (welcome email, CRM
+//! The main story: a user signs up. The user row and three jobs (welcome email, CRM
 //! webhook, nightly-report entry) commit in one transaction. The CRM endpoint is down, so its
 //! job retries with backoff and goes dead while the email succeeds; then the endpoint is
 //! fixed, a person requeues the dead job, and it succeeds.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Webhook delivery from any language, with litejobs as a sidecar (R27).
+"""Webhook delivery from any language, with litejobs as a sidecar.
 
 The application registers a webhook endpoint and records a delivery with plain SQL, in one
 transaction; `litejobs work` signs and delivers it, with retries, backoff, a circuit

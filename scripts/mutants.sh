@@ -13,7 +13,7 @@
 # function).
 #
 # Mutants judged equivalent (no behaviour a user relies on changes) are excluded with
-# --exclude-re below, each with its reason; the README's contributing section lists them too.
+# --exclude-re below, each with its reason; docs/development.md says what they have in common.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -165,6 +165,7 @@ pub mod defaults;
 mod error;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
+pub mod guide;
 mod handler;
 pub mod human;
 mod job;

@@ -1,4 +1,4 @@
-//! The dashboard in a real headless browser (R25): Debian's Chromium, driven through
+//! The dashboard in a real headless browser: Debian's Chromium, driven through
 //! chromedriver's WebDriver protocol (plain HTTP on 127.0.0.1, spoken with ureq). It signs
 //! in with the token, opens the overview (whose script must run under the strict CSP and
 //! refresh the figures), follows the dead jobs to one job, requeues it through the form, and

@@ -1,4 +1,4 @@
-//! The `litejobs` binary (R24, R8, R16, R17), run as a real process against real database
+//! The `litejobs` binary, run as a real process against real database
 //! files: every command, its JSON field names, the refusals (exit 2, one line on stderr,
 //! nothing changed), `check`'s exit codes, all-or-nothing bulk requeue, retention, pause
 //! honoured by a running worker, Prometheus text, masked secrets, and `work` on SIGTERM.

@@ -1,4 +1,4 @@
-//! Crash safety (SPEC "Reliability", R9, R11, R12): a worker process running thousands of
+//! Crash safety: a worker process running thousands of
 //! short jobs is killed with SIGKILL at seeded random moments and restarted, several times;
 //! then a last worker runs everything to the end and shuts down gracefully.
 //!

@@ -1,4 +1,4 @@
-//! The dead letter (R8): a dead job keeps its payload, error, status code and history;
+//! The dead letter: a dead job keeps its payload, error, status code and history;
 //! requeue makes a **new** job (new id, same type, payload and options, attempts from 0)
 //! and marks the dead one with who, when, why and the new id; refusals for jobs that are
 //! not dead, unknown or already requeued; the requeued job then runs normally.

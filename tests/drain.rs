@@ -1,4 +1,4 @@
-//! `testing::drain` (R26) and run-time idempotency (R12): drain reports what each attempt
+//! `testing::drain` and run-time idempotency: drain reports what each attempt
 //! did, leaves future retries for after `clock.advance`, honours the builder's queues and
 //! types, works on an in-memory queue; `ctx.once` runs a side effect once across attempts,
 //! and a succeeded job's idempotency key outlives its row.

@@ -1,4 +1,4 @@
-//! Email (R18) against a real SMTP server on 127.0.0.1 (tests/support/smtp.rs): the message
+//! Email against a real SMTP server on 127.0.0.1 (tests/support/smtp.rs): the message
 //! arrives once with the right headers, 4xx and connection failures retry, 5xx and bad
 //! addresses go dead at once (the latter without connecting), a crash after the send does not
 //! send twice, the dev mailer writes the message, and `litejobs work`'s options wire it up.
@@ -537,10 +537,10 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
-/// Issue 12, section 4.2: a password with `/`, `?`, `#` and `@`, percent-encoded in
+/// A password with `/`, `?`, `#` and `@`, percent-encoded in
 /// `LITEJOBS_SMTP_URL`, reaches the server as written.
 #[test]
-fn issue_12_a_percent_encoded_password_with_reserved_characters_reaches_the_server() {
+fn a_percent_encoded_password_with_reserved_characters_reaches_the_server() {
     let env = setup();
     let sink = SmtpSink::start();
     let password = "p/ss?w#rd@1:%+ ü";
@@ -571,10 +571,10 @@ fn issue_12_a_percent_encoded_password_with_reserved_characters_reaches_the_serv
     );
 }
 
-/// Issue 12, section 4.2: an unencoded `/`, `?` or `#` in the password is refused with a
+/// An unencoded `/`, `?` or `#` in the password is refused with a
 /// message that says how to encode it and never shows the password.
 #[test]
-fn issue_12_an_unencoded_reserved_character_in_the_smtp_password_is_refused_unshown() {
+fn an_unencoded_reserved_character_in_the_smtp_password_is_refused_unshown() {
     for url in [
         "smtp://mailer:hunter2/x@smtp.example.com?tls=tls",
         "smtp://mailer:hunter2?x@smtp.example.com",

@@ -1,4 +1,4 @@
-//! Enqueue (R2, R22, R12, R23): options, validation, batches, the caller's transaction,
+//! Enqueue: options, validation, batches, the caller's transaction,
 //! idempotency keys (also under a race), busy databases, events, in-memory queues.
 
 use std::sync::Barrier;
@@ -854,10 +854,10 @@ fn in_memory_queues_are_shared_by_clones_only() {
     assert_eq!(a.list(&JobFilter::new()).expect("list").len(), 2);
 }
 
-/// Issue 12, section 4.3: a typed payload holding NaN or ±Infinity is refused, naming the
+/// A typed payload holding NaN or ±Infinity is refused, naming the
 /// field, instead of being stored (and run) with `null` in its place.
 #[test]
-fn issue_12_nan_and_infinity_in_a_typed_payload_are_refused_not_stored_as_null() {
+fn nan_and_infinity_in_a_typed_payload_are_refused_not_stored_as_null() {
     #[derive(serde::Serialize)]
     struct Sample {
         sensor: String,

@@ -1,4 +1,4 @@
-//! Command handlers (R29, `litejobs::exec`) with real child processes: a shell script and a
+//! Command handlers (`litejobs::exec`) with real child processes: a shell script and a
 //! Python script per exit code, the job's environment, a timeout that stops a whole process
 //! tree (a child that ignores SIGTERM included), and `Serve` workers that answer, crash
 //! mid-job, stop answering or break the protocol, without a job lost or run twice.

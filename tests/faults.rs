@@ -1,4 +1,4 @@
-//! Injected faults (R11, R23): a storm of another process's long write locks, a full disk,
+//! Injected faults: a storm of another process's long write locks, a full disk,
 //! and a poison pill that aborts its worker process on every attempt.
 //!
 //! Each test runs real processes on a real file: the lock storm comes from a child process

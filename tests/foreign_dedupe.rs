@@ -1,8 +1,8 @@
-//! Dedupe for rows from other languages: the README's plain-SQL insert (section "The schema,
-//! for other languages"), run as written through a raw SQLite connection, adds a keyed job
+//! Dedupe for rows from other languages: the plain-SQL insert of docs/schema.md ("Dedupe
+//! needs `idempotency_key`"), run as written through a raw SQLite connection, adds a keyed job
 //! once, agrees with litejobs' own enqueue both ways, keeps the key of a succeeded job after
 //! it is pruned, and frees the key of a dead one. The index being partial, a conflict target
-//! without its `WHERE` is refused, as the README says.
+//! without its `WHERE` is refused, as the guide says.
 
 use std::time::Duration;
 
@@ -16,32 +16,32 @@ use serde_json::json;
 
 use crate::support::{raw_conn, sqlite_only, temp_dir};
 
-const README: &str = include_str!("../README.md");
+const GUIDE: &str = include_str!("../docs/schema.md");
 
-/// The README's insert: the ```sql block holding the line that names this file.
-fn readme_insert() -> String {
+/// The guide's insert: the ```sql block holding the line that names this file.
+fn guide_insert() -> String {
     let marker = "tests/foreign_dedupe.rs runs this";
-    let at = README
+    let at = GUIDE
         .find(marker)
-        .unwrap_or_else(|| panic!("the README has no SQL block marked {marker:?}"));
-    let start = README[..at]
+        .unwrap_or_else(|| panic!("docs/schema.md has no SQL block marked {marker:?}"));
+    let start = GUIDE[..at]
         .rfind("```sql\n")
         .expect("the marker sits in a ```sql block")
         + "```sql\n".len();
-    let end = start + README[start..].find("```").expect("the block ends");
-    README[start..end].to_string()
+    let end = start + GUIDE[start..].find("```").expect("the block ends");
+    GUIDE[start..end].to_string()
 }
 
-/// Runs the README's insert; how many rows it added.
+/// Runs the guide's insert; how many rows it added.
 fn insert(conn: &Connection, payload: &str, key: &str) -> usize {
     conn.execute(
-        &readme_insert(),
+        &guide_insert(),
         named_params! { ":payload": payload, ":key": key },
     )
-    .unwrap_or_else(|e| panic!("the README's insert failed: {e}"))
+    .unwrap_or_else(|e| panic!("the guide's insert failed: {e}"))
 }
 
-/// The live or succeeded job holding `key`, as the README's lookup finds it.
+/// The live or succeeded job holding `key`, as the guide's lookup finds it.
 fn holder(conn: &Connection, key: &str) -> Option<i64> {
     conn.query_row(
         "SELECT id FROM jobs WHERE idempotency_key = ?1
@@ -67,7 +67,7 @@ fn fresh() -> (tempfile::TempDir, Queue, ManualClock, Connection) {
 }
 
 #[test]
-fn the_readme_insert_adds_a_keyed_job_once_and_agrees_with_enqueue() {
+fn the_documented_insert_adds_a_keyed_job_once_and_agrees_with_enqueue() {
     if sqlite_only() {
         return;
     }
@@ -91,12 +91,12 @@ fn the_readme_insert_adds_a_keyed_job_once_and_agrees_with_enqueue() {
         .enqueue(NewJob::new("send_email", json!({})).idempotency_key(key))
         .expect("enqueue");
     assert_eq!(again, id);
-    // ...and the README's insert finds a key litejobs enqueued.
+    // ...and the guide's insert finds a key litejobs enqueued.
     queue
         .enqueue(NewJob::new("send_email", json!({})).idempotency_key("email:7:w:e"))
         .expect("enqueue");
     assert_eq!(insert(&conn, &payload, "email:7:w:e"), 0);
-    // A plain insert without ON CONFLICT fails as the README says.
+    // A plain insert without ON CONFLICT fails as the guide says.
     let err = conn
         .execute(
             "INSERT INTO jobs (job_type, payload, idempotency_key) VALUES ('send_email', '{}', ?1)",
@@ -177,17 +177,17 @@ fn a_conflict_target_must_repeat_the_partial_index_where() {
     );
     let full = "(idempotency_key) WHERE idempotency_key IS NOT NULL \
                 AND status IN ('queued', 'running', 'failed', 'succeeded')";
-    assert_eq!(insert_with(full).expect("the README's target"), 1);
-    assert_eq!(insert_with(full).expect("the README's target"), 0);
-    // The README quotes the target as the schema's index has it.
-    let readme_target = "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL AND \
+    assert_eq!(insert_with(full).expect("the guide's target"), 1);
+    assert_eq!(insert_with(full).expect("the guide's target"), 0);
+    // The guide quotes the target as the schema's index has it.
+    let guide_target = "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL AND \
                          status IN ('queued', 'running', 'failed', 'succeeded') DO NOTHING";
     assert!(
-        README
+        GUIDE
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ")
-            .contains(readme_target),
-        "the README lost its conflict target"
+            .contains(guide_target),
+        "docs/schema.md lost its conflict target"
     );
 }

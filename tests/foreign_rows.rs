@@ -1,4 +1,4 @@
-//! Rows from outside (R27, R28). Other programs insert with plain SQL, and SQLite accepts any
+//! Rows from outside. Other programs insert with plain SQL, and SQLite accepts any
 //! type in any column: the schema's CHECK rules refuse a wrongly typed insert in the
 //! inserting program, naming the rule; whatever still gets in (a row written before the
 //! rules, with the checks switched off, invalid UTF-8 or JSON that SQLite 3.31 cannot check)

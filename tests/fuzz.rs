@@ -1,4 +1,4 @@
-//! "No panic on any input" (R23), property-driven: the parsers and checks that see text from
+//! "No panic on any input", property-driven: the parsers and checks that see text from
 //! outside (JSON payloads and job options at enqueue, webhook signature verification,
 //! `Retry-After` values, the command line) are fed generated and hand-picked hostile input.
 //! Each target also has an oracle, so "no panic" is not the only thing that can fail: an

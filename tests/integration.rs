@@ -4,7 +4,7 @@
 //! A module that needs a Cargo feature is compiled only with it (`#[cfg(feature = ...)]`
 //! below), so `cargo test --no-default-features` tests the core alone.
 
-// the web dashboard in headless Chromium (R25): sign in, overview, dead job, requeue through the form, screenshots
+// the web dashboard in headless Chromium: sign in, overview, dead job, requeue through the form, screenshots
 #[cfg(feature = "web")]
 mod browser;
 // the litejobs binary against real files: every command, exit codes, JSON fields, masking, prune, pause, work
@@ -12,31 +12,33 @@ mod browser;
 mod cli;
 // SIGKILL at random moments: nothing lost, no run under a live lease twice
 mod crash;
-// worker runtime: dead jobs and requeue (R8)
+// worker runtime: dead jobs and requeue
 mod dead_letter;
-// worker runtime: testing::drain (R26), ctx.once and remembered keys (R12)
+// worker runtime: testing::drain, ctx.once and remembered keys
 mod drain;
-// email (R18) against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer
+// email against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer
 #[cfg(feature = "email")]
 mod email;
-// retention: a worker's scheduled prune deletes old finished jobs only (R17)
+// the README and the guides in docs/: every relative link and anchor resolves, on GitHub and in rustdoc
+mod docs;
+// retention: a worker's scheduled prune deletes old finished jobs only
 mod retention;
 // enqueue, batch, transactional enqueue, validation, idempotency, busy, events
 mod enqueue;
 // runs the examples and checks what they print
 mod examples;
-// command handlers (R29) with real child processes: exit codes, environment, timeouts that stop a process tree, Serve workers that crash or hang
+// command handlers with real child processes: exit codes, environment, timeouts that stop a process tree, Serve workers that crash or hang
 #[cfg(all(unix, feature = "exec"))]
 mod exec;
-// injected faults (R11, R23): a storm of long write locks, a full disk, a poison pill that aborts its worker
+// injected faults: a storm of long write locks, a full disk, a poison pill that aborts its worker
 mod faults;
-// rows from outside (R28): CHECK rules at the door, bad rows dead at the claim, safe readers, migration 4, read-only opens
+// rows from outside: CHECK rules at the door, bad rows dead at the claim, safe readers, migration 4, read-only opens
 mod foreign_rows;
 // dedupe for rows from other languages: the README's plain-SQL insert once per key, remembered keys, the partial index's conflict target
 mod foreign_dedupe;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
 mod fuzz;
-// rate limits and circuit breakers by key (R15), shared through the database
+// rate limits and circuit breakers by key, shared through the database
 mod limits;
 // the source's layout: no import cycle between modules (the crate's top-level ones, and each directory's files)
 mod layout;
@@ -47,35 +49,35 @@ mod multiprocess;
 // PostgreSQL (feature `postgres`, a server from LITEJOBS_TEST_PG): schema and migrations, each store, several hosts
 #[cfg(feature = "postgres")]
 mod postgres;
-// worker runtime: priority, group keys (R13), queue isolation (R14), wake-up and polling
+// worker runtime: priority, group keys, queue isolation, wake-up and polling
 mod ordering;
-// worker runtime: attempt outcomes (R5), panics, invalid rows, unknown types
+// worker runtime: attempt outcomes, panics, invalid rows, unknown types
 mod outcomes;
-// periodic jobs (R21): cron and interval slots, once per slot with two schedulers, one run after downtime
+// periodic jobs: cron and interval slots, once per slot with two schedulers, one run after downtime
 mod periodic;
 // list filters and pagination, stats, Queue trait bounds
 mod read_side;
-// reports in chunks (R19): fan-out, progress, finisher once (race), dead chunk, CSV with retries, time limit
+// reports in chunks: fan-out, progress, finisher once (race), dead chunk, CSV with retries, time limit
 mod report;
-// worker runtime: retry policies (R6), default backoff, per-type schedules, jitter
+// worker runtime: retry policies, default backoff, per-type schedules, jitter
 mod retry;
-// schema.sql contract, refusals, migration, WAL, R27 defaults
+// schema.sql contract, refusals, migration, WAL, the documented defaults
 mod schema;
-// worker runtime: graceful shutdown (R10), reaper (R9), busy database (R11)
+// worker runtime: graceful shutdown, reaper, busy database
 mod shutdown;
 // soak (ignored; scripts/soak.sh): a million jobs, worker processes killed with SIGKILL at random
 mod soak;
 // shared fixtures: temp database, ManualClock queue, raw connections
 mod support;
-// worker runtime: timeouts (R7), deadlines, heartbeats and leases
+// worker runtime: timeouts, deadlines, heartbeats and leases
 mod timeouts;
 // typed jobs: Job defaults at enqueue, register::<T>() and the closure form, per-type options, payloads that no longer fit
 mod typed;
 // what a waiting worker costs: wake-ups and write rounds bounded while nothing is due
 mod wakeups;
-// the web dashboard (R25) over HTTP: every route, filters, actions, CSRF, tokens, escaping, read-only, `litejobs web`
+// the web dashboard over HTTP: every route, filters, actions, CSRF, tokens, escaping, read-only, `litejobs web`
 #[cfg(feature = "web")]
 mod web;
-// webhook delivery (R20) against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
+// webhook delivery against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
 #[cfg(feature = "webhook")]
 mod webhook;

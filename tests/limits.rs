@@ -1,4 +1,4 @@
-//! Rate limits and circuit breakers by key (R15) as an engine feature: any handler uses
+//! Rate limits and circuit breakers by key as an engine feature: any handler uses
 //! them through `JobContext`, a wait snoozes the job without spending an attempt, and the
 //! state lives in the database, so separately opened queues (as other processes would)
 //! share it. Time is a `ManualClock`.

@@ -1,4 +1,4 @@
-//! Model-based test of the job life cycle (R3, R5, R8, R9, R12, R13, R17): proptest drives
+//! Model-based test of the job life cycle: proptest drives
 //! random sequences of operations through the real library (real SQLite file, the
 //! `ManualClock`, `testing::drain` for the claim, executor and completer code) and through a
 //! small in-memory model, and compares the two after every step.

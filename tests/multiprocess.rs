@@ -1,4 +1,4 @@
-//! Many processes on one file (R3, R11): two worker processes share one backlog and each job
+//! Many processes on one file: two worker processes share one backlog and each job
 //! runs exactly once; another process hammering SQLite's write lock causes waits, never job
 //! failures or failed enqueues.
 

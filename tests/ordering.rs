@@ -1,4 +1,4 @@
-//! Which job runs when (R13, R14, R3): priority, then run time, then id; one running job
+//! Which job runs when: priority, then run time, then id; one running job
 //! per group key, in order, while other keys run in parallel; named queues that do not wait
 //! for each other; in-process enqueues wake an idle worker at once, and rows written by
 //! other connections are found by polling.

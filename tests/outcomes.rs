@@ -1,4 +1,4 @@
-//! Attempt outcomes (R5, R1 history, R23): success with a result, retryable and permanent
+//! Attempt outcomes and their history: success with a result, retryable and permanent
 //! errors, retry-after, snooze, cancel, status codes, exhausted attempts, panicking handlers,
 //! rows with invalid JSON, and job types this worker has no handler for. Each outcome is
 //! checked through a started worker and through `testing::drain`, which share the

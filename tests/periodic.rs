@@ -1,4 +1,4 @@
-//! Periodic jobs (R21) with the manual clock: cron and interval slots, each enqueued once
+//! Periodic jobs with the manual clock: cron and interval slots, each enqueued once
 //! (also by two schedulers on one file, ticking at the same moment), one run after downtime
 //! instead of a burst, and the scheduler thread of a started worker.
 

@@ -1,4 +1,4 @@
-//! The read side (R16): filtered lists with pagination, stats, and the Queue's trait bounds.
+//! The read side: filtered lists with pagination, stats, and the Queue's trait bounds.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Reports in chunks (R19): fan-out into chunk jobs, progress a UI can poll, a finishing job
+//! Reports in chunks: fan-out into chunk jobs, progress a UI can poll, a finishing job
 //! that runs exactly once (also when the last chunks finish together in two workers), a
 //! dead chunk failing the run, a CSV that is complete and correct when chunks fail and retry,
 //! and the per-chunk hard time limit.

@@ -1,4 +1,4 @@
-//! Scheduled retention inside a worker (R17): `WorkerBuilder::prune` deletes old succeeded
+//! Scheduled retention inside a worker: `WorkerBuilder::prune` deletes old succeeded
 //! and cancelled jobs between claims and never touches dead or waiting ones.
 
 use std::time::Duration;

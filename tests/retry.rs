@@ -1,4 +1,4 @@
-//! Retry policies (R6): the default exponential backoff with jitter, exact delays without
+//! Retry policies: the default exponential backoff with jitter, exact delays without
 //! jitter and the cap, per-type schedules that apply to their type only, and jitter that
 //! spreads many jobs failing at the same instant. Time is a `ManualClock`, so delays are
 //! read off `run_at` exactly, never waited for.

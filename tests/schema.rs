@@ -1,4 +1,4 @@
-//! The schema contract (R27): `schema.sql` equals what the migrations build, other programs'
+//! The schema contract: `schema.sql` equals what the migrations build, other programs'
 //! rows are run as written, foreign/newer/non-SQLite files are refused untouched, older
 //! files are migrated, and open turns on WAL.
 
@@ -440,7 +440,7 @@ fn an_application_file_without_our_tables_is_migrated() {
 
 #[test]
 fn concurrent_first_opens_of_a_new_file_all_succeed() {
-    // Several processes starting at once on a new file (R11): one migrates, the others wait
+    // Several processes starting at once on a new file: one migrates, the others wait
     // and find it current. Separate Queues have separate connections and write gates, as
     // separate processes would. The race window is small, so it is tried many times: each
     // round is a new file opened by 8 threads at once.

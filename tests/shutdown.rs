@@ -1,4 +1,4 @@
-//! Stopping, crashing and contention (R10, R9, R11): graceful shutdown lets running handlers
+//! Stopping, crashing and contention: graceful shutdown lets running handlers
 //! finish within the grace and releases the rest (prefetched jobs at once); after shutdown
 //! nothing runs; the reaper makes a crashed worker's jobs due again (or dead when their
 //! attempts are spent) and never touches a live lease; a database locked by another

@@ -1,4 +1,4 @@
-//! Timeouts, deadlines and heartbeats (R7, R4, R9): an overrunning attempt is recorded as
+//! Timeouts, deadlines and heartbeats: an overrunning attempt is recorded as
 //! timed out and retried by policy while a new thread keeps the worker's concurrency, and
 //! its late result is discarded; a job's own timeout wins over its type's; handlers see
 //! their deadline; heartbeats extend the lease and save progress, and fail once the lease

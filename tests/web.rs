@@ -1,4 +1,4 @@
-//! The web dashboard (R25), served by `Dashboard::start` on 127.0.0.1 (an ephemeral port)
+//! The web dashboard, served by `Dashboard::start` on 127.0.0.1 (an ephemeral port)
 //! and by the `litejobs web` binary, driven over real HTTP with ureq: every route's status
 //! code, filters and pages, actions that change the database, CSRF and token refusals that
 //! change nothing, escaping of hostile job data, read-only mode, and the binary's start,

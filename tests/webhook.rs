@@ -1,4 +1,4 @@
-//! Webhook delivery (R20, R15, R27) against a real HTTP server on 127.0.0.1: signatures the
+//! Webhook delivery against a real HTTP server on 127.0.0.1: signatures the
 //! receiver verifies (and refuses when replayed or tampered), the published test vector,
 //! retries with backoff and Retry-After, dead letters, 410 disabling the endpoint, a
 //! hanging server, the per-endpoint breaker and rate limit, the SSRF guard, dedupe and

@@ -249,7 +249,7 @@ fn extra_names_are_added_not_replacing_defaults_and_match_by_words() {
 
 #[test]
 fn the_readme_quotes_the_default_names() {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/operating.md");
     let from = readme
         .find("**Secrets are masked**")
         .unwrap_or(readme.len());

@@ -1,4 +1,4 @@
-//! `litejobs work --exec/--serve` (R29): command handlers run by the binary, with real
+//! `litejobs work --exec/--serve`: command handlers run by the binary, with real
 //! scripts: jobs done end to end, shutdown mid-job that stops the command's process group,
 //! a command that finishes within the grace, refusals at start, the Python --serve example.
 

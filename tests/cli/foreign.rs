@@ -1,4 +1,4 @@
-//! Rows from outside and reading without writing (R28), as a user meets them: plain-SQL
+//! Rows from outside and reading without writing, as a user meets them: plain-SQL
 //! inserts from Python next to a running `litejobs work`, every read command on the file
 //! throughout, read commands on another program's database and on a read-only mount.
 

@@ -303,10 +303,10 @@ fn a_reader_that_stops_early_ends_the_listing_quietly() {
     }
 }
 
-/// Issue 12, section 4.1: a webhook body written as JSON text (the documented form for other
+/// A webhook body written as JSON text (the documented form for other
 /// languages), and secret names the old suffix rule missed, are masked in every view.
 #[test]
-fn issue_12_json_text_bodies_and_secret_words_are_masked_in_every_view() {
+fn json_text_bodies_and_secret_words_are_masked_in_every_view() {
     let fx = Fx::new();
     let body = json!({"user": "ada", "password": "hunter2", "smtp": {"SMTPPassword": "p4ss"}});
     let id = fx.enqueue(NewJob::new(

@@ -1,5 +1,5 @@
 // Runs SQL in SQLite 3.31.1 (sql.js 1.2.2, SQLite compiled to JavaScript): the oldest SQLite
-// the schema contract promises to work with (R27). Reads a JSON scenario on stdin:
+// the schema contract promises to work with. Reads a JSON scenario on stdin:
 //   {"setup": [sql, ...], "cases": [sql, ...]}
 // runs the setup statements (each must work), then each case on its own, and prints JSON:
 //   {"version": "3.31.1", "cases": ["ok" | "error: MESSAGE", ...]}

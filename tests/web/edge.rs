@@ -1,4 +1,4 @@
-//! The HTTP edge (issue 12, section 3), spoken over raw sockets so that every byte the
+//! The HTTP edge, spoken over raw sockets so that every byte the
 //! server sends is seen: `next` cannot inject a header or leave the site; a header bomb is
 //! answered at the head limit; slow bodies hold no handler thread; an unauthenticated POST
 //! is answered before its body; chunked bodies are refused; idle connections make room for

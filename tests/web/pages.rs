@@ -186,10 +186,10 @@ fn keyset_pages_walk_every_job_exactly_once() {
     }
 }
 
-/// Issue 12, section 4.1: a webhook body written as JSON text is masked inside the string,
+/// A webhook body written as JSON text is masked inside the string,
 /// on the job page and in the JSON API.
 #[test]
-fn issue_12_json_text_bodies_are_masked_on_the_job_page_and_in_the_api() {
+fn json_text_bodies_are_masked_on_the_job_page_and_in_the_api() {
     let web = Web::open();
     let body = json!({"event": "user.created", "auth": {"aws_secret_access_key": "AKIAsecret"}});
     let id = web

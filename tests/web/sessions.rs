@@ -1,4 +1,4 @@
-//! Sign-in sessions (issue 12, section 3): sign-out revokes the session on the server, short
+//! Sign-in sessions: sign-out revokes the session on the server, short
 //! tokens are refused, repeated wrong tokens are locked out with 429, a CSRF token is good
 //! only with its own session, and a foreign `Origin` is refused on every POST.
 

@@ -1,0 +1,80 @@
+//! The guides of `docs/`, one module per guide, so that they read on docs.rs and their Rust
+//! examples run as doc tests (`cargo test --doc`).
+//!
+//! - [Jobs and handlers](jobs): the API, payloads, typed jobs, outcomes, statuses, rate limits
+//!   and circuit breakers, testing.
+//! - [Webhooks](webhooks): delivery, signatures, answers, the breaker, the SSRF guard, the
+//!   sidecar, `litejobs webhook`.
+//! - [Email](email): the SMTP and development mailers, sending once, the SMTP URL.
+//! - [Reports in chunks](reports): `ReportKind`, progress, the finishing job.
+//! - [Periodic jobs](periodic): cron and intervals, once per slot, missed slots.
+//! - [Jobs in any language](any_language): `--exec` and `--serve` command handlers.
+//! - [The `--serve` protocol](serve_protocol), for implementers.
+//! - [The schema, for other languages](schema): plain SQL for SQLite and PostgreSQL.
+//! - [Operating litejobs](operating): the command line, `check`, metrics, retention, the
+//!   dead letter.
+//! - [The web dashboard](dashboard): pages, security model, limits, routes.
+//! - [Running on PostgreSQL](postgres): moving, outages and failover, what differs.
+//! - [Guarantees and limits](guarantees), and the tests behind them.
+//! - [Benchmarks](benchmarks) and how to reproduce them.
+//! - [Development](development): running the tests, the layout.
+//!
+//! A guide whose examples need a Cargo feature is shown only when the feature is on.
+
+// Links between guides are reference links labelled with the target file (`[text][schema.md]`,
+// `[text][schema.md#anchor]`), each guide defining its labels at its end for GitHub. A
+// definition given first wins, so these, put before each guide, point the same labels at the
+// guides' modules here. tests/docs.rs checks that every label a guide defines is here.
+macro_rules! guide_links {
+    () => {
+        "[any-language.md]: crate::guide::any_language\n\
+         [benchmarks.md]: crate::guide::benchmarks\n\
+         [benchmarks.md#command-handlers]: crate::guide::benchmarks#command-handlers\n\
+         [benchmarks.md#postgresql]: crate::guide::benchmarks#postgresql\n\
+         [dashboard.md]: crate::guide::dashboard\n\
+         [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
+         [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
+         [jobs.md#rate-limits-and-circuit-breakers]: crate::guide::jobs#rate-limits-and-circuit-breakers\n\
+         [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
+         [periodic.md]: crate::guide::periodic\n\
+         [postgres.md]: crate::guide::postgres\n\
+         [schema.md]: crate::guide::schema\n\
+         [schema.md#dedupe-needs-idempotency_key]: crate::guide::schema#dedupe-needs-idempotency_key\n\
+         [schema.md#ids-are-never-reused]: crate::guide::schema#ids-are-never-reused\n\
+         [schema.md#postgresql]: crate::guide::schema#postgresql\n\
+         [serve-protocol.md]: crate::guide::serve_protocol\n\
+         [webhooks.md#circuit-breaker-and-rate-limit]: crate::guide::webhooks#circuit-breaker-and-rate-limit\n\
+         [webhooks.md#webhook-endpoints-from-the-command-line]: crate::guide::webhooks#webhook-endpoints-from-the-command-line\n\n"
+    };
+}
+
+/// One guide module: `guide!(name, "file.md")`, or with the feature its examples need.
+macro_rules! guide {
+    ($name:ident, $file:literal) => {
+        #[doc = concat!(guide_links!(), include_str!(concat!("../docs/", $file)))]
+        pub mod $name {}
+    };
+    ($name:ident, $file:literal, $($feature:meta),+) => {
+        #[cfg_attr(all($($feature),+), doc = concat!(guide_links!(), include_str!(concat!("../docs/", $file))))]
+        #[cfg_attr(
+            not(all($($feature),+)),
+            doc = concat!("`docs/", $file, "`: shown when the Cargo feature its examples need is on.")
+        )]
+        pub mod $name {}
+    };
+}
+
+guide!(jobs, "jobs.md");
+guide!(webhooks, "webhooks.md", feature = "webhook");
+guide!(email, "email.md", feature = "email");
+guide!(reports, "reports.md");
+guide!(periodic, "periodic.md");
+guide!(any_language, "any-language.md", unix, feature = "exec");
+guide!(serve_protocol, "serve-protocol.md");
+guide!(schema, "schema.md");
+guide!(operating, "operating.md");
+guide!(dashboard, "dashboard.md", feature = "web");
+guide!(postgres, "postgres.md");
+guide!(guarantees, "guarantees.md");
+guide!(benchmarks, "benchmarks.md");
+guide!(development, "development.md");
