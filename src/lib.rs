@@ -131,6 +131,26 @@
 //! | succeeded, cancelled → deleted | retention: [`Queue::prune`], a worker's pruner |
 //!
 //!
+//! ## Where things are
+//! One module per concept, each using only those listed before it (`tests/layout.rs` checks
+//! that no two modules import each other, at every level):
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `error` | [`Error`] and [`ErrorKind`] |
+//! | `system` | what litejobs meets outside its code: the time ([`Clock`]), the machine's name, a database server that cannot be reached |
+//! | [`human`] | times, durations and long texts as people read and write them (the one duration grammar) |
+//! | `job` | a job as data: [`NewJob`], [`JobRecord`], [`JobStatus`], typed [`Job`]s, [`RetryPolicy`] |
+//! | [`redact`] | secret payload fields masked in every view |
+//! | `storage` | SQLite and PostgreSQL behind one interface: all the SQL |
+//! | `queue` | [`Queue`]: open, enqueue, read, act, the dead letter, [`metrics`], events |
+//! | `handler` | what runs a job: [`Handler`], [`JobContext`], [`JobError`], [`Perform`] |
+//! | [`limits`] | rate limits and circuit breakers shared through the database |
+//! | `worker` | [`Worker`]: the dispatcher, executor threads and completer below; the [`maintenance`] workers run; [`testing`] |
+//! | `exec`, [`builtin`] | handlers ready to register: commands in any language, webhooks, email, reports |
+//! | `web` | the dashboard (feature `web`), over its own HTTP server (`web/server/`) |
+//! | [`defaults`], [`guide`] | every default in one place; the guides |
+//!
 //! ## Cargo features
 //! All on by default; with `default-features = false` you get the core: the queue, workers,
 //! periodic jobs, reports in chunks, rate limits, metrics and [`testing`], on SQLite
@@ -170,7 +190,6 @@ mod handler;
 pub mod human;
 mod job;
 pub mod limits;
-pub mod maintenance;
 mod queue;
 pub mod redact;
 mod storage;
@@ -192,7 +211,7 @@ pub use queue::{enqueue_in, Queue, QueueBuilder};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;
 pub use system::{Clock, ManualClock, SystemClock};
-pub use worker::testing;
+pub use worker::{maintenance, testing};
 pub use worker::{Worker, WorkerActivity, WorkerBuilder};
 
 /// True when `target`, as given to [`Queue::open`], names a database server

@@ -66,7 +66,10 @@ fn no_import_cycle_between_modules() {
         report.push_str(&krate.cycles());
     }
     assert!(checked > 50, "only {checked} source files found");
-    assert!(report.is_empty(), "import cycles between modules:\n{report}");
+    assert!(
+        report.is_empty(),
+        "import cycles between modules:\n{report}"
+    );
 }
 
 /// The graph of one crate.
@@ -181,7 +184,12 @@ impl Crate {
                         edges.push(Edge {
                             from: module.clone(),
                             to,
-                            site: format!("{}:{}: {}", file.name, path.line, path.segments.join("::")),
+                            site: format!(
+                                "{}:{}: {}",
+                                file.name,
+                                path.line,
+                                path.segments.join("::")
+                            ),
                         });
                     }
                 }
@@ -204,7 +212,12 @@ impl Crate {
         self.resolve_depth(context, segments, 0)
     }
 
-    fn resolve_depth(&self, context: &ModPath, segments: &[String], depth: usize) -> Option<ModPath> {
+    fn resolve_depth(
+        &self,
+        context: &ModPath,
+        segments: &[String],
+        depth: usize,
+    ) -> Option<ModPath> {
         let mut current: ModPath;
         let mut rest = segments;
         match segments.first().map(String::as_str) {
@@ -557,7 +570,12 @@ fn use_tree(tokens: &[Token], pos: &mut usize, prefix: &[String], out: &mut Vec<
     push_use(out, segments, line, None);
 }
 
-fn push_use(out: &mut Vec<WrittenPath>, mut segments: Vec<String>, line: usize, alias: Option<String>) {
+fn push_use(
+    out: &mut Vec<WrittenPath>,
+    mut segments: Vec<String>,
+    line: usize,
+    alias: Option<String>,
+) {
     // `a::{self}` names `a`.
     if segments.last().is_some_and(|s| s == "self") && segments.len() > 1 {
         segments.pop();
@@ -714,7 +732,9 @@ fn strip(source: &str) -> String {
         } else if c == '\'' {
             // A character literal ('a', '\n', '\u{1F600}') or a lifetime ('a, 'static).
             let end = if next == Some('\\') {
-                (i + 3..chars.len()).find(|&j| chars[j] == '\'').map(|j| j + 1)
+                (i + 3..chars.len())
+                    .find(|&j| chars[j] == '\'')
+                    .map(|j| j + 1)
             } else if chars.get(i + 2) == Some(&'\'') {
                 Some(i + 3)
             } else {

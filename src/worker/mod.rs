@@ -1,12 +1,15 @@
 //! [`Worker`] and [`WorkerBuilder`]: validation, wiring, and shutdown. The runtime roles live
 //! in their own files: the [`dispatcher`] claims and writes, [`executor`] threads run
 //! handlers, the [`completer`] writes outcomes, the [`registry`] maps job types to handlers.
+//! Beside them: the upkeep workers run ([`maintenance`]: the reaper, the stray sweep,
+//! retention, periodic jobs), and [`testing`], the same roles on the caller's thread.
 
 mod activity;
 mod change_watch;
 pub(crate) mod completer;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
+pub mod maintenance;
 mod prefetch;
 mod queue_runtime;
 pub(crate) mod registry;
@@ -25,10 +28,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
 use crate::job::RetryPolicy;
 use crate::job::DEFAULT_QUEUE;
-use crate::maintenance::pruner::{PruneOptions, Pruner};
-use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
-use crate::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::system::clock::duration_to_ms;
+use crate::worker::maintenance::pruner::{PruneOptions, Pruner};
+use crate::worker::maintenance::reaper::DEFAULT_REAP_INTERVAL;
+use crate::worker::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::Queue;
 
 pub use activity::WorkerActivity;

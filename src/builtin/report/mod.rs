@@ -227,7 +227,7 @@ pub fn finish_job_type(kind: &str) -> String {
 }
 
 /// A request job that creates its own run when it runs: the template for a report on a
-/// schedule ([`Periodic`](crate::maintenance::Periodic)), or for other programs (`{"params": {...}}` in
+/// schedule ([`Periodic`](crate::worker::maintenance::Periodic)), or for other programs (`{"params": {...}}` in
 /// the queue [`REPORT_QUEUE`]). A retried request job finds the run it created.
 ///
 /// ```
