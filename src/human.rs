@@ -1,6 +1,7 @@
-//! Times and durations as people read them, the same in the `litejobs` command and the
-//! dashboard: UTC timestamps, short durations, and "how long ago"; and long texts (error
-//! messages) cut to a size a page or a terminal can show.
+//! Times and durations as people read and write them, the same in the `litejobs` command,
+//! the dashboard and every option: UTC timestamps, short durations, and "how long ago"; the
+//! one grammar every duration and delay is read with ([`parse_duration`], [`parse_delay`]);
+//! and long texts (error messages) cut to a size a page or a terminal can show.
 //!
 //! ```
 //! use litejobs::human;

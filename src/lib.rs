@@ -132,8 +132,8 @@
 //!
 //!
 //! ## Where things are
-//! One module per concept, each using only those listed before it (`tests/layout.rs` checks
-//! that no two modules import each other, at every level):
+//! One module per concept, each using only those listed before it (`tests/layout/` checks
+//! that imports between modules never go round in a cycle, at every level of the tree):
 //!
 //! | module | what it holds |
 //! | --- | --- |
