@@ -19,6 +19,7 @@
 //! concurrent writers takes a lock on the key for the rest of the transaction.
 
 pub(crate) mod admin;
+mod config;
 pub(crate) mod dead_letter;
 pub(crate) mod jobs;
 pub(crate) mod limits;
@@ -37,6 +38,8 @@ use std::path::Path;
 use crate::error::{Error, ErrorKind, Result};
 
 use admin::AdminStore;
+pub(crate) use config::DbConfig;
+pub use config::Synchronous;
 use dead_letter::DeadLetterStore;
 use jobs::JobStore;
 use limits::LimitStore;
@@ -44,8 +47,7 @@ use periodic::PeriodicStore;
 use reads::ReadStore;
 use reports::ReportStore;
 use retention::RetentionStore;
-pub use sqlite::Synchronous;
-pub(crate) use sqlite::{DbConfig, SqliteDb, SqliteTx};
+pub(crate) use sqlite::{SqliteDb, SqliteTx};
 use strays::StrayStore;
 use webhooks::WebhookStore;
 
@@ -213,8 +215,8 @@ impl Db {
         run_once(|g| self.backend.write_validated_tx(g), f)
     }
 
-    /// Inserts validated jobs in one write transaction, in order. A batch of at least
-    /// [`jobs::VALIDATED_FROM_ROWS`] jobs without keys goes through
+    /// Inserts validated jobs in one write transaction, in order. A batch that
+    /// [`skips_the_rules`](jobs::insert::skips_the_rules) goes through
     /// [`Backend::write_validated_tx`].
     pub(crate) fn insert_jobs(
         &self,
@@ -222,12 +224,8 @@ impl Db {
         payloads: &[String],
         now: i64,
     ) -> Result<Vec<jobs::Inserted>> {
-        let keyless = jobs
-            .iter()
-            .filter(|job| job.idempotency_key.is_none())
-            .count();
         let insert = |tx: &dyn Tx| tx.insert_jobs(jobs, payloads, now);
-        if keyless >= jobs::VALIDATED_FROM_ROWS {
+        if jobs::insert::skips_the_rules(jobs) {
             run_once(|g| self.backend.write_validated_tx(g), insert)
         } else {
             self.write(insert)

@@ -35,8 +35,7 @@ use diesel::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::outage::Outage;
-use crate::storage::sqlite::DbConfig;
-use crate::storage::{Backend, ChangeSignal, CommitFiles, Tx};
+use crate::storage::{Backend, ChangeSignal, CommitFiles, DbConfig, Tx};
 use listen::{Notifications, Opener};
 use pool::ServerPool;
 
