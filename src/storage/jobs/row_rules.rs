@@ -208,7 +208,14 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
     let max_attempts = strict_int(v.max_attempts, "max_attempts", 1, p).unwrap_or(1);
     let timeout_ms = match v.timeout_ms {
         RawValue::Null => None,
-        value => strict_int(value, "timeout_ms", 1, p),
+        RawValue::Integer(ms) if ms >= 1 => Some(ms),
+        value => {
+            p.push(format!(
+                "column timeout_ms holds {}, not NULL or a positive integer",
+                value.describe()
+            ));
+            None
+        }
     };
     let locked_until = lenient_int(v.locked_until, "locked_until", p);
     let idempotency_key = text(
@@ -369,7 +376,7 @@ mod tests {
                     timeout_ms: RawValue::Integer(0),
                     ..good()
                 },
-                "column timeout_ms holds INTEGER 0, not an integer of at least 1",
+                "column timeout_ms holds INTEGER 0, not NULL or a positive integer",
             ),
             (
                 ClaimedValues {

@@ -10,6 +10,7 @@ use crate::storage::jobs::{
     AfterFailure, ClaimRequest, ClaimStore, ClaimedRow, CompleteStore, InsertStore, Lease,
     ReapStore, Success,
 };
+use crate::storage::reports::ReportStore;
 use crate::storage::sqlite::jobs::complete::CountedAs;
 use crate::storage::sqlite::SqliteTx;
 
@@ -293,4 +294,36 @@ fn a_job_moved_out_of_running_by_plain_sql_is_not_written_by_its_old_lease() {
             .expect("the scenario runs");
         }
     }
+}
+
+/// A report's own writes (its chunk rows) are fenced by the same lease as the job's outcome:
+/// after the attempt was released and claimed again by another worker, under the same
+/// attempt number (a release does not spend the attempt), the first worker's lease no
+/// longer holds.
+#[test]
+fn the_reports_fence_is_the_jobs_lease() {
+    let conn = db();
+    write(&conn, |tx| {
+        let id = tx
+            .insert_job(&NewJob::new("t", serde_json::json!({})), "{}", T0)?
+            .id;
+        let first = claim_one(tx, "A", T0);
+        let a = Lease {
+            job_id: id,
+            attempt: first.attempt,
+            worker_id: "A",
+        };
+        assert!(tx.chunk_fence_holds(a)?, "A's live lease holds");
+        assert!(tx.put_back(a, T0, T0)?, "released");
+        let again = claim_one(tx, "B", T0);
+        assert_eq!(again.attempt, first.attempt, "the attempt was not spent");
+        assert!(!tx.chunk_fence_holds(a)?, "A's lease is gone");
+        let b = Lease {
+            worker_id: "B",
+            ..a
+        };
+        assert!(tx.chunk_fence_holds(b)?, "B's holds");
+        Ok(())
+    })
+    .expect("the fence scenario runs");
 }
