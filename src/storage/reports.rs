@@ -1,4 +1,4 @@
-//! Report runs, their chunks and their rows as stored (R19).
+//! Report runs, their chunks and their rows as stored.
 //!
 //! A chunk is done once: its rows, its `done` mark and the run's counters are written in one
 //! transaction, guarded by the chunk still being pending and by its job still holding this
