@@ -2,16 +2,19 @@
 //!
 //! The runtime, the built-in job kinds, the CLI and the dashboard ask the database for
 //! everything through a [`Tx`]: a transaction handle whose operations are grouped by concept,
-//! one store per file of this folder ([`JobStore`] for the job life cycle, [`ReadStore`] for
-//! what people read, [`AdminStore`], [`DeadLetterStore`], [`RetentionStore`], [`LimitStore`],
-//! [`PeriodicStore`], [`ReportStore`], [`WebhookStore`], [`StrayStore`]). The value types they speak live
-//! next to them, so nothing here imports from the layers above.
+//! one store per file of this folder ([`JobStore`] for the job life cycle, in `jobs/`, one
+//! file per concern; [`ReadStore`] for what people read, [`AdminStore`], [`DeadLetterStore`],
+//! [`RetentionStore`], [`LimitStore`], [`PeriodicStore`], [`ReportStore`], [`WebhookStore`],
+//! [`StrayStore`]). The value types they speak live next to them, so nothing here imports
+//! from the layers above; so do the rules both backends share (the claim order, the
+//! claimed-row rules), written once.
 //!
 //! [`Db`] is a handle on one database: [`Db::read`] runs a closure on a `Tx` that sees one
 //! snapshot, [`Db::write`] one that runs in a single write transaction and commits when the
 //! closure returns `Ok`. `sqlite/` is the SQLite implementation (WAL, a pool, an in-process
-//! write gate); a second backend implements the same traits in a folder of its own, and the
-//! runtime never knows which one it talks to.
+//! write gate) and `postgres/` the PostgreSQL one; each implements the same traits in files
+//! of the same names, on its transaction handle, and the runtime never knows which one it
+//! talks to.
 //!
 //! Read-then-write paths (a rate limit's next slot, a breaker's state, a periodic slot, a
 //! report's completion, an idempotency-key lookup) call [`Tx::lock_key`] first: a no-op on
@@ -109,7 +112,7 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
 
     /// True for a database server, where every statement is a round trip: a worker's claims
     /// go faster in statements of their own than inside the transaction that writes its
-    /// outcomes, and a larger prefetch pays (`DEFAULT_PREFETCH_SERVER`).
+    /// outcomes.
     fn is_server(&self) -> bool {
         false
     }
