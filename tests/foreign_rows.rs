@@ -13,8 +13,10 @@ use litejobs::{testing, ErrorKind, JobStatus, NewJob, Queue, Worker};
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::support::scripted::{setup_wall_clock, stop, wait_each, Mode, ScriptedHandler, MODES};
-use crate::support::{raw_conn, temp_dir, user_version};
+use crate::support::scripted::{
+    setup_wall_clock, stop, wait_each, Mode, Runner, ScriptedHandler, MODES,
+};
+use crate::support::{on_postgres, raw_conn, setup, temp_dir, user_version, START_MS};
 
 /// Inserts by plain SQL that the schema must refuse, with the rule each must name.
 const REFUSED: &[(&str, &str)] = &[
@@ -379,6 +381,119 @@ fn bad_rows_that_got_in_go_dead_naming_job_and_column_and_good_rows_keep_flowing
             called, good,
             "[{mode:?}] only the good rows reached the handler"
         );
+    }
+}
+
+/// Rows holding values no handler can use (a run time in seconds or past the year 5000,
+/// attempts below zero or none left to count, no attempt at all, a timeout of 0 ms), let in
+/// past the schema's rules, are refused at the claim alike on either backend: each goes dead
+/// without running, with the same error naming the job, the column and the value, while a
+/// good row runs. On SQLite the rules are switched off for the insert, as another program
+/// can; on PostgreSQL, where no connection can switch them off, the test's own schema drops
+/// them first. (The PostgreSQL pass of the test matrix runs this on PostgreSQL.)
+#[test]
+fn the_same_odd_rows_are_refused_alike_on_every_backend() {
+    // A run time past the year 5000 is only due after it: the clock stands there.
+    const PAST_5000: i64 = 100_000_000_000_001;
+    let odd: &[(&str, &str, &str)] = &[
+        (
+            "run_at",
+            "1700000000",
+            "column run_at holds 1700000000, which looks like seconds, not milliseconds since 1970",
+        ),
+        (
+            "run_at",
+            "100000000000000",
+            "column run_at holds 100000000000000, past the year 5000: microseconds or \
+             nanoseconds, not milliseconds",
+        ),
+        (
+            "attempts",
+            "-3",
+            "column attempts holds INTEGER -3, not an integer of at least 0",
+        ),
+        (
+            "attempts",
+            "9223372036854775807",
+            "column attempts holds 9223372036854775807, no further attempt can be counted",
+        ),
+        (
+            "max_attempts",
+            "0",
+            "column max_attempts holds INTEGER 0, not an integer of at least 1",
+        ),
+        (
+            "timeout_ms",
+            "0",
+            "column timeout_ms holds INTEGER 0, not NULL or a positive integer",
+        ),
+    ];
+    for mode in MODES {
+        let env = setup();
+        env.clock.set(PAST_5000);
+        let unchecked = if on_postgres() {
+            env.sql_exec(
+                "ALTER TABLE jobs DROP CONSTRAINT jobs_run_at_ms,
+                     DROP CONSTRAINT jobs_attempts_integer,
+                     DROP CONSTRAINT jobs_max_attempts_positive,
+                     DROP CONSTRAINT jobs_timeout_ms_positive",
+            );
+            ""
+        } else {
+            "PRAGMA ignore_check_constraints = ON; "
+        };
+        let insert = |column: &str, value: &str| -> i64 {
+            let run_at = if column == "run_at" {
+                value.to_string()
+            } else {
+                START_MS.to_string()
+            };
+            let (column, value) = if column == "run_at" {
+                ("priority", "0")
+            } else {
+                (column, value)
+            };
+            env.sql_exec(&format!(
+                "{unchecked}INSERT INTO jobs (job_type, payload, created_at, run_at, {column})
+                 VALUES ('t', '{{}}', {START_MS}, {run_at}, {value})"
+            ));
+            env.sql_i64("SELECT max(id) FROM jobs")
+        };
+        let good = insert("priority", "0");
+        let refused: Vec<(i64, &str)> = odd
+            .iter()
+            .map(|(column, value, message)| (insert(column, value), *message))
+            .collect();
+        let handler = ScriptedHandler::new();
+        let mut runner = Runner::start(
+            &env,
+            mode,
+            Worker::builder(&env.queue).handler("t", handler.clone()),
+        );
+        let ids: Vec<i64> = std::iter::once(good)
+            .chain(refused.iter().map(|(id, _)| *id))
+            .collect();
+        let done = runner.attempt_all(&ids);
+        runner.finish();
+        assert_eq!(done[0].status, JobStatus::Succeeded, "[{mode:?}] {done:?}");
+        assert_eq!(
+            handler.call_ids(),
+            vec![good],
+            "[{mode:?}] only the good row ran"
+        );
+        for (f, (id, message)) in done[1..].iter().zip(&refused) {
+            assert_eq!(f.status, JobStatus::Dead, "[{mode:?}] {f:?}");
+            let job = env
+                .queue
+                .job(*id)
+                .expect("job()")
+                .expect("the odd row exists");
+            assert_eq!(
+                job.last_error.as_deref(),
+                Some(format!("job {id}: {message}; dead without running").as_str()),
+                "[{mode:?}]"
+            );
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::JobError;
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::jobs::ClaimedRow;
+use crate::storage::jobs::{ClaimedRow, Lease};
 use crate::system::clock::{duration_to_ms, ms_to_system_time};
 use crate::Queue;
 
@@ -126,6 +126,16 @@ impl JobContext {
     /// This attempt's number, from 1.
     pub fn attempt(&self) -> u32 {
         u32::try_from(self.row.attempt).unwrap_or(u32::MAX)
+    }
+
+    /// The lease this attempt runs under, for the handler's own writes that must not land
+    /// once the attempt has lost its job (a report chunk's rows).
+    pub(crate) fn lease(&self) -> Lease<'_> {
+        Lease {
+            job_id: self.row.id,
+            attempt: self.row.attempt,
+            worker_id: &self.worker_id,
+        }
     }
 
     /// Attempts the job gets in all.

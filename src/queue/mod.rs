@@ -407,7 +407,7 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
-            Ok(crate::storage::jobs::JobStore::insert_job(tx, &job, &payload, now)?.id)
+            Ok(crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?.id)
         })
     }
 

@@ -1,4 +1,4 @@
-//! Dead jobs waiting for a person (R8): list, requeue as new jobs (one or by type and error
+//! Dead jobs waiting for a person: list, requeue as new jobs (one or by type and error
 //! text), discard.
 
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! Rate limits and circuit breakers as stored (R15): one row per key, shared by every
+//! Rate limits and circuit breakers as stored: one row per key, shared by every
 //! process on the database. The decisions are made in [`crate::limits`]; a store only loads
 //! and saves state, inside the caller's write transaction (read-then-write under
 //! [`Tx::lock_key`](super::Tx::lock_key)).

@@ -2,16 +2,19 @@
 //!
 //! The runtime, the built-in job kinds, the CLI and the dashboard ask the database for
 //! everything through a [`Tx`]: a transaction handle whose operations are grouped by concept,
-//! one store per file of this folder ([`JobStore`] for the job life cycle, [`ReadStore`] for
-//! what people read, [`AdminStore`], [`DeadLetterStore`], [`RetentionStore`], [`LimitStore`],
-//! [`PeriodicStore`], [`ReportStore`], [`WebhookStore`], [`StrayStore`]). The value types they speak live
-//! next to them, so nothing here imports from the layers above.
+//! one store per file of this folder ([`JobStore`] for the job life cycle, in `jobs/`, one
+//! file per concern; [`ReadStore`] for what people read, [`AdminStore`], [`DeadLetterStore`],
+//! [`RetentionStore`], [`LimitStore`], [`PeriodicStore`], [`ReportStore`], [`WebhookStore`],
+//! [`StrayStore`]). The value types they speak live next to them, so nothing here imports
+//! from the layers above; so do the rules both backends share (the claim order, the
+//! claimed-row rules), written once.
 //!
 //! [`Db`] is a handle on one database: [`Db::read`] runs a closure on a `Tx` that sees one
 //! snapshot, [`Db::write`] one that runs in a single write transaction and commits when the
 //! closure returns `Ok`. `sqlite/` is the SQLite implementation (WAL, a pool, an in-process
-//! write gate); a second backend implements the same traits in a folder of its own, and the
-//! runtime never knows which one it talks to.
+//! write gate) and `postgres/` the PostgreSQL one; each implements the same traits in files
+//! of the same names, on its transaction handle, and the runtime never knows which one it
+//! talks to.
 //!
 //! Read-then-write paths (a rate limit's next slot, a breaker's state, a periodic slot, a
 //! report's completion, an idempotency-key lookup) call [`Tx::lock_key`] first: a no-op on
@@ -19,6 +22,7 @@
 //! concurrent writers takes a lock on the key for the rest of the transaction.
 
 pub(crate) mod admin;
+mod config;
 pub(crate) mod dead_letter;
 pub(crate) mod jobs;
 pub(crate) mod limits;
@@ -37,6 +41,8 @@ use std::path::Path;
 use crate::error::{Error, ErrorKind, Result};
 
 use admin::AdminStore;
+pub(crate) use config::DbConfig;
+pub use config::Synchronous;
 use dead_letter::DeadLetterStore;
 use jobs::JobStore;
 use limits::LimitStore;
@@ -44,8 +50,7 @@ use periodic::PeriodicStore;
 use reads::ReadStore;
 use reports::ReportStore;
 use retention::RetentionStore;
-pub use sqlite::Synchronous;
-pub(crate) use sqlite::{DbConfig, SqliteDb, SqliteTx};
+pub(crate) use sqlite::{SqliteDb, SqliteTx};
 use strays::StrayStore;
 use webhooks::WebhookStore;
 
@@ -107,7 +112,7 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
 
     /// True for a database server, where every statement is a round trip: a worker's claims
     /// go faster in statements of their own than inside the transaction that writes its
-    /// outcomes, and a larger prefetch pays (`DEFAULT_PREFETCH_SERVER`).
+    /// outcomes.
     fn is_server(&self) -> bool {
         false
     }
@@ -213,8 +218,8 @@ impl Db {
         run_once(|g| self.backend.write_validated_tx(g), f)
     }
 
-    /// Inserts validated jobs in one write transaction, in order. A batch of at least
-    /// [`jobs::VALIDATED_FROM_ROWS`] jobs without keys goes through
+    /// Inserts validated jobs in one write transaction, in order. A batch that
+    /// [`skips_the_rules`](jobs::insert::skips_the_rules) goes through
     /// [`Backend::write_validated_tx`].
     pub(crate) fn insert_jobs(
         &self,
@@ -222,12 +227,8 @@ impl Db {
         payloads: &[String],
         now: i64,
     ) -> Result<Vec<jobs::Inserted>> {
-        let keyless = jobs
-            .iter()
-            .filter(|job| job.idempotency_key.is_none())
-            .count();
         let insert = |tx: &dyn Tx| tx.insert_jobs(jobs, payloads, now);
-        if keyless >= jobs::VALIDATED_FROM_ROWS {
+        if jobs::insert::skips_the_rules(jobs) {
             run_once(|g| self.backend.write_validated_tx(g), insert)
         } else {
             self.write(insert)

@@ -1,4 +1,4 @@
-//! Periodic schedules as stored (R21): the latest slot enqueued per schedule, shared by
+//! Periodic schedules as stored: the latest slot enqueued per schedule, shared by
 //! every process on the file. The scheduler reads and advances it inside one write
 //! transaction, so two schedulers never enqueue the same slot.
 

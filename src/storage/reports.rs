@@ -1,4 +1,4 @@
-//! Report runs, their chunks and their rows as stored (R19).
+//! Report runs, their chunks and their rows as stored.
 //!
 //! A chunk is done once: its rows, its `done` mark and the run's counters are written in one
 //! transaction, guarded by the chunk still being pending and by its job still holding this
@@ -11,6 +11,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::storage::jobs::Lease;
 
 /// Where a report run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -79,13 +80,6 @@ pub(crate) struct ChunkRow {
     pub(crate) done: bool,
 }
 
-/// The attempt a write is fenced by: the job is still running this attempt.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Fence {
-    pub(crate) job_id: i64,
-    pub(crate) attempt: i64,
-}
-
 /// What [`ReportStore::complete_chunk`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChunkWrite {
@@ -144,8 +138,8 @@ pub(crate) trait ReportStore {
     /// A chunk of a run: its spec and whether it is done.
     fn report_chunk(&self, run_id: i64, chunk: i64) -> Result<Option<ChunkRow>>;
 
-    /// True while the job is running this attempt (not timed out, reaped or released).
-    fn chunk_fence_holds(&self, fence: Fence) -> Result<bool>;
+    /// True while the job is running under `lease` (not timed out, reaped or released).
+    fn chunk_fence_holds(&self, lease: Lease<'_>) -> Result<bool>;
 
     /// Writes a chunk's rows (JSON texts, in order) and `count`, marks it done and counts it on
     /// the run, all or nothing. Must run inside a write transaction.
@@ -155,7 +149,7 @@ pub(crate) trait ReportStore {
         chunk: i64,
         rows: &[String],
         count: i64,
-        fence: Fence,
+        lease: Lease<'_>,
         now: i64,
     ) -> Result<ChunkWrite>;
 
@@ -168,7 +162,7 @@ pub(crate) trait ReportStore {
         run_id: i64,
         result_path: Option<&str>,
         result_rows: i64,
-        fence: Fence,
+        lease: Lease<'_>,
         now: i64,
     ) -> Result<FinishWrite>;
 

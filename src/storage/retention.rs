@@ -1,4 +1,4 @@
-//! Retention (R17): finished jobs and remembered keys past their window, and WAL
+//! Retention: finished jobs and remembered keys past their window, and WAL
 //! checkpoints.
 
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! Webhook endpoints as stored (R20): where deliveries go and the secrets they are signed
+//! Webhook endpoints as stored: where deliveries go and the secrets they are signed
 //! with. `builtin::webhook::Endpoints` validates and reads them as
 //! `builtin::webhook::Endpoint`s.
 //!

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{fence, run_id_of, storage_error, Chunk, Kind};
+use super::{run_id_of, storage_error, Chunk, Kind};
 use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::storage::reports::ChunkWrite;
@@ -91,7 +91,7 @@ impl Handler for ChunkHandler {
             .write(|tx| {
                 tx.lock_key(&format!("report-run:{run_id}"))?;
                 let written =
-                    tx.complete_chunk(run_id, i64::from(index), &rows, count, fence(ctx), now)?;
+                    tx.complete_chunk(run_id, i64::from(index), &rows, count, ctx.lease(), now)?;
                 if written == (ChunkWrite::Done { last: true }) {
                     kind.enqueue_finish(tx, run_id)?;
                 }

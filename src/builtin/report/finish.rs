@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::csv::CsvFile;
 use super::progress::{ReportRun, ReportState};
-use super::{fence, run_id_of, storage_error, Kind};
+use super::{run_id_of, storage_error, Kind};
 use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::storage::reports::FinishWrite;
@@ -138,7 +138,7 @@ impl Handler for FinishHandler {
             .db()
             .write(|tx| {
                 tx.lock_key(&format!("report-run:{run_id}"))?;
-                tx.finish_run(run_id, path.as_deref(), rows, fence(ctx), now)
+                tx.finish_run(run_id, path.as_deref(), rows, ctx.lease(), now)
             })
             .map_err(storage_error)?;
         match written {

@@ -354,14 +354,6 @@ impl Kind {
     }
 }
 
-/// The fence of the running attempt.
-fn fence(ctx: &JobContext) -> crate::storage::reports::Fence {
-    crate::storage::reports::Fence {
-        job_id: ctx.id(),
-        attempt: i64::from(ctx.attempt()),
-    }
-}
-
 /// A storage failure inside a report handler: retried, it is not the report's fault.
 fn storage_error(err: Error) -> JobError {
     JobError::retry(format!("report storage: {err}"))

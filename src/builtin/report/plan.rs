@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::{chunk_job_type, fence, run_id_of, storage_error, Kind, REPORT_QUEUE};
+use super::{chunk_job_type, run_id_of, storage_error, Kind, REPORT_QUEUE};
 use crate::error::Result;
 use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
@@ -80,7 +80,7 @@ impl Handler for RequestHandler {
         let planned = queue
             .db()
             .write(|tx| -> Result<Planned> {
-                if !tx.chunk_fence_holds(fence(ctx))? {
+                if !tx.chunk_fence_holds(ctx.lease())? {
                     return Ok(Planned::Fenced);
                 }
                 let run_id = match run_id {

@@ -25,7 +25,8 @@ use crate::system::outage::{Backoff, Outage, RETRY_CAP, RETRY_FIRST};
 pub(crate) struct Opener {
     /// The libpq URL, connection name included.
     pub(crate) url: String,
-    /// The session settings every connection gets.
+    /// The settings every connection gets first (the schema on the search path, the lock
+    /// timeout).
     pub(crate) setup: String,
     pub(crate) outage: Arc<Outage>,
 }

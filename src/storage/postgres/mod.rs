@@ -34,8 +34,7 @@ use diesel::r2d2::CustomizeConnection;
 use diesel::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::sqlite::DbConfig;
-use crate::storage::{Backend, ChangeSignal, CommitFiles, Tx};
+use crate::storage::{Backend, ChangeSignal, CommitFiles, DbConfig, Tx};
 use crate::system::outage::Outage;
 use listen::{Notifications, Opener};
 use pool::ServerPool;
@@ -99,11 +98,11 @@ pub(crate) fn redacted(url: &str) -> String {
 /// Settings every pooled connection gets when it is made: the schema on the search path,
 /// and the busy timeout as the longest wait for a row or advisory lock.
 #[derive(Debug)]
-struct Session {
+struct ConnectionSetup {
     setup: String,
 }
 
-impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for Session {
+impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for ConnectionSetup {
     fn on_acquire(&self, conn: &mut PgConnection) -> std::result::Result<(), diesel::r2d2::Error> {
         conn.batch_execute(&self.setup)
             .map_err(diesel::r2d2::Error::QueryError)
@@ -202,7 +201,7 @@ impl PgDb {
             url,
             config.pool_size,
             config.busy_timeout,
-            Box::new(Session {
+            Box::new(ConnectionSetup {
                 setup: setup.clone(),
             }),
             Arc::clone(&outage),

@@ -16,8 +16,9 @@ use diesel::QueryableByName;
 use super::sql::{query, IntRow, TextRow};
 use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::jobs::Lease;
 use crate::storage::reports::{
-    ChunkRow, ChunkWrite, Fence, FinishWrite, ReportState, ReportStore, RunRow,
+    ChunkRow, ChunkWrite, FinishWrite, ReportState, ReportStore, RunRow,
 };
 
 /// A `report_runs` row as a reader should see it (see [`run_query`]).
@@ -142,24 +143,6 @@ fn sql_limit(limit: i64) -> Option<i64> {
     (limit >= 0).then_some(limit)
 }
 
-impl PgTx<'_> {
-    /// The fence holds, and keeps holding until this transaction ends: the job's row is
-    /// locked `FOR SHARE`, so no other writer can end or reclaim the attempt meanwhile (a
-    /// writer that got there first is waited for, and the row re-checked). Write
-    /// transactions only (PostgreSQL refuses row locks in a read-only one).
-    fn fence_locked(&self, fence: Fence) -> Result<bool> {
-        let row: Option<IntRow> = self.row(
-            query(
-                "SELECT id AS v FROM jobs WHERE id = $1 AND status = 'running' AND attempts = $2
-                 FOR SHARE",
-            )
-            .int(fence.job_id)
-            .int(fence.attempt),
-        )?;
-        Ok(row.is_some())
-    }
-}
-
 impl ReportStore for PgTx<'_> {
     fn insert_run(
         &self,
@@ -280,10 +263,24 @@ impl ReportStore for PgTx<'_> {
         }))
     }
 
-    /// Locks the job's row `FOR SHARE` until the transaction ends, so the answer holds for
-    /// the writes that follow it (its one caller plans a run in a write transaction).
-    fn chunk_fence_holds(&self, fence: Fence) -> Result<bool> {
-        self.fence_locked(fence)
+    /// The same fence as every write of the job's outcome (the job, its status, the worker
+    /// and the attempt), and it keeps holding until this transaction ends: the job's row is
+    /// locked `FOR SHARE`, so no other writer can end or reclaim the attempt meanwhile (a
+    /// writer that got there first is waited for, and the row checked again). Write
+    /// transactions only (PostgreSQL refuses row locks in a read-only one); the writes that
+    /// follow it in the transaction rely on the lock.
+    fn chunk_fence_holds(&self, lease: Lease<'_>) -> Result<bool> {
+        let row: Option<IntRow> = self.row(
+            query(
+                "SELECT id AS v FROM jobs
+                 WHERE id = $1 AND status = 'running' AND locked_by = $2 AND attempts = $3
+                 FOR SHARE",
+            )
+            .int(lease.job_id)
+            .text(lease.worker_id)
+            .int(lease.attempt),
+        )?;
+        Ok(row.is_some())
     }
 
     fn complete_chunk(
@@ -292,10 +289,10 @@ impl ReportStore for PgTx<'_> {
         chunk: i64,
         rows: &[String],
         count: i64,
-        fence: Fence,
+        lease: Lease<'_>,
         now: i64,
     ) -> Result<ChunkWrite> {
-        if !self.fence_locked(fence)? {
+        if !self.chunk_fence_holds(lease)? {
             return Ok(ChunkWrite::Fenced);
         }
         // The run's row, locked: another chunk's completion, the finish or a failure of this
@@ -381,10 +378,10 @@ impl ReportStore for PgTx<'_> {
         run_id: i64,
         result_path: Option<&str>,
         result_rows: i64,
-        fence: Fence,
+        lease: Lease<'_>,
         now: i64,
     ) -> Result<FinishWrite> {
-        if !self.fence_locked(fence)? {
+        if !self.chunk_fence_holds(lease)? {
             return Ok(FinishWrite::Fenced);
         }
         let n = self.execute(

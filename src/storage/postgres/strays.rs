@@ -1,5 +1,5 @@
 //! [`StrayStore`] on PostgreSQL: nothing to find. Its columns are typed and its CHECK rules
-//! hold for every writer (a session cannot switch them off), so no row can hold a status
+//! hold for every writer (no connection can switch them off), so no row can hold a status
 //! outside the six words or a time that is not a number.
 
 use super::PgTx;

@@ -2,99 +2,16 @@
 //! and error text, all or nothing), discard.
 
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
+use rusqlite::{params, params_from_iter, OptionalExtension};
 
-use super::admin::{invalid_state, status_of};
-use super::reads::{self as read, job_from_row, JOB_COLUMNS};
+use super::admin::invalid_state;
+use super::reads::{job_from_row, JOB_COLUMNS};
 use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::Discarded;
 use crate::job::JobRecord;
 use crate::storage::dead_letter::DeadLetterStore;
 use crate::storage::reads::JobFilter;
-
-/// Creates a new job from dead job `id` (same type, payload and options, due now) and marks
-/// the dead one with who requeued it, when, why and the new id. Returns the new id.
-pub(super) fn requeue(conn: &Connection, id: i64, by: &str, reason: &str, now: i64) -> Result<i64> {
-    let row: Option<(String, Option<i64>)> = conn
-        .prepare_cached("SELECT status, requeued_as FROM jobs WHERE id = ?1")?
-        .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let (status, requeued_as) = row.ok_or_else(|| Error::not_found("job", id))?;
-    if status != "dead" {
-        return Err(Error::new(
-            ErrorKind::InvalidState,
-            format!("job {id} is {status}, not dead; only dead jobs can be requeued"),
-        ));
-    }
-    if let Some(new_id) = requeued_as {
-        return Err(Error::new(
-            ErrorKind::InvalidState,
-            format!("job {id} was already requeued as job {new_id}"),
-        ));
-    }
-    read::refuse_unusable(conn, id, "requeued")?;
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
-                               updated_at, timeout_ms, idempotency_key, group_key)
-             SELECT queue, job_type, payload, priority, max_attempts, ?1, ?1, ?1, timeout_ms,
-                    idempotency_key, group_key
-             FROM jobs WHERE id = ?2",
-        )?
-        .execute(params![now, id]);
-    match inserted {
-        Ok(_) => {}
-        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
-            return Err(Error::new(
-                ErrorKind::InvalidState,
-                format!(
-                    "job {id} cannot be requeued: its idempotency key is held by another live or \
-                     succeeded job"
-                ),
-            ))
-        }
-        Err(e) => return Err(e.into()),
-    }
-    let new_id = conn.last_insert_rowid();
-    conn.prepare_cached(
-        "UPDATE jobs SET requeued_by = ?1, requeued_at = ?2, requeue_reason = ?3, requeued_as = ?4,
-                         updated_at = ?2
-         WHERE id = ?5",
-    )?
-    .execute(params![by, now, reason, new_id, id])?;
-    Ok(new_id)
-}
-
-/// Deletes a dead job and its attempt history; the newest job of the table becomes
-/// `cancelled` instead: see [`Discarded`].
-pub(super) fn discard_dead(conn: &Connection, id: i64, now: i64) -> Result<Discarded> {
-    let (status, _) = status_of(conn, id)?;
-    if status != "dead" {
-        return Err(invalid_state(format!(
-            "job {id} is {status}, not dead; only dead jobs can be discarded"
-        )));
-    }
-    if super::jobs::is_newest(conn, id)? {
-        super::jobs::count_row(conn, id, -1)?;
-        conn.prepare_cached(
-            "UPDATE jobs SET status = 'cancelled', finished_at = ?2, updated_at = ?2
-             WHERE id = ?1 AND status = 'dead'",
-        )?
-        .execute(params![id, now])?;
-        super::jobs::count_row(conn, id, 1)?;
-        return Ok(Discarded::KeptCancelled);
-    }
-    // Explicit rather than through ON DELETE CASCADE, which only works on connections that
-    // turned foreign keys on.
-    super::history::uncount_attempts_of(conn, "SELECT ?1", &id)?;
-    conn.prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
-        .execute([id])?;
-    super::jobs::count_row(conn, id, -1)?;
-    conn.prepare_cached("DELETE FROM jobs WHERE id = ?1 AND status = 'dead'")?
-        .execute([id])?;
-    Ok(Discarded::Deleted)
-}
 
 /// The `WHERE` of dead jobs that nobody has requeued yet, narrowed by a filter's type,
 /// queue and search text. Returns the clause and its arguments (numbered from 1).
@@ -124,60 +41,111 @@ fn awaiting_dead_clause(filter: &JobFilter) -> (String, Vec<SqlValue>) {
     (sql, args)
 }
 
-/// Dead jobs awaiting a person (not requeued), newest first, up to the filter's limit.
-pub(super) fn dead_awaiting(conn: &Connection, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-    let (clause, mut args) = awaiting_dead_clause(filter);
-    args.push(SqlValue::Integer(
-        i64::try_from(filter.limit).unwrap_or(i64::MAX),
-    ));
-    let sql = format!(
-        "SELECT {JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY id DESC LIMIT ?{}",
-        args.len()
-    );
-    let mut stmt = conn.prepare(&sql)?;
-    let rows = stmt.query_map(params_from_iter(args), job_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// Requeues every dead job of `job_type` (not yet requeued) whose last error contains
-/// `search`, oldest first, inside the caller's transaction: one refusal fails them all.
-pub(super) fn requeue_dead_matching(
-    conn: &Connection,
-    job_type: &str,
-    search: Option<&str>,
-    by: &str,
-    reason: &str,
-    now: i64,
-) -> Result<Vec<(i64, i64)>> {
-    let mut filter = JobFilter::new().job_type(job_type);
-    filter.search = search.map(str::to_string);
-    let (clause, args) = awaiting_dead_clause(&filter);
-    let ids: Vec<i64> = conn
-        .prepare(&format!("SELECT id FROM jobs WHERE {clause} ORDER BY id"))?
-        .query_map(params_from_iter(args), |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    ids.into_iter()
-        .map(|id| {
-            let new_id = requeue(conn, id, by, reason, now)
-                .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
-            Ok((id, new_id))
-        })
-        .collect()
-}
-
 impl DeadLetterStore for SqliteTx<'_> {
+    /// Creates a new job from dead job `id` (same type, payload and options, due now) and marks
+    /// the dead one with who requeued it, when, why and the new id. Returns the new id.
     fn requeue_dead(&self, id: i64, by: &str, reason: &str, now: i64) -> Result<i64> {
-        requeue(self.conn, id, by, reason, now)
+        let row: Option<(String, Option<i64>)> = self
+            .conn
+            .prepare_cached("SELECT status, requeued_as FROM jobs WHERE id = ?1")?
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        let (status, requeued_as) = row.ok_or_else(|| Error::not_found("job", id))?;
+        if status != "dead" {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                format!("job {id} is {status}, not dead; only dead jobs can be requeued"),
+            ));
+        }
+        if let Some(new_id) = requeued_as {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                format!("job {id} was already requeued as job {new_id}"),
+            ));
+        }
+        self.refuse_unusable(id, "requeued")?;
+        let inserted = self.conn
+            .prepare_cached(
+                "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
+                                   updated_at, timeout_ms, idempotency_key, group_key)
+                 SELECT queue, job_type, payload, priority, max_attempts, ?1, ?1, ?1, timeout_ms,
+                        idempotency_key, group_key
+                 FROM jobs WHERE id = ?2",
+            )?
+            .execute(params![now, id]);
+        match inserted {
+            Ok(_) => {}
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidState,
+                    format!(
+                        "job {id} cannot be requeued: its idempotency key is held by another live or \
+                         succeeded job"
+                    ),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let new_id = self.conn.last_insert_rowid();
+        self.conn.prepare_cached(
+            "UPDATE jobs SET requeued_by = ?1, requeued_at = ?2, requeue_reason = ?3, requeued_as = ?4,
+                             updated_at = ?2
+             WHERE id = ?5",
+        )?
+        .execute(params![by, now, reason, new_id, id])?;
+        Ok(new_id)
     }
 
+    /// Deletes a dead job and its attempt history; the newest job of the table becomes
+    /// `cancelled` instead: see [`Discarded`].
     fn discard_dead(&self, id: i64, now: i64) -> Result<Discarded> {
-        discard_dead(self.conn, id, now)
+        let (status, _) = self.status_of(id)?;
+        if status != "dead" {
+            return Err(invalid_state(format!(
+                "job {id} is {status}, not dead; only dead jobs can be discarded"
+            )));
+        }
+        if self.is_newest(id)? {
+            self.count_row(id, -1)?;
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET status = 'cancelled', finished_at = ?2, updated_at = ?2
+                 WHERE id = ?1 AND status = 'dead'",
+                )?
+                .execute(params![id, now])?;
+            self.count_row(id, 1)?;
+            return Ok(Discarded::KeptCancelled);
+        }
+        // Explicit rather than through ON DELETE CASCADE, which only works on connections that
+        // turned foreign keys on.
+        self.uncount_attempts_of("SELECT ?1", &id)?;
+        self.conn
+            .prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
+            .execute([id])?;
+        self.count_row(id, -1)?;
+        self.conn
+            .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND status = 'dead'")?
+            .execute([id])?;
+        Ok(Discarded::Deleted)
     }
 
+    /// Dead jobs awaiting a person (not requeued), newest first, up to the filter's limit.
     fn dead_awaiting(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        dead_awaiting(self.conn, filter)
+        let (clause, mut args) = awaiting_dead_clause(filter);
+        args.push(SqlValue::Integer(
+            i64::try_from(filter.limit).unwrap_or(i64::MAX),
+        ));
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE {clause} ORDER BY id DESC LIMIT ?{}",
+            args.len()
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), job_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Requeues every dead job of `job_type` (not yet requeued) whose last error contains
+    /// `search`, oldest first, inside the caller's transaction: one refusal fails them all.
     fn requeue_dead_matching(
         &self,
         job_type: &str,
@@ -186,6 +154,34 @@ impl DeadLetterStore for SqliteTx<'_> {
         reason: &str,
         now: i64,
     ) -> Result<Vec<(i64, i64)>> {
-        requeue_dead_matching(self.conn, job_type, search, by, reason, now)
+        let mut filter = JobFilter::new().job_type(job_type);
+        filter.search = search.map(str::to_string);
+        let (clause, args) = awaiting_dead_clause(&filter);
+        let ids: Vec<i64> = self
+            .conn
+            .prepare(&format!("SELECT id FROM jobs WHERE {clause} ORDER BY id"))?
+            .query_map(params_from_iter(args), |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        ids.into_iter()
+            .map(|id| {
+                let new_id = self
+                    .requeue_dead(id, by, reason, now)
+                    .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
+                Ok((id, new_id))
+            })
+            .collect()
+    }
+}
+
+impl SqliteTx<'_> {
+    /// True when `id` is the largest id in the table. That row is never deleted: without
+    /// AUTOINCREMENT, SQLite gives a new row one more than the largest id, so keeping the
+    /// newest row is what keeps ids from being reused (schema.sql, `jobs_newest_kept`).
+    pub(super) fn is_newest(&self, id: i64) -> Result<bool> {
+        let newest: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT MAX(id) FROM jobs")?
+            .query_row([], |row| row.get(0))?;
+        Ok(newest == Some(id))
     }
 }

@@ -1,4 +1,4 @@
-//! Reading columns that other programs may have written (R28). SQLite stores any type in any
+//! Reading columns that other programs may have written. SQLite stores any type in any
 //! column, and the schema's CHECK rules only cover live rows of current files: a read-only
 //! look at an older file, a dead row kept as it was found, or a row written with the checks
 //! switched off can hold a BLOB payload, invalid UTF-8 or TEXT in an INTEGER column.
@@ -11,52 +11,23 @@
 use rusqlite::types::ValueRef;
 use rusqlite::Row;
 
-/// The longest raw value shown in a problem, in characters.
-const SHOWN_CHARS: usize = 64;
+use crate::storage::jobs::row_rules::RawValue;
 
-/// The raw value as SQL would write it, shortened: `BLOB X'7B7D'`, `TEXT 'high'`, `REAL 1.5`,
-/// `NULL`. Safe to print: control characters and invalid UTF-8 are escaped.
-pub(crate) fn describe(value: ValueRef<'_>) -> String {
-    match value {
-        ValueRef::Null => "NULL".to_string(),
-        ValueRef::Integer(i) => format!("INTEGER {i}"),
-        ValueRef::Real(f) => format!("REAL {f}"),
-        ValueRef::Text(bytes) => format!("TEXT '{}'", shorten(&printable(bytes))),
-        ValueRef::Blob(bytes) => {
-            let hex: String = bytes
-                .iter()
-                .take(SHOWN_CHARS / 2)
-                .map(|b| format!("{b:02X}"))
-                .collect();
-            let more = if bytes.len() > SHOWN_CHARS / 2 {
-                "…"
-            } else {
-                ""
-            };
-            format!("BLOB X'{hex}{more}' ({} bytes)", bytes.len())
+impl<'a> From<ValueRef<'a>> for RawValue<'a> {
+    fn from(value: ValueRef<'a>) -> RawValue<'a> {
+        match value {
+            ValueRef::Null => RawValue::Null,
+            ValueRef::Integer(i) => RawValue::Integer(i),
+            ValueRef::Real(f) => RawValue::Real(f),
+            ValueRef::Text(bytes) => RawValue::Text(bytes),
+            ValueRef::Blob(bytes) => RawValue::Blob(bytes),
         }
     }
 }
 
-/// Text with invalid UTF-8 replaced (U+FFFD) and control characters escaped.
-fn printable(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<char>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
+/// The raw value as SQL would write it, shortened (see [`RawValue::describe`]).
+pub(crate) fn describe(value: ValueRef<'_>) -> String {
+    RawValue::from(value).describe()
 }
 
 /// A column's value as text: TEXT as it is (invalid UTF-8 replaced, and noted), numbers
@@ -88,38 +59,7 @@ pub(crate) fn opt_text(
     column: &str,
     problems: &mut Vec<String>,
 ) -> rusqlite::Result<Option<String>> {
-    Ok(opt_text_of(row.get_ref(index)?, column, "text", problems))
-}
-
-/// [`opt_text`] of a value read already: a BLOB is noted as "not `what`".
-pub(crate) fn opt_text_of(
-    value: ValueRef<'_>,
-    column: &str,
-    what: &str,
-    problems: &mut Vec<String>,
-) -> Option<String> {
-    match value {
-        ValueRef::Null => None,
-        ValueRef::Text(bytes) => Some(match std::str::from_utf8(bytes) {
-            Ok(text) => text.to_string(),
-            Err(_) => {
-                problems.push(format!(
-                    "column {column} holds TEXT that is not valid UTF-8 ({} bytes)",
-                    bytes.len()
-                ));
-                String::from_utf8_lossy(bytes).into_owned()
-            }
-        }),
-        ValueRef::Integer(i) => Some(i.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-        ValueRef::Blob(_) => {
-            problems.push(format!(
-                "column {column} holds {}, not {what}",
-                describe(value)
-            ));
-            Some(describe(value))
-        }
-    }
+    Ok(RawValue::from(row.get_ref(index)?).text(column, "text", problems))
 }
 
 /// A column's value as an integer: INTEGER as it is, a REAL rounded down (older versions and
@@ -143,20 +83,7 @@ pub(crate) fn opt_int(
     column: &str,
     problems: &mut Vec<String>,
 ) -> rusqlite::Result<Option<i64>> {
-    let value = row.get_ref(index)?;
-    Ok(match value {
-        ValueRef::Null => None,
-        ValueRef::Integer(i) => Some(i),
-        // `as` saturates and maps NaN to 0.
-        ValueRef::Real(f) => Some(f as i64),
-        ValueRef::Text(_) | ValueRef::Blob(_) => {
-            problems.push(format!(
-                "column {column} holds {}, not an integer",
-                describe(value)
-            ));
-            Some(0)
-        }
-    })
+    Ok(RawValue::from(row.get_ref(index)?).int(column, problems))
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@
 
 mod admin;
 mod checkpointer;
+mod counts;
 mod dead_letter;
 mod errors;
-mod history;
 mod jobs;
 pub(crate) mod lenient;
 mod limits;
@@ -33,19 +33,8 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::{Backend, ChangeSignal, CommitFiles, Tx};
-
-/// How hard SQLite flushes to disk at commit (`PRAGMA synchronous`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Synchronous {
-    /// `NORMAL`: in WAL mode a commit is durable against a process crash; a power loss may
-    /// lose the last commits, never corrupt the file. The default.
-    #[default]
-    Normal,
-    /// `FULL`: every commit is flushed; durable against power loss, slower.
-    Full,
-}
+use crate::storage::{Backend, ChangeSignal, CommitFiles, DbConfig, Synchronous, Tx};
+pub(crate) use counts::keep_counts_in_code;
 
 impl Synchronous {
     fn pragma_value(self) -> &'static str {
@@ -54,22 +43,6 @@ impl Synchronous {
             Synchronous::Full => "FULL",
         }
     }
-}
-
-/// Connection settings shared by every pooled connection.
-#[derive(Debug, Clone)]
-pub(crate) struct DbConfig {
-    pub(crate) synchronous: Synchronous,
-    pub(crate) busy_timeout: Duration,
-    pub(crate) pool_size: u32,
-    /// Whether [`SqliteDb::open`] may create the file or add the schema to a file without it.
-    pub(crate) create: bool,
-    /// The PostgreSQL schema litejobs' tables live in (`None`: `litejobs`); SQLite ignores it.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) pg_schema: Option<String>,
-    /// What PostgreSQL connections call themselves (`None`: `litejobs`); SQLite ignores it.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) application_name: Option<String>,
 }
 
 type Pool = r2d2::Pool<SqliteConnectionManager>;
@@ -557,27 +530,6 @@ impl<'c> SqliteTx<'c> {
             succeeded: RefCell::new(BTreeMap::new()),
         }
     }
-
-    /// Adds the jobs this transaction marked succeeded to `job_counts`, one row per queue
-    /// and type (a batch of 64 completions costs one or two upserts, not 64).
-    fn write_succeeded_counts(&self) -> Result<()> {
-        let counts = std::mem::take(&mut *self.succeeded.borrow_mut());
-        for ((queue, job_type), n) in counts {
-            jobs::add_count(self.conn, &queue, &job_type, "succeeded", n)?;
-        }
-        Ok(())
-    }
-}
-
-/// litejobs keeps `job_counts` itself, in batches, so its connections skip the schema's
-/// triggers (which keep the counts for other programs): a trigger runs per row, and measured
-/// it cost a fifth of the claim-and-complete speed even when its WHEN clause was false.
-pub(crate) fn keep_counts_in_code(conn: &Connection) -> rusqlite::Result<()> {
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
-        false,
-    )?;
-    Ok(())
 }
 
 /// The pragmas every connection needs.
@@ -592,7 +544,8 @@ fn configure(
     if wal {
         // Persistent in the file; set again here so that every connection agrees.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
-        // Bounds the WAL file left behind after a checkpoint (R17): 64 MiB.
+        // Bounds the WAL file a checkpoint leaves behind to 64 MiB, so that a burst of writes
+        // does not keep its disk space.
         conn.query_row("PRAGMA journal_size_limit = 67108864", [], |_| Ok(()))?;
         // Commits never checkpoint: the checkpoint thread does (see checkpointer.rs).
         conn.query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))?;
@@ -647,7 +600,7 @@ mod tests {
             SqliteDb::open(&dir.path().join("q.db"), &config).expect("open"),
             SqliteDb::open_in_memory(&config).expect("in memory"),
         ] {
-            let jobs: Vec<crate::NewJob> = (0..crate::storage::jobs::VALIDATED_FROM_ROWS)
+            let jobs: Vec<crate::NewJob> = (0..crate::storage::jobs::insert::VALIDATED_FROM_ROWS)
                 .map(|n| crate::NewJob::new("t", serde_json::json!({ "n": n })))
                 .collect();
             let payloads: Vec<String> = jobs

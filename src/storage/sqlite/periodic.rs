@@ -1,102 +1,23 @@
 //! [`PeriodicStore`] on SQLite: the `periodic_schedules` table.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 use super::SqliteTx;
 use crate::error::Result;
 use crate::storage::periodic::{PeriodicStore, ScheduleRow};
 
-/// Slots up to this time are handled for `name`, or `None` for a schedule never seen.
-pub(super) fn last_slot(conn: &Connection, name: &str) -> Result<Option<i64>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT last_slot_at FROM periodic_schedules WHERE name = ?1")?;
-    Ok(stmt.query_row([name], |row| row.get(0)).optional()?)
-}
-
-/// Records a schedule seen for the first time: slots up to `handled_until` count as handled
-/// (a new schedule starts with its next slot). Does nothing if another process got there
-/// first.
-pub(super) fn insert_baseline(
-    conn: &Connection,
-    name: &str,
-    schedule: &str,
-    handled_until: i64,
-    next_slot_at: Option<i64>,
-    now: i64,
-) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO periodic_schedules (name, schedule, last_slot_at, next_slot_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (name) DO NOTHING",
-    )?
-    .execute(params![name, schedule, handled_until, next_slot_at, now])?;
-    Ok(())
-}
-
-/// Moves `name` on to `slot` (enqueued as `job_id`, if it was). Only moves forward: returns false,
-/// changing nothing, when the stored slot is already at or past `slot`.
-pub(super) fn advance(
-    conn: &Connection,
-    name: &str,
-    schedule: &str,
-    slot: i64,
-    job_id: Option<i64>,
-    next_slot_at: Option<i64>,
-    now: i64,
-) -> Result<bool> {
-    let n = conn
-        .prepare_cached(
-            "UPDATE periodic_schedules
-             SET last_slot_at = ?1, last_job_id = ?2, next_slot_at = ?3, schedule = ?4,
-                 updated_at = ?5
-             WHERE name = ?6 AND last_slot_at < ?1",
-        )?
-        .execute(params![slot, job_id, next_slot_at, schedule, now, name])?;
-    Ok(n == 1)
-}
-
-/// Updates the next slot shown for people (no slot was due).
-pub(super) fn set_next(
-    conn: &Connection,
-    name: &str,
-    schedule: &str,
-    next_slot_at: Option<i64>,
-    now: i64,
-) -> Result<()> {
-    conn.prepare_cached(
-        "UPDATE periodic_schedules SET next_slot_at = ?1, schedule = ?2, updated_at = ?3
-         WHERE name = ?4 AND (next_slot_at IS NOT ?1 OR schedule <> ?2)",
-    )?
-    .execute(params![next_slot_at, schedule, now, name])?;
-    Ok(())
-}
-
-/// Every stored schedule, by name.
-pub(super) fn list(conn: &Connection) -> Result<Vec<ScheduleRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at
-         FROM periodic_schedules ORDER BY name",
-    )?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok(ScheduleRow {
-                name: row.get(0)?,
-                schedule: row.get(1)?,
-                last_slot_at: row.get(2)?,
-                last_job_id: row.get(3)?,
-                next_slot_at: row.get(4)?,
-                updated_at: row.get(5)?,
-            })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows)
-}
-
 impl PeriodicStore for SqliteTx<'_> {
+    /// Slots up to this time are handled for `name`, or `None` for a schedule never seen.
     fn last_slot(&self, name: &str) -> Result<Option<i64>> {
-        last_slot(self.conn, name)
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT last_slot_at FROM periodic_schedules WHERE name = ?1")?;
+        Ok(stmt.query_row([name], |row| row.get(0)).optional()?)
     }
 
+    /// Records a schedule seen for the first time: slots up to `handled_until` count as handled
+    /// (a new schedule starts with its next slot). Does nothing if another process got there
+    /// first.
     fn insert_baseline(
         &self,
         name: &str,
@@ -105,9 +26,17 @@ impl PeriodicStore for SqliteTx<'_> {
         next_slot_at: Option<i64>,
         now: i64,
     ) -> Result<()> {
-        insert_baseline(self.conn, name, schedule, handled_until, next_slot_at, now)
+        self.conn.prepare_cached(
+            "INSERT INTO periodic_schedules (name, schedule, last_slot_at, next_slot_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (name) DO NOTHING",
+        )?
+        .execute(params![name, schedule, handled_until, next_slot_at, now])?;
+        Ok(())
     }
 
+    /// Moves `name` on to `slot` (enqueued as `job_id`, if it was). Only moves forward: returns false,
+    /// changing nothing, when the stored slot is already at or past `slot`.
     fn advance_schedule(
         &self,
         name: &str,
@@ -117,9 +46,19 @@ impl PeriodicStore for SqliteTx<'_> {
         next_slot_at: Option<i64>,
         now: i64,
     ) -> Result<bool> {
-        advance(self.conn, name, schedule, slot, job_id, next_slot_at, now)
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE periodic_schedules
+                 SET last_slot_at = ?1, last_job_id = ?2, next_slot_at = ?3, schedule = ?4,
+                     updated_at = ?5
+                 WHERE name = ?6 AND last_slot_at < ?1",
+            )?
+            .execute(params![slot, job_id, next_slot_at, schedule, now, name])?;
+        Ok(n == 1)
     }
 
+    /// Updates the next slot shown for people (no slot was due).
     fn set_next_slot(
         &self,
         name: &str,
@@ -127,10 +66,33 @@ impl PeriodicStore for SqliteTx<'_> {
         next_slot_at: Option<i64>,
         now: i64,
     ) -> Result<()> {
-        set_next(self.conn, name, schedule, next_slot_at, now)
+        self.conn
+            .prepare_cached(
+                "UPDATE periodic_schedules SET next_slot_at = ?1, schedule = ?2, updated_at = ?3
+             WHERE name = ?4 AND (next_slot_at IS NOT ?1 OR schedule <> ?2)",
+            )?
+            .execute(params![next_slot_at, schedule, now, name])?;
+        Ok(())
     }
 
+    /// Every stored schedule, by name.
     fn schedules(&self) -> Result<Vec<ScheduleRow>> {
-        list(self.conn)
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at
+             FROM periodic_schedules ORDER BY name",
+        )?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(ScheduleRow {
+                    name: row.get(0)?,
+                    schedule: row.get(1)?,
+                    last_slot_at: row.get(2)?,
+                    last_job_id: row.get(3)?,
+                    next_slot_at: row.get(4)?,
+                    updated_at: row.get(5)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
     }
 }

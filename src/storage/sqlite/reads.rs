@@ -1,7 +1,7 @@
 //! Reads for people and tools: one job, its attempts, filtered lists, stats.
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Row};
+use rusqlite::{params, params_from_iter, OptionalExtension, Row};
 
 use super::{lenient, SqliteTx};
 use crate::error::Result;
@@ -86,163 +86,6 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     Ok(job)
 }
 
-/// One job by id.
-pub(super) fn job(conn: &Connection, id: i64) -> Result<Option<JobRecord>> {
-    let mut stmt = conn.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?;
-    Ok(stmt.query_row([id], job_from_row).optional()?)
-}
-
-/// Refuses to `act` on job `id` (requeue it, retry it) when its row holds values another
-/// program wrote that no handler could use: the new attempt would only go dead again.
-pub(super) fn refuse_unusable(conn: &Connection, id: i64, act: &str) -> Result<()> {
-    let Some(job) = job(conn, id)? else {
-        return Ok(());
-    };
-    if job.problems.is_empty() {
-        return Ok(());
-    }
-    Err(crate::Error::new(
-        crate::ErrorKind::InvalidState,
-        format!(
-            "job {id} cannot be {act}: {}; fix the row with SQL (see the rules in schema.sql) \
-             or discard it",
-            job.problems.join("; ")
-        ),
-    ))
-}
-
-/// A job's attempt history, oldest first.
-pub(super) fn attempts(conn: &Connection, job_id: i64) -> Result<Vec<AttemptRecord>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT job_id, attempt, worker, started_at, finished_at, outcome,
-                CASE WHEN length(CAST(error AS BLOB)) > 2048
-                     THEN substr(error, 1, 2000) || ' [... cut: ' || length(CAST(error AS BLOB))
-                          || ' bytes in all]'
-                     ELSE error END,
-                status_code, duration_ms
-         FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
-    )?;
-    // Whatever another program wrote into the history is shown, never a failed read.
-    let rows = stmt.query_map([job_id], |row| {
-        let mut problems = Vec::new();
-        let p = &mut problems;
-        let outcome = lenient::text(row, 5, "outcome", p)?;
-        Ok(AttemptRecord {
-            job_id: row.get(0)?,
-            attempt: lenient::int(row, 1, "attempt", p)?,
-            worker: lenient::opt_text(row, 2, "worker", p)?,
-            started_at: lenient::opt_int(row, 3, "started_at", p)?,
-            finished_at: lenient::int(row, 4, "finished_at", p)?,
-            outcome: AttemptOutcome::read_leniently(&outcome, p),
-            error: lenient::opt_text(row, 6, "error", p)?,
-            status_code: lenient::opt_int(row, 7, "status_code", p)?,
-            duration_ms: lenient::opt_int(row, 8, "duration_ms", p)?,
-            problems,
-        })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// Jobs matching a filter, newest first.
-pub(super) fn list(conn: &Connection, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-    let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE 1 = 1");
-    let mut args: Vec<SqlValue> = Vec::new();
-    let mut bind = |sql: &mut String, clause: &str, value: SqlValue| {
-        args.push(value);
-        sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
-    };
-    if let Some(status) = filter.status {
-        // The status word is written into the SQL (it is one of six fixed words), so the
-        // planner can match a partial index: the due index for waiting jobs, the lease index
-        // for running ones, the finished index for the rarer finished statuses. Succeeded
-        // jobs are most rows: walking ids down finds the newest ones soonest.
-        sql.push_str(match status {
-            JobStatus::Queued => " AND status = 'queued' AND status IN ('queued', 'failed')",
-            JobStatus::Failed => " AND status = 'failed' AND status IN ('queued', 'failed')",
-            JobStatus::Running => " AND status = 'running'",
-            JobStatus::Succeeded => " AND status = 'succeeded'",
-            JobStatus::Dead => " AND status = 'dead' AND finished_at IS NOT NULL",
-            JobStatus::Cancelled => " AND status = 'cancelled' AND finished_at IS NOT NULL",
-        });
-    }
-    if let Some(job_type) = &filter.job_type {
-        bind(
-            &mut sql,
-            " AND job_type = ?",
-            SqlValue::Text(job_type.clone()),
-        );
-    }
-    if let Some(queue) = &filter.queue {
-        bind(&mut sql, " AND queue = ?", SqlValue::Text(queue.clone()));
-    }
-    if let Some(search) = &filter.search {
-        bind(
-            &mut sql,
-            " AND instr(lower(last_error), lower(?)) > 0",
-            SqlValue::Text(search.clone()),
-        );
-    }
-    if let Some(before) = filter.before_id {
-        bind(&mut sql, " AND id < ?", SqlValue::Integer(before));
-    }
-    bind(
-        &mut sql,
-        " ORDER BY id DESC LIMIT ?",
-        SqlValue::Integer(filter.limit as i64),
-    );
-    let mut stmt = conn.prepare(&sql)?;
-    let rows = stmt.query_map(params_from_iter(args), job_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// How many jobs of each queue and type are in each status.
-pub(super) fn status_counts(
-    conn: &Connection,
-    now: i64,
-) -> Result<(Vec<StatusCount>, LiveSummary)> {
-    // Finished jobs are read from the counts kept as they finish; live ones (a tenth of a
-    // big table at most, in practice far less) are counted here as they stream from the due
-    // index (which covers every column read) and the lease index, and the same pass sums up
-    // what is due, scheduled and running. Counting them in Rust is three times faster than
-    // SQLite's GROUP BY, which sorts every row in a temporary B-tree first. A file of schema
-    // 3 or 4 (opened read-only) has no kept counts: count every row there.
-    let mut counts: Vec<(String, String, String, i64)> = Vec::new();
-    let live = if counts_kept(conn)? {
-        let mut live = LiveSummary::default();
-        let mut stmt = conn.prepare_cached(
-            "SELECT queue, job_type, status, run_at FROM jobs WHERE status IN ('queued', 'failed')
-             UNION ALL
-             SELECT queue, job_type, status, NULL FROM jobs WHERE status = 'running'",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
-            tally(&mut counts, row)?;
-            summarize(&mut live, row, now)?;
-        }
-        live.oldest_due.sort();
-        push_counts(
-            conn,
-            "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
-            &mut counts,
-        )?;
-        live
-    } else {
-        push_counts(
-            conn,
-            "SELECT queue, job_type, status, COUNT(*) FROM jobs GROUP BY queue, job_type, status",
-            &mut counts,
-        )?;
-        let row = health(conn, now, now, true)?;
-        LiveSummary {
-            due_now: row.due_now,
-            scheduled: row.scheduled,
-            running: row.running,
-            oldest_due: oldest_due_by_queue(conn, now)?,
-        }
-    };
-    Ok((crate::storage::reads::status_counts_of(counts), live))
-}
-
 /// Adds one live row (queue, job type, status, run time or NULL when running) to `live`.
 fn summarize(live: &mut LiveSummary, row: &Row<'_>, now: i64) -> rusqlite::Result<()> {
     let Some(run_at) = lenient_ms(row, 3)? else {
@@ -288,26 +131,6 @@ fn lenient_ms(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<i64>> {
     })
 }
 
-fn push_counts(
-    conn: &Connection,
-    sql: &str,
-    counts: &mut Vec<(String, String, String, i64)>,
-) -> Result<()> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map([], |row| {
-        Ok((
-            lenient::label(row, 0)?,
-            lenient::label(row, 1)?,
-            lenient::label(row, 2)?,
-            row.get::<_, i64>(3)?,
-        ))
-    })?;
-    for entry in rows {
-        counts.push(entry?);
-    }
-    Ok(())
-}
-
 /// Adds one `(queue, job_type, status)` row to `counts`. There are few distinct keys (queues
 /// times types times three statuses), so a linear search beats hashing owned strings; text
 /// columns are compared in place, and anything else is read leniently.
@@ -348,253 +171,380 @@ fn tally(counts: &mut Vec<(String, String, String, i64)>, row: &Row<'_>) -> rusq
     Ok(())
 }
 
-/// True when the file keeps counts (`job_counts` and `attempt_counts`, schema 5 and later).
-fn counts_kept(conn: &Connection) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts')",
-        )?
-        .query_row([], |row| row.get(0))?)
-}
-
-/// Jobs that became dead at `since` or later.
-pub(super) fn dead_since(conn: &Connection, since: i64) -> Result<i64> {
-    Ok(conn
-        .prepare_cached("SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1")?
-        .query_row([since], |row| row.get(0))?)
-}
-
 /// Attempt outcomes that count as failures in rates and error figures.
 const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
 
-/// The most common last errors among failed and dead jobs (requeued dead jobs left out).
-pub(super) fn error_groups(conn: &Connection, limit: usize) -> Result<Vec<ErrorGroup>> {
-    if limit == 0 {
-        return Ok(Vec::new());
-    }
-    // The groups come from the error index alone (failed and dead rows only); "first seen"
-    // is then one probe per group into the attempts' error index, bounded below by the
-    // group's own earliest change (a row refused at the claim has no attempt).
-    let mut stmt = conn.prepare_cached(
-        "SELECT CASE WHEN length(CAST(g.last_error AS BLOB)) > 2048
-                    THEN substr(g.last_error, 1, 2000) || ' [... cut: '
-                         || length(CAST(g.last_error AS BLOB)) || ' bytes in all]'
-                    ELSE g.last_error END,
-                g.n, g.failed, g.dead, g.types,
-                COALESCE(MIN((SELECT MIN(a.finished_at) FROM job_attempts a
-                              WHERE a.error = g.last_error AND a.error IS NOT NULL),
-                             g.first_change),
-                         g.first_change),
-                g.last_change
-         FROM (SELECT last_error, COUNT(*) AS n, SUM(status = 'failed') AS failed,
-                      SUM(status = 'dead') AS dead,
-                      json_group_array(DISTINCT CAST(job_type AS TEXT)) AS types,
-                      CAST(MIN(updated_at) AS INTEGER) AS first_change,
-                      CAST(MAX(updated_at) AS INTEGER) AS last_change
-               FROM jobs
-               WHERE last_error IS NOT NULL AND status IN ('failed', 'dead')
-                 AND requeued_as IS NULL
-               GROUP BY last_error
-               ORDER BY n DESC, last_change DESC
-               LIMIT ?1) AS g
-         ORDER BY g.n DESC, g.last_change DESC",
-    )?;
-    let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
-        let types = lenient::label(row, 4)?;
-        Ok((
-            lenient::label(row, 0)?,
-            row.get::<_, i64>(1)?,
-            row.get::<_, i64>(2)?,
-            row.get::<_, i64>(3)?,
-            types,
-            row.get::<_, i64>(5)?,
-            row.get::<_, i64>(6)?,
-        ))
-    })?;
-    let mut groups = Vec::new();
-    for row in rows {
-        let (error, count, failed, dead, types, first_seen_at, last_seen_at) = row?;
-        let mut job_types: Vec<String> = serde_json::from_str(&types).unwrap_or_default();
-        job_types.sort();
-        groups.push(ErrorGroup {
-            error,
-            count,
-            failed,
-            dead,
-            job_types,
-            first_seen_at,
-            last_seen_at,
-        });
-    }
-    Ok(groups)
-}
-
-/// Waiting, running and dead counts now; failed attempts and successes since `since`.
-pub(super) fn health(
-    conn: &Connection,
-    now: i64,
-    since: i64,
-    count_live: bool,
-) -> Result<HealthRow> {
-    // Dead jobs awaiting a person: the kept dead count less the few requeued ones (an
-    // index holds those), instead of reading every dead row.
-    let dead_awaiting = if counts_kept(conn)? {
-        "(SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE status = 'dead')
-         - (SELECT COUNT(*) FROM jobs WHERE requeued_as IS NOT NULL AND status = 'dead')"
-    } else {
-        "(SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL)"
-    };
-    let live = if count_live {
-        "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
-            (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
-            (SELECT COUNT(*) FROM jobs WHERE status = 'running')"
-    } else {
-        "0, 0, 0"
-    };
-    let sql = format!(
-        "SELECT
-            {live},
-            {dead_awaiting},
-            (SELECT COUNT(*) FROM job_attempts WHERE finished_at >= ?2
-                                                 AND outcome IN {FAILED_OUTCOMES}),
-            (SELECT COUNT(*) FROM jobs WHERE status = 'succeeded' AND finished_at >= ?2)"
-    );
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![now, since], |row| {
-            Ok(HealthRow {
-                due_now: row.get(0)?,
-                scheduled: row.get(1)?,
-                running: row.get(2)?,
-                dead_awaiting: row.get(3)?,
-                failed_attempts: row.get(4)?,
-                succeeded: row.get(5)?,
-            })
-        })?)
-}
-
-/// The oldest due job's run time per queue (only queues with due jobs).
-pub(super) fn oldest_due_by_queue(conn: &Connection, now: i64) -> Result<Vec<(String, i64)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT queue, CAST(MIN(run_at) AS INTEGER) FROM jobs
-         WHERE status IN ('queued', 'failed') AND run_at <= ?1
-         GROUP BY queue ORDER BY queue",
-    )?;
-    let rows = stmt.query_map([now], |row| Ok((lenient::label(row, 0)?, row.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// Attempt outcomes by job type: history rows, plus one success per succeeded job (a
-/// first-try success has no history row; a later success has one, counted once here).
-pub(super) fn attempt_outcomes(conn: &Connection) -> Result<Vec<(String, String, i64)>> {
-    let sql = if counts_kept(conn)? {
-        "SELECT job_type, outcome, n FROM attempt_counts WHERE outcome != 'succeeded' AND n <> 0
-         UNION ALL
-         SELECT job_type, 'succeeded', SUM(n) FROM job_counts WHERE status = 'succeeded'
-         GROUP BY job_type HAVING SUM(n) <> 0
-         ORDER BY 1, 2"
-    } else {
-        "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-         WHERE a.outcome != 'succeeded' GROUP BY j.job_type, a.outcome
-         UNION ALL
-         SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
-         GROUP BY job_type
-         ORDER BY 1, 2"
-    };
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map([], |row| {
-        Ok((lenient::label(row, 0)?, row.get(1)?, row.get(2)?))
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// Finished work since `since` in buckets of `bucket_ms`: `(succeeded, failed attempts,
-/// dead)`, each as `(bucket index, count)` pairs for the buckets that have any.
-pub(super) fn activity(
-    conn: &Connection,
-    since: i64,
-    bucket_ms: i64,
-) -> Result<(BucketCounts, BucketCounts, BucketCounts)> {
-    // (status, finished_at) is indexed for finished rows: a covering index range scan.
-    let succeeded = grouped(
-        conn,
-        "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM jobs
-         WHERE status = 'succeeded' AND finished_at >= ?1
-         GROUP BY 1",
-        since,
-        bucket_ms,
-    )?;
-    // The same outcomes the health figures count as failures.
-    let failed = grouped(
-        conn,
-        "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM job_attempts
-         WHERE finished_at >= ?1 AND outcome IN ('failed', 'timed_out', 'lost')
-         GROUP BY 1",
-        since,
-        bucket_ms,
-    )?;
-    // Requeued dead jobs stay dead (with `requeued_as`), so they still count when they died.
-    let dead = grouped(
-        conn,
-        "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM jobs
-         WHERE status = 'dead' AND finished_at >= ?1
-         GROUP BY 1",
-        since,
-        bucket_ms,
-    )?;
-    Ok((succeeded, failed, dead))
-}
-
-fn grouped(conn: &Connection, sql: &str, since: i64, bucket_ms: i64) -> Result<BucketCounts> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(params![since, bucket_ms], |row| {
-        Ok((row.get(0)?, row.get(1)?))
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
 impl ReadStore for SqliteTx<'_> {
+    /// One job by id.
     fn job(&self, id: i64) -> Result<Option<JobRecord>> {
-        job(self.conn, id)
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"))?;
+        Ok(stmt.query_row([id], job_from_row).optional()?)
     }
 
+    /// A job's attempt history, oldest first.
     fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>> {
-        attempts(self.conn, job_id)
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT job_id, attempt, worker, started_at, finished_at, outcome,
+                    CASE WHEN length(CAST(error AS BLOB)) > 2048
+                         THEN substr(error, 1, 2000) || ' [... cut: ' || length(CAST(error AS BLOB))
+                              || ' bytes in all]'
+                         ELSE error END,
+                    status_code, duration_ms
+             FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
+        )?;
+        // Whatever another program wrote into the history is shown, never a failed read.
+        let rows = stmt.query_map([job_id], |row| {
+            let mut problems = Vec::new();
+            let p = &mut problems;
+            let outcome = lenient::text(row, 5, "outcome", p)?;
+            Ok(AttemptRecord {
+                job_id: row.get(0)?,
+                attempt: lenient::int(row, 1, "attempt", p)?,
+                worker: lenient::opt_text(row, 2, "worker", p)?,
+                started_at: lenient::opt_int(row, 3, "started_at", p)?,
+                finished_at: lenient::int(row, 4, "finished_at", p)?,
+                outcome: AttemptOutcome::read_leniently(&outcome, p),
+                error: lenient::opt_text(row, 6, "error", p)?,
+                status_code: lenient::opt_int(row, 7, "status_code", p)?,
+                duration_ms: lenient::opt_int(row, 8, "duration_ms", p)?,
+                problems,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Jobs matching a filter, newest first.
     fn list_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        list(self.conn, filter)
+        let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE 1 = 1");
+        let mut args: Vec<SqlValue> = Vec::new();
+        let mut bind = |sql: &mut String, clause: &str, value: SqlValue| {
+            args.push(value);
+            sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
+        };
+        if let Some(status) = filter.status {
+            // The status word is written into the SQL (it is one of six fixed words), so the
+            // planner can match a partial index: the due index for waiting jobs, the lease index
+            // for running ones, the finished index for the rarer finished statuses. Succeeded
+            // jobs are most rows: walking ids down finds the newest ones soonest.
+            sql.push_str(match status {
+                JobStatus::Queued => " AND status = 'queued' AND status IN ('queued', 'failed')",
+                JobStatus::Failed => " AND status = 'failed' AND status IN ('queued', 'failed')",
+                JobStatus::Running => " AND status = 'running'",
+                JobStatus::Succeeded => " AND status = 'succeeded'",
+                JobStatus::Dead => " AND status = 'dead' AND finished_at IS NOT NULL",
+                JobStatus::Cancelled => " AND status = 'cancelled' AND finished_at IS NOT NULL",
+            });
+        }
+        if let Some(job_type) = &filter.job_type {
+            bind(
+                &mut sql,
+                " AND job_type = ?",
+                SqlValue::Text(job_type.clone()),
+            );
+        }
+        if let Some(queue) = &filter.queue {
+            bind(&mut sql, " AND queue = ?", SqlValue::Text(queue.clone()));
+        }
+        if let Some(search) = &filter.search {
+            bind(
+                &mut sql,
+                " AND instr(lower(last_error), lower(?)) > 0",
+                SqlValue::Text(search.clone()),
+            );
+        }
+        if let Some(before) = filter.before_id {
+            bind(&mut sql, " AND id < ?", SqlValue::Integer(before));
+        }
+        bind(
+            &mut sql,
+            " ORDER BY id DESC LIMIT ?",
+            SqlValue::Integer(filter.limit as i64),
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args), job_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// How many jobs of each queue and type are in each status.
     fn status_counts(&self, now: i64) -> Result<(Vec<StatusCount>, LiveSummary)> {
-        status_counts(self.conn, now)
+        // Finished jobs are read from the counts kept as they finish; live ones (a tenth of a
+        // big table at most, in practice far less) are counted here as they stream from the due
+        // index (which covers every column read) and the lease index, and the same pass sums up
+        // what is due, scheduled and running. Counting them in Rust is three times faster than
+        // SQLite's GROUP BY, which sorts every row in a temporary B-tree first. A file of schema
+        // 3 or 4 (opened read-only) has no kept counts: count every row there.
+        let mut counts: Vec<(String, String, String, i64)> = Vec::new();
+        let live = if self.counts_kept()? {
+            let mut live = LiveSummary::default();
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT queue, job_type, status, run_at FROM jobs WHERE status IN ('queued', 'failed')
+                 UNION ALL
+                 SELECT queue, job_type, status, NULL FROM jobs WHERE status = 'running'",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                tally(&mut counts, row)?;
+                summarize(&mut live, row, now)?;
+            }
+            live.oldest_due.sort();
+            self.push_counts(
+                "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
+                &mut counts,
+            )?;
+            live
+        } else {
+            self.push_counts("SELECT queue, job_type, status, COUNT(*) FROM jobs GROUP BY queue, job_type, status",
+                &mut counts,
+            )?;
+            let row = self.health(now, now, true)?;
+            LiveSummary {
+                due_now: row.due_now,
+                scheduled: row.scheduled,
+                running: row.running,
+                oldest_due: self.oldest_due_by_queue(now)?,
+            }
+        };
+        Ok((crate::storage::reads::status_counts_of(counts), live))
     }
 
+    /// Jobs that became dead at `since` or later.
     fn dead_since(&self, since: i64) -> Result<i64> {
-        dead_since(self.conn, since)
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1",
+            )?
+            .query_row([since], |row| row.get(0))?)
     }
 
+    /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {
-        error_groups(self.conn, limit)
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // The groups come from the error index alone (failed and dead rows only); "first seen"
+        // is then one probe per group into the attempts' error index, bounded below by the
+        // group's own earliest change (a row refused at the claim has no attempt).
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT CASE WHEN length(CAST(g.last_error AS BLOB)) > 2048
+                        THEN substr(g.last_error, 1, 2000) || ' [... cut: '
+                             || length(CAST(g.last_error AS BLOB)) || ' bytes in all]'
+                        ELSE g.last_error END,
+                    g.n, g.failed, g.dead, g.types,
+                    COALESCE(MIN((SELECT MIN(a.finished_at) FROM job_attempts a
+                                  WHERE a.error = g.last_error AND a.error IS NOT NULL),
+                                 g.first_change),
+                             g.first_change),
+                    g.last_change
+             FROM (SELECT last_error, COUNT(*) AS n, SUM(status = 'failed') AS failed,
+                          SUM(status = 'dead') AS dead,
+                          json_group_array(DISTINCT CAST(job_type AS TEXT)) AS types,
+                          CAST(MIN(updated_at) AS INTEGER) AS first_change,
+                          CAST(MAX(updated_at) AS INTEGER) AS last_change
+                   FROM jobs
+                   WHERE last_error IS NOT NULL AND status IN ('failed', 'dead')
+                     AND requeued_as IS NULL
+                   GROUP BY last_error
+                   ORDER BY n DESC, last_change DESC
+                   LIMIT ?1) AS g
+             ORDER BY g.n DESC, g.last_change DESC",
+        )?;
+        let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
+            let types = lenient::label(row, 4)?;
+            Ok((
+                lenient::label(row, 0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, i64>(2)?,
+                row.get::<_, i64>(3)?,
+                types,
+                row.get::<_, i64>(5)?,
+                row.get::<_, i64>(6)?,
+            ))
+        })?;
+        let mut groups = Vec::new();
+        for row in rows {
+            let (error, count, failed, dead, types, first_seen_at, last_seen_at) = row?;
+            let mut job_types: Vec<String> = serde_json::from_str(&types).unwrap_or_default();
+            job_types.sort();
+            groups.push(ErrorGroup {
+                error,
+                count,
+                failed,
+                dead,
+                job_types,
+                first_seen_at,
+                last_seen_at,
+            });
+        }
+        Ok(groups)
     }
 
+    /// Waiting, running and dead counts now; failed attempts and successes since `since`.
     fn health(&self, now: i64, since: i64, count_live: bool) -> Result<HealthRow> {
-        health(self.conn, now, since, count_live)
+        // Dead jobs awaiting a person: the kept dead count less the few requeued ones (an
+        // index holds those), instead of reading every dead row.
+        let dead_awaiting = if self.counts_kept()? {
+            "(SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE status = 'dead')
+             - (SELECT COUNT(*) FROM jobs WHERE requeued_as IS NOT NULL AND status = 'dead')"
+        } else {
+            "(SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL)"
+        };
+        let live = if count_live {
+            "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
+                (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
+                (SELECT COUNT(*) FROM jobs WHERE status = 'running')"
+        } else {
+            "0, 0, 0"
+        };
+        let sql = format!(
+            "SELECT
+                {live},
+                {dead_awaiting},
+                (SELECT COUNT(*) FROM job_attempts WHERE finished_at >= ?2
+                                                     AND outcome IN {FAILED_OUTCOMES}),
+                (SELECT COUNT(*) FROM jobs WHERE status = 'succeeded' AND finished_at >= ?2)"
+        );
+        Ok(self
+            .conn
+            .prepare_cached(&sql)?
+            .query_row(params![now, since], |row| {
+                Ok(HealthRow {
+                    due_now: row.get(0)?,
+                    scheduled: row.get(1)?,
+                    running: row.get(2)?,
+                    dead_awaiting: row.get(3)?,
+                    failed_attempts: row.get(4)?,
+                    succeeded: row.get(5)?,
+                })
+            })?)
     }
 
+    /// The oldest due job's run time per queue (only queues with due jobs).
     fn oldest_due_by_queue(&self, now: i64) -> Result<Vec<(String, i64)>> {
-        oldest_due_by_queue(self.conn, now)
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT queue, CAST(MIN(run_at) AS INTEGER) FROM jobs
+             WHERE status IN ('queued', 'failed') AND run_at <= ?1
+             GROUP BY queue ORDER BY queue",
+        )?;
+        let rows = stmt.query_map([now], |row| Ok((lenient::label(row, 0)?, row.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Attempt outcomes by job type: history rows, plus one success per succeeded job (a
+    /// first-try success has no history row; a later success has one, counted once here).
     fn attempt_outcomes(&self) -> Result<Vec<(String, String, i64)>> {
-        attempt_outcomes(self.conn)
+        let sql = if self.counts_kept()? {
+            "SELECT job_type, outcome, n FROM attempt_counts WHERE outcome != 'succeeded' AND n <> 0
+             UNION ALL
+             SELECT job_type, 'succeeded', SUM(n) FROM job_counts WHERE status = 'succeeded'
+             GROUP BY job_type HAVING SUM(n) <> 0
+             ORDER BY 1, 2"
+        } else {
+            "SELECT j.job_type, a.outcome, COUNT(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+             WHERE a.outcome != 'succeeded' GROUP BY j.job_type, a.outcome
+             UNION ALL
+             SELECT job_type, 'succeeded', COUNT(*) FROM jobs WHERE status = 'succeeded'
+             GROUP BY job_type
+             ORDER BY 1, 2"
+        };
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map([], |row| {
+            Ok((lenient::label(row, 0)?, row.get(1)?, row.get(2)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// Finished work since `since` in buckets of `bucket_ms`: `(succeeded, failed attempts,
+    /// dead)`, each as `(bucket index, count)` pairs for the buckets that have any.
     fn activity(
         &self,
         since: i64,
         bucket_ms: i64,
     ) -> Result<(BucketCounts, BucketCounts, BucketCounts)> {
-        activity(self.conn, since, bucket_ms)
+        // (status, finished_at) is indexed for finished rows: a covering index range scan.
+        let succeeded = self.grouped(
+            "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM jobs
+             WHERE status = 'succeeded' AND finished_at >= ?1
+             GROUP BY 1",
+            since,
+            bucket_ms,
+        )?;
+        // The same outcomes the health figures count as failures.
+        let failed = self.grouped(
+            "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM job_attempts
+             WHERE finished_at >= ?1 AND outcome IN ('failed', 'timed_out', 'lost')
+             GROUP BY 1",
+            since,
+            bucket_ms,
+        )?;
+        // Requeued dead jobs stay dead (with `requeued_as`), so they still count when they died.
+        let dead = self.grouped(
+            "SELECT (CAST(finished_at AS INTEGER) - ?1) / ?2, COUNT(*) FROM jobs
+             WHERE status = 'dead' AND finished_at >= ?1
+             GROUP BY 1",
+            since,
+            bucket_ms,
+        )?;
+        Ok((succeeded, failed, dead))
+    }
+}
+
+impl SqliteTx<'_> {
+    /// Refuses to `act` on job `id` (requeue it, retry it) when its row holds values another
+    /// program wrote that no handler could use: the new attempt would only go dead again.
+    pub(super) fn refuse_unusable(&self, id: i64, act: &str) -> Result<()> {
+        let Some(job) = self.job(id)? else {
+            return Ok(());
+        };
+        if job.problems.is_empty() {
+            return Ok(());
+        }
+        Err(crate::Error::new(
+            crate::ErrorKind::InvalidState,
+            format!(
+                "job {id} cannot be {act}: {}; fix the row with SQL (see the rules in schema.sql) \
+                 or discard it",
+                job.problems.join("; ")
+            ),
+        ))
+    }
+
+    fn push_counts(
+        &self,
+        sql: &str,
+        counts: &mut Vec<(String, String, String, i64)>,
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map([], |row| {
+            Ok((
+                lenient::label(row, 0)?,
+                lenient::label(row, 1)?,
+                lenient::label(row, 2)?,
+                row.get::<_, i64>(3)?,
+            ))
+        })?;
+        for entry in rows {
+            counts.push(entry?);
+        }
+        Ok(())
+    }
+
+    /// True when the file keeps counts (`job_counts` and `attempt_counts`, schema 5 and later).
+    fn counts_kept(&self) -> Result<bool> {
+        Ok(self.conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts')",
+            )?
+            .query_row([], |row| row.get(0))?)
+    }
+
+    fn grouped(&self, sql: &str, since: i64, bucket_ms: i64) -> Result<BucketCounts> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params![since, bucket_ms], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }

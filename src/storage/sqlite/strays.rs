@@ -2,7 +2,6 @@
 
 use rusqlite::params;
 
-use super::jobs::count_jobs_where;
 use super::lenient;
 use super::SqliteTx;
 use crate::error::Result;
@@ -42,8 +41,7 @@ impl StrayStore for SqliteTx<'_> {
         for &id in ids {
             // Only finished statuses are counted, and a stray never has one: it is counted
             // as dead from now.
-            count_jobs_where(
-                self.conn,
+            self.count_jobs_where(
                 "'dead'",
                 1,
                 &format!("id = ?1 AND ({STRAY_SQL}) IS NOT NULL"),

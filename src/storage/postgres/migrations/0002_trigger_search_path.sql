@@ -1,9 +1,9 @@
--- Migration 2: the counting triggers find their tables from any session. Frozen once
+-- Migration 2: the counting triggers find their tables from any connection. Frozen once
 -- released; schema.pg.sql holds the same objects.
 --
--- A trigger function runs with the search path of the session that fired it, and these name
+-- A trigger function runs with the search path of the connection that fired it, and these name
 -- job_counts, attempt_counts and job_attempts without a schema: a plain-SQL insert from a
--- session that had not put litejobs' schema on its path (`psql` with no settings) failed with
+-- connection that had not put litejobs' schema on its path (`psql` with no settings) failed with
 -- `relation "job_counts" does not exist`. Each function now carries the path it was created
 -- under (the migration runs with litejobs' schema on it, whatever its name). The cost is one
 -- setting per statement-level firing, and per deleted job for the row-level one.

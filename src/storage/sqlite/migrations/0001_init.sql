@@ -91,7 +91,7 @@ CREATE TABLE job_attempts (
 
 CREATE INDEX job_attempts_job_idx ON job_attempts (job_id, attempt);
 
--- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned (R12).
+-- Idempotency keys of succeeded jobs, remembered for a window, also after the job is pruned.
 CREATE TABLE idempotency_keys (
     key TEXT PRIMARY KEY NOT NULL,
     job_id INTEGER NOT NULL,

@@ -1,7 +1,7 @@
--- Migration 2: webhook endpoints, rate limits and circuit breakers (R15, R20). Frozen once
+-- Migration 2: webhook endpoints, rate limits and circuit breakers. Frozen once
 -- released; schema.sql holds the same statements.
 
--- Webhook endpoints (R20): where deliveries go and the secret they are signed with. Secrets
+-- Webhook endpoints: where deliveries go and the secret they are signed with. Secrets
 -- live here, never in job payloads or dead-letter rows; a delivery job names its endpoint by id.
 CREATE TABLE webhook_endpoints (
     -- Row id, never reused (AUTOINCREMENT): delivery payloads refer to it as endpoint_id.
@@ -28,7 +28,7 @@ CREATE TABLE webhook_endpoints (
     CONSTRAINT webhook_endpoints_rate_valid CHECK ((rate_limit IS NULL OR rate_limit > 0) AND rate_period_ms > 0)
 );
 
--- Rate limits by key (R15), shared by every process on the file. One row per key, e.g.
+-- Rate limits by key, shared by every process on the file. One row per key, e.g.
 -- 'webhook-endpoint:3'; the limit itself (n per period) is given by the caller at each check.
 CREATE TABLE rate_limits (
     key TEXT PRIMARY KEY NOT NULL,
@@ -38,7 +38,7 @@ CREATE TABLE rate_limits (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
--- Circuit breakers by key (R15), shared by every process on the file. No row means closed.
+-- Circuit breakers by key, shared by every process on the file. No row means closed.
 CREATE TABLE circuit_breakers (
     key TEXT PRIMARY KEY NOT NULL,
     -- closed (calls go), open (calls wait until open_until), half_open (one probe call is

@@ -1,7 +1,7 @@
--- Migration 3: report runs (R19) and periodic job slots (R21). Frozen once released;
+-- Migration 3: report runs and periodic job slots. Frozen once released;
 -- schema.sql holds the same statements.
 
--- One requested report (R19): what a UI polls for progress and the result to download.
+-- One requested report: what a UI polls for progress and the result to download.
 CREATE TABLE report_runs (
     -- Row id, never reused (AUTOINCREMENT): job payloads and download links refer to it.
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -71,7 +71,7 @@ CREATE TABLE report_rows (
     PRIMARY KEY (run_id, chunk, seq)
 ) WITHOUT ROWID;
 
--- Periodic schedules (R21): the latest slot enqueued per schedule, shared by every process so
+-- Periodic schedules: the latest slot enqueued per schedule, shared by every process so
 -- that each slot is enqueued once.
 CREATE TABLE periodic_schedules (
     -- The schedule's name (by default its job type).

@@ -1,4 +1,4 @@
--- Migration 4: rows from other programs are checked at the door (R28). Frozen once released;
+-- Migration 4: rows from other programs are checked at the door. Frozen once released;
 -- schema.sql holds the same table.
 --
 -- SQLite cannot add a CHECK constraint to an existing table, so `jobs` is rebuilt in the

@@ -1,0 +1,242 @@
+//! [`InsertStore`] on PostgreSQL: new jobs one at a time or a batch per statement, and the
+//! idempotency keys, settled against writers in other processes by the unique index.
+
+use super::super::sql::{query, BoolRow, IntRow, Query};
+use super::super::PgTx;
+use crate::error::{Error, ErrorKind, Result};
+use crate::job::{NewJob, RunAt};
+use crate::storage::jobs::{batch_error, InsertStore, Inserted};
+
+/// The statuses whose jobs hold their idempotency key (the predicate of
+/// `jobs_idempotency_key_idx`).
+const KEY_HOLDING: &str = "('queued', 'running', 'failed', 'succeeded')";
+
+/// Jobs without an idempotency key go in by statements of up to this many rows (arrays
+/// bound as one parameter each, so the size is only a bound on one statement's memory).
+const ROWS_PER_INSERT: usize = 1_000;
+
+impl InsertStore for PgTx<'_> {
+    /// With an idempotency key, nothing is inserted when the key is held (the holder's id
+    /// comes back instead). Racing inserts of one key in other processes wait for each other on the
+    /// unique index, and the loser finds the winner.
+    fn insert_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
+        let Some(key) = job.idempotency_key.as_deref() else {
+            let run_at = RunAt::resolve(job.run_at, now)?;
+            let id = self.row::<IntRow>(insert_query(job, payload, run_at, now, ""))?;
+            return match id {
+                Some(row) => Ok(Inserted {
+                    id: row.v,
+                    created: true,
+                }),
+                None => Err(ignored(job)),
+            };
+        };
+        if let Some(id) = self.find_key_holder(key, now)? {
+            return Ok(Inserted { id, created: false });
+        }
+        let run_at = RunAt::resolve(job.run_at, now)?;
+        let on_conflict = format!(
+            "ON CONFLICT (idempotency_key)
+               WHERE idempotency_key IS NOT NULL AND status IN {KEY_HOLDING} DO NOTHING"
+        );
+        // A holder found by the conflict may be cancelled before the lookup sees it: then the
+        // key is free again, and the insert is tried once more.
+        for _ in 0..3 {
+            if let Some(row) =
+                self.row::<IntRow>(insert_query(job, payload, run_at, now, &on_conflict))?
+            {
+                return Ok(Inserted {
+                    id: row.v,
+                    created: true,
+                });
+            }
+            if let Some(id) = self.find_key_holder(key, now)? {
+                return Ok(Inserted { id, created: false });
+            }
+        }
+        Err(ignored(job))
+    }
+
+    /// A job with an idempotency key alone (it may find a holder instead), the runs of jobs
+    /// between them by multi-row statements.
+    fn insert_jobs(&self, jobs: &[NewJob], payloads: &[String], now: i64) -> Result<Vec<Inserted>> {
+        let mut inserted = Vec::with_capacity(jobs.len());
+        let mut next = 0;
+        while next < jobs.len() {
+            if jobs[next].idempotency_key.is_some() {
+                inserted.push(self.insert_job(&jobs[next], &payloads[next], now)?);
+                next += 1;
+                continue;
+            }
+            let rows = jobs[next..]
+                .iter()
+                .take(ROWS_PER_INSERT)
+                .take_while(|job| job.idempotency_key.is_none())
+                .count();
+            let chunk = &jobs[next..next + rows];
+            let ids = self
+                .insert_rows(chunk, &payloads[next..next + rows], now)
+                .map_err(|e| batch_error(e, chunk, next))?;
+            inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
+            next += rows;
+        }
+        Ok(inserted)
+    }
+
+    /// One upsert: safe against another process remembering the same key.
+    fn remember_key(&self, key: &str, job_id: i64, now: i64, window_ms: i64) -> Result<()> {
+        self.execute(
+            query(
+                "INSERT INTO idempotency_keys (key, job_id, completed_at, expires_at)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id,
+                     completed_at = excluded.completed_at, expires_at = excluded.expires_at",
+            )
+            .text(key)
+            .int(job_id)
+            .int(now)
+            .int(now.saturating_add(window_ms)),
+        )?;
+        Ok(())
+    }
+
+    fn key_remembered(&self, key: &str, now: i64) -> Result<bool> {
+        let found = self.row::<BoolRow>(
+            query(
+                "SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE key = $1 AND expires_at > $2)
+                        AS v",
+            )
+            .text(key)
+            .int(now),
+        )?;
+        Ok(found.is_some_and(|row| row.v))
+    }
+}
+
+impl PgTx<'_> {
+    /// The job holding `key`: a live or succeeded job, or a remembered key of a pruned job.
+    fn find_key_holder(&self, key: &str, now: i64) -> Result<Option<i64>> {
+        let holder = self.row::<IntRow>(
+            query(&format!(
+                "SELECT id AS v FROM jobs WHERE idempotency_key = $1 AND status IN {KEY_HOLDING}"
+            ))
+            .text(key),
+        )?;
+        if let Some(row) = holder {
+            return Ok(Some(row.v));
+        }
+        Ok(self
+            .row::<IntRow>(
+                query(
+                    "SELECT job_id AS v FROM idempotency_keys WHERE key = $1 AND expires_at > $2",
+                )
+                .text(key)
+                .int(now),
+            )?
+            .map(|row| row.v))
+    }
+
+    /// Inserts jobs without idempotency keys by one statement; their ids in order. The ids
+    /// are drawn from the table's sequence first and handed out in ascending order, so jobs
+    /// later in the batch get larger ids (the claim's last tie-break), whatever other
+    /// processes draw meanwhile.
+    fn insert_rows(&self, jobs: &[NewJob], payloads: &[String], now: i64) -> Result<Vec<i64>> {
+        let mut queues = Vec::with_capacity(jobs.len());
+        let mut types = Vec::with_capacity(jobs.len());
+        let mut priorities = Vec::with_capacity(jobs.len());
+        let mut max_attempts = Vec::with_capacity(jobs.len());
+        let mut run_ats = Vec::with_capacity(jobs.len());
+        let mut timeouts = Vec::with_capacity(jobs.len());
+        let mut group_keys = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            queues.push(job.queue.clone());
+            types.push(job.job_type.clone());
+            priorities.push(job.priority);
+            max_attempts.push(job.max_attempts);
+            run_ats.push(RunAt::resolve(job.run_at, now)?);
+            timeouts.push(job.timeout_ms);
+            group_keys.push(job.group_key.clone());
+        }
+        let mut ids: Vec<i64> = self
+            .rows::<IntRow>(
+                query(
+                    "WITH ids AS (
+                         SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id
+                         FROM generate_series(1, $1)),
+                     numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS ord FROM ids)
+                     INSERT INTO jobs (id, queue, job_type, payload, priority, max_attempts,
+                                       run_at, timeout_ms, group_key, created_at, updated_at)
+                     SELECT n.id, u.queue, u.job_type, u.payload, u.priority, u.max_attempts,
+                            u.run_at, u.timeout_ms, u.group_key, $2, $2
+                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10) WITH ORDINALITY
+                          AS u(queue, job_type, payload, priority, max_attempts, run_at,
+                               timeout_ms, group_key, ord)
+                     JOIN numbered n ON n.ord = u.ord
+                     RETURNING id AS v",
+                )
+                .int(jobs.len() as i64)
+                .int(now)
+                .texts(&queues)
+                .texts(&types)
+                .texts(payloads)
+                .ints(&priorities)
+                .ints(&max_attempts)
+                .ints(&run_ats)
+                .opt_ints(&timeouts)
+                .opt_texts(&group_keys),
+            )?
+            .into_iter()
+            .map(|row| row.v)
+            .collect();
+        ids.sort_unstable();
+        if ids.len() != jobs.len() {
+            return Err(Error::new(
+                ErrorKind::Database,
+                format!(
+                    "a batch insert of {} jobs inserted {} rows",
+                    jobs.len(),
+                    ids.len()
+                ),
+            ));
+        }
+        Ok(ids)
+    }
+}
+
+/// The statement inserting one job, with `conflict` (an `ON CONFLICT` clause, or nothing).
+fn insert_query(
+    job: &NewJob,
+    payload: &str,
+    run_at: i64,
+    now: i64,
+    conflict: &str,
+) -> Query<'static> {
+    query(&format!(
+        "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
+                           updated_at, timeout_ms, idempotency_key, group_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10)
+         {conflict}
+         RETURNING id AS v"
+    ))
+    .text(&job.queue)
+    .text(&job.job_type)
+    .text(payload)
+    .int(job.priority)
+    .int(job.max_attempts)
+    .int(run_at)
+    .int(now)
+    .opt_int(job.timeout_ms)
+    .opt_text(job.idempotency_key.as_deref())
+    .opt_text(job.group_key.as_deref())
+}
+
+/// An insert that wrote nothing and found no holder of its key.
+fn ignored(job: &NewJob) -> Error {
+    Error::new(
+        ErrorKind::Database,
+        format!(
+            "insert of job type {:?} was ignored by a constraint",
+            job.job_type
+        ),
+    )
+}
