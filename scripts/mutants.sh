@@ -28,7 +28,11 @@ declare -A TESTS=(
     [src/job/retry.rs]="retry"
     [src/limits/rate.rs]="limits"
     [src/limits/breaker.rs]="limits"
-    [src/storage/sqlite/jobs.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/insert.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/claim.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/row_rules.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/complete.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/reap.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
     [src/worker/completer.rs]="outcomes:: drain:: dead_letter:: timeouts:: shutdown:: foreign_rows faults::a_full_disk"
     [src/worker/dispatcher.rs]="outcomes:: timeouts:: shutdown:: ordering:: drain:: retention:: wakeups:: faults::a_full_disk"
     [src/worker/renewal.rs]="timeouts:: shutdown:: wakeups::"
@@ -36,7 +40,9 @@ declare -A TESTS=(
     [src/worker/maintenance/scheduler.rs]="scheduler periodic::"
     [src/worker/change_watch.rs]="worker::change_watch wakeups:: ordering:: multiprocess::"
 )
-ORDER=(src/job/retry.rs src/limits/rate.rs src/limits/breaker.rs src/storage/sqlite/jobs.rs
+ORDER=(src/job/retry.rs src/limits/rate.rs src/limits/breaker.rs
+    src/storage/sqlite/jobs/insert.rs src/storage/sqlite/jobs/claim.rs src/storage/sqlite/jobs/row_rules.rs
+    src/storage/sqlite/jobs/complete.rs src/storage/sqlite/jobs/reap.rs
     src/worker/completer.rs src/worker/renewal.rs src/worker/executor.rs src/worker/dispatcher.rs
     src/worker/maintenance/scheduler.rs src/worker/change_watch.rs)
 
