@@ -25,20 +25,26 @@ command -v cargo-mutants >/dev/null || {
 # file -> the tests that cover it: test-name filters given to both the library's unit tests
 # and the integration binary (a test runs when its path contains any of them).
 declare -A TESTS=(
-    [src/retry.rs]="retry"
+    [src/job/retry.rs]="retry"
     [src/limits/rate.rs]="limits"
     [src/limits/breaker.rs]="limits"
-    [src/storage/sqlite/jobs.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/insert.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/claim.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/row_rules.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/complete.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
+    [src/storage/sqlite/jobs/reap.rs]="storage::sqlite::jobs foreign_rows outcomes:: ordering:: shutdown:: drain:: timeouts:: enqueue:: dead_discard"
     [src/worker/completer.rs]="outcomes:: drain:: dead_letter:: timeouts:: shutdown:: foreign_rows faults::a_full_disk"
     [src/worker/dispatcher.rs]="outcomes:: timeouts:: shutdown:: ordering:: drain:: retention:: wakeups:: faults::a_full_disk"
     [src/worker/renewal.rs]="timeouts:: shutdown:: wakeups::"
     [src/worker/executor.rs]="outcomes:: timeouts:: shutdown:: ordering::"
-    [src/maintenance/scheduler.rs]="scheduler periodic::"
+    [src/worker/maintenance/scheduler.rs]="scheduler periodic::"
     [src/worker/change_watch.rs]="worker::change_watch wakeups:: ordering:: multiprocess::"
 )
-ORDER=(src/retry.rs src/limits/rate.rs src/limits/breaker.rs src/storage/sqlite/jobs.rs
+ORDER=(src/job/retry.rs src/limits/rate.rs src/limits/breaker.rs
+    src/storage/sqlite/jobs/insert.rs src/storage/sqlite/jobs/claim.rs src/storage/sqlite/jobs/row_rules.rs
+    src/storage/sqlite/jobs/complete.rs src/storage/sqlite/jobs/reap.rs
     src/worker/completer.rs src/worker/renewal.rs src/worker/executor.rs src/worker/dispatcher.rs
-    src/maintenance/scheduler.rs src/worker/change_watch.rs)
+    src/worker/maintenance/scheduler.rs src/worker/change_watch.rs)
 
 # Equivalent mutants, excluded. Each changes how fast or how often something happens, or
 # what a log line says, never which outcome a job gets or when a user can see it; the bench

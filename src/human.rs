@@ -1,6 +1,7 @@
-//! Times and durations as people read them, the same in the `litejobs` command and the
-//! dashboard: UTC timestamps, short durations, and "how long ago"; and long texts (error
-//! messages) cut to a size a page or a terminal can show.
+//! Times and durations as people read and write them, the same in the `litejobs` command,
+//! the dashboard and every option: UTC timestamps, short durations, and "how long ago"; the
+//! one grammar every duration and delay is read with ([`parse_duration`], [`parse_delay`]);
+//! and long texts (error messages) cut to a size a page or a terminal can show.
 //!
 //! ```
 //! use litejobs::human;
@@ -98,8 +99,21 @@ pub fn ago(at: i64, now: i64) -> String {
     }
 }
 
-/// Parses a duration as people write one: `500ms`, `30s`, `5m`, `2h`, `7d`, `1w`, or a sum written without spaces such as
-/// `1h30m`. A bare number is refused: the unit is never guessed.
+/// Parses a duration as people write one: `500ms`, `30s`, `5m`, `2h`, `7d`, `1w`, or a sum
+/// written without spaces such as `1h30m`. Every duration litejobs reads from text is read
+/// here: command-line options, retry schedules, the SMTP URL's `timeout=`, a command
+/// handler's delay. A bare number is refused, with a message saying to write `10s`: the unit
+/// is never guessed.
+///
+/// ```
+/// use litejobs::human::parse_duration;
+/// use std::time::Duration;
+/// assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+/// assert!(parse_duration("10").unwrap_err().contains("e.g. 10s"));
+/// ```
+///
+/// # Errors
+/// One line naming the text and what is wrong with it.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     if s.is_empty() {
@@ -134,7 +148,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             }
             "" => {
                 return Err(format!(
-                    "invalid duration {text:?}: {number} needs a unit (ms, s, m, h, d or w)"
+                    "invalid duration {text:?}: {number} needs a unit (ms, s, m, h, d or w), \
+                     e.g. {number}s"
                 ))
             }
             other => {
@@ -154,6 +169,28 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         rest = after;
     }
     Ok(Duration::from_millis(total_ms as u64))
+}
+
+/// Parses a delay: a duration as [`parse_duration`] reads it, at most `max` (a longer one is
+/// a typo, such as `30000h`, more often than a wish).
+///
+/// ```
+/// use litejobs::human::parse_delay;
+/// use std::time::Duration;
+/// let month = Duration::from_secs(30 * 86_400);
+/// assert_eq!(parse_delay("2h", month), Ok(Duration::from_secs(7200)));
+/// assert_eq!(parse_delay("31d", month).unwrap_err(), "a delay may be at most 30d");
+/// ```
+///
+/// # Errors
+/// [`parse_duration`]'s, or one saying the delay is over `max`.
+pub fn parse_delay(text: &str, max: Duration) -> Result<Duration, String> {
+    let delay = parse_duration(text)?;
+    if delay > max {
+        let max_ms = i64::try_from(max.as_millis()).unwrap_or(i64::MAX);
+        return Err(format!("a delay may be at most {}", duration_ms(max_ms)));
+    }
+    Ok(delay)
 }
 
 #[cfg(test)]

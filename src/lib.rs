@@ -26,7 +26,7 @@
 //! - For people on call (and the `litejobs` command): [`Queue::health`] and
 //!   [`Queue::error_groups`] answer what waits and what fails; [`Queue::cancel`],
 //!   [`Queue::retry_now`], [`Queue::pause_queue`], [`Queue::requeue_dead_matching`] and
-//!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`] keep the file small;
+//!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`](maintenance::Pruner) keep the file small;
 //!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view.
 //!
 //! ```
@@ -39,6 +39,117 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! ## How a job runs
+//! The path of one job from [`Queue::enqueue`] to its written outcome, with the threads and
+//! channels on the way (threads are named as `top -H` and debuggers show them):
+//!
+//! ```text
+//!  your thread              a worker's dispatcher thread           executor threads of the
+//!                           (litejobs-dispatcher: its only         job's queue
+//!                            writer to the database)               (litejobs-QUEUE-N)
+//!  ───────────              ──────────────────────────────         ──────────────────────
+//!  Queue::enqueue
+//!   INSERT, status queued
+//!   Event::Enqueued ─► subscribers
+//!   wake channel ─────────► woken (other processes' commits:
+//!                           the change watch; anything else:
+//!                           a poll every poll_interval)
+//!                           write round, one transaction:
+//!                            · the completer's batch of outcomes
+//!                              and heartbeats
+//!                            · the reaper, when due
+//!                            · lease renewals of prefetched jobs
+//!                            · the claim: due rows of the queue
+//!                              become running, leased for their
+//!                              timeout + grace
+//!                           feed channel (one per queue) ───────► runs the handler with a
+//!                                                                 JobContext (a panic is
+//!                                                                 caught; the dispatcher
+//!                                                                 times out an overdue one)
+//!                           ◄─ writer channel: the outcome ─────
+//!                           ◄─ nudge channel: "decide now" ─────  (not one per outcome)
+//!                           next write round: the completer
+//!                           writes the outcome, fenced by the
+//!                           lease (a reaped job's late result
+//!                           changes nothing) ─► written outcome
+//!                           Event::Finished ─► subscribers
+//! ```
+//!
+//! - **The dispatcher thread** (one per [`Worker`]) is the worker's only writer: each round
+//!   writes the finished attempts, reaps expired leases when due, renews the leases of
+//!   prefetched jobs, and claims for every queue with free threads plus a prefetch sized by
+//!   how long its jobs take, in one transaction on SQLite (on PostgreSQL the claim is a
+//!   statement of its own). Between rounds it does the upkeep: scheduled pruning and the
+//!   sweep of rows no claim can take.
+//! - **Executor threads**, as many per queue as its concurrency, each run one attempt at a
+//!   time. A heartbeat ([`JobContext::heartbeat`]) travels the writer channel too, and waits
+//!   for its answer.
+//! - **The feed channel** of a queue carries claimed jobs (and an early "a job is coming"
+//!   after an in-process enqueue) from the dispatcher to that queue's executors.
+//! - **The writer channel** (the dispatcher's `results`) carries outcomes and heartbeats to
+//!   the dispatcher, which drains it in batches; **the nudge channel** wakes the dispatcher
+//!   only when it has something to decide (a queue running low, a heartbeat waiting).
+//! - **The wake channel** of each dispatcher (and scheduler) is how an enqueue in this
+//!   process wakes it at once; [`Queue::notify`] sends on it too.
+//! - **The change watch** learns of other connections' commits (other processes, plain SQL):
+//!   on Linux a thread (`litejobs-watch`) waits on an inotify watch of the database's files;
+//!   on PostgreSQL a `LISTEN` connection (`litejobs-listen`) hears the insert trigger;
+//!   elsewhere the dispatcher asks on a timer, every `change_check_interval`.
+//! - **The control channel** carries [`Worker::shutdown`] to the dispatcher: it stops
+//!   claiming, gives back the prefetched jobs, waits for running handlers up to the grace,
+//!   gives back the rest and joins the threads.
+//! - **The scheduler thread** (`litejobs-scheduler`, only when periodic jobs are registered)
+//!   enqueues each periodic job once per slot, like any other enqueue.
+//!
+//! [`testing::drain`] runs the same claim, attempt and completion on the calling thread.
+//!
+//! ### The status machine
+//! The `status` column, and who moves a job from one status to the next:
+//!
+//! ```text
+//!  enqueue ─► queued ──claim──► running ──success───────────────────────────► succeeded
+//!               ▲                │  │
+//!               │   snooze, or   │  ├─retryable error, attempts left ─────────► failed
+//!               └── given back ──┘  │ (or the reaper: lease expired)              │
+//!                   at shutdown     │                                 run_at due: │
+//!                                   │                  claim ─► running ◄─────────┘
+//!                                   ├─permanent error, or attempts spent ───────► dead
+//!                                   │ (or the reaper: lease expired, spent)       │
+//!                                   │                 requeue: a new queued job ◄─┘
+//!                                   └─JobError::cancel ─────────────────────────► cancelled
+//! ```
+//!
+//! | transition | who writes it |
+//! | --- | --- |
+//! | queued or failed (due) → running | the claim, in a dispatcher's write round |
+//! | running → succeeded, failed, dead, cancelled; queued (a snooze, or given back at shutdown) | the completer, in the dispatcher's next round, fenced by the job's lease |
+//! | running (lease expired: its worker died or hung) → failed, due now, or dead | the reaper, in any worker's dispatcher, every reap interval |
+//! | queued or failed → dead (a row no claim can use) | the claim, and the stray sweep |
+//! | queued or failed → cancelled, or due now | a person: [`Queue::cancel`], [`Queue::retry_now`] |
+//! | dead → failed with one more attempt; dead → a new queued job; dead → deleted | a person: [`Queue::retry_now`], [`Queue::requeue_dead`], [`Queue::discard_dead`] |
+//! | succeeded, cancelled → deleted | retention: [`Queue::prune`], a worker's pruner |
+//!
+//!
+//! ## Where things are
+//! One module per concept, each using only those listed before it (`tests/layout/` checks
+//! that imports between modules never go round in a cycle, at every level of the tree):
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `error` | [`Error`] and [`ErrorKind`] |
+//! | `system` | what litejobs meets outside its code: the time ([`Clock`]), the machine's name, a database server that cannot be reached |
+//! | [`human`] | times, durations and long texts as people read and write them (the one duration grammar) |
+//! | `job` | a job as data: [`NewJob`], [`JobRecord`], [`JobStatus`], typed [`Job`]s, [`RetryPolicy`] |
+//! | [`redact`] | secret payload fields masked in every view |
+//! | `storage` | SQLite and PostgreSQL behind one interface: all the SQL |
+//! | `queue` | [`Queue`]: open, enqueue, read, act, the dead letter, [`metrics`], events |
+//! | `handler` | what runs a job: [`Handler`], [`JobContext`], [`JobError`], [`Perform`] |
+//! | [`limits`] | rate limits and circuit breakers shared through the database |
+//! | `worker` | [`Worker`]: the dispatcher, executor threads and completer below; the [`maintenance`] workers run; [`testing`] |
+//! | `exec`, [`builtin`] | handlers ready to register: commands in any language, webhooks, email, reports |
+//! | `web` | the dashboard (feature `web`), over its own HTTP server (`web/server/`) |
+//! | [`defaults`], [`guide`] | every default in one place; the guides |
 //!
 //! ## Cargo features
 //! All on by default; with `default-features = false` you get the core: the queue, workers,
@@ -56,7 +167,7 @@
 //! in any language can `INSERT INTO jobs (job_type, payload) VALUES (...)` and let litejobs
 //! run the row. Times are milliseconds since the Unix epoch.
 //!
-//! Rows from outside are checked at the door and never trusted at the claim (R28): CHECK
+//! Rows from outside are checked at the door and never trusted at the claim: CHECK
 //! rules (written for SQLite 3.31 and later) refuse a wrongly typed insert in the inserting
 //! program, naming the rule; a row that still cannot be used (invalid UTF-8 or JSON, an
 //! oversized payload) goes dead when claimed, with an error naming the job and the column,
@@ -69,97 +180,39 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod admin;
 pub mod builtin;
-mod clock;
-mod context;
-mod dead_letter;
 pub mod defaults;
 mod error;
-mod events;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
-mod finite;
 pub mod guide;
 mod handler;
-mod host;
 pub mod human;
 mod job;
 pub mod limits;
-pub mod maintenance;
-pub mod metrics;
-mod outage;
 mod queue;
-mod reads;
 pub mod redact;
-mod retry;
 mod storage;
-pub mod testing;
-mod typed;
-mod wake;
+mod system;
 #[cfg(feature = "web")]
 pub mod web;
 mod worker;
 
-pub use clock::{Clock, ManualClock, SystemClock};
-pub use context::JobContext;
-pub use dead_letter::Discarded;
 pub use error::{Error, ErrorKind, Result};
-pub use events::Event;
-pub use handler::{Handler, JobError};
-pub use job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus, NewJob};
+pub use handler::{Handler, JobContext, JobError, Perform};
+pub use job::{
+    AttemptOutcome, AttemptRecord, Discarded, IntoNewJob, Job, JobOptions, JobRecord, JobStatus,
+    NewJob, RetryPolicy,
+};
+pub use queue::events::Event;
+pub use queue::metrics;
+pub use queue::reads::{ActivityBucket, Health, Overview};
 pub use queue::{enqueue_in, Queue, QueueBuilder};
-pub use reads::{ActivityBucket, Health, Overview};
-pub use retry::RetryPolicy;
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;
-pub use typed::{IntoNewJob, Job, JobOptions, Perform};
+pub use system::{Clock, ManualClock, SystemClock};
+pub use worker::{maintenance, testing};
 pub use worker::{Worker, WorkerActivity, WorkerBuilder};
-
-/// Names that moved: the defaults to [`defaults`], the retention and periodic types to
-/// [`maintenance`]. Kept here for one release.
-mod moved {
-    macro_rules! moved_const {
-        ($($name:ident: $ty:ty),* $(,)?) => {$(
-            #[doc(hidden)]
-            #[deprecated(since = "0.2.0", note = "moved to litejobs::defaults")]
-            pub const $name: $ty = crate::defaults::$name;
-        )*};
-    }
-    macro_rules! moved_type {
-        ($($name:ident),* $(,)?) => {$(
-            #[doc(hidden)]
-            #[deprecated(since = "0.2.0", note = "moved to litejobs::maintenance")]
-            pub type $name = crate::maintenance::$name;
-        )*};
-    }
-    use std::time::Duration;
-    moved_const!(
-        DEFAULT_MAX_ATTEMPTS: u32, DEFAULT_MAX_PAYLOAD_BYTES: usize, DEFAULT_QUEUE: &str,
-        DEFAULT_PRUNE_CHUNK: usize, DEFAULT_PRUNE_INTERVAL: Duration, DEFAULT_RETENTION: Duration,
-        DEFAULT_REAP_INTERVAL: Duration, MIN_PERIODIC_INTERVAL: Duration,
-        DEFAULT_BUSY_TIMEOUT: Duration, DEFAULT_IDEMPOTENCY_WINDOW: Duration, DEFAULT_POOL_SIZE: u32,
-        DEFAULT_HEALTH_WINDOW: Duration, MAX_ACTIVITY_BUCKETS: usize,
-        DEFAULT_RETRY_BASE: Duration, DEFAULT_RETRY_JITTER: f64, DEFAULT_RETRY_MAX_DELAY: Duration,
-        DEFAULT_LIST_LIMIT: usize, DEFAULT_CONCURRENCY: usize, DEFAULT_JOB_TIMEOUT: Duration,
-        DEFAULT_LEASE_GRACE: Duration, DEFAULT_POLL_INTERVAL: Duration, DEFAULT_PREFETCH: usize,
-        DEFAULT_SHUTDOWN_GRACE: Duration,
-    );
-    moved_type!(
-        CheckpointMode,
-        CheckpointReport,
-        PruneOptions,
-        PruneReport,
-        Pruner,
-        EnqueuedSlot,
-        Periodic,
-        ScheduleState,
-        Scheduler,
-        TickReport,
-    );
-}
-#[allow(deprecated)]
-pub use moved::*;
 
 /// True when `target`, as given to [`Queue::open`], names a database server
 /// (`postgres://…`, `postgresql://…`) rather than a SQLite file.

@@ -40,6 +40,8 @@ mod foreign_dedupe;
 mod fuzz;
 // rate limits and circuit breakers by key, shared through the database
 mod limits;
+// the source's layout: no import cycle between modules (the crate's top-level ones, and each directory's files)
+mod layout;
 // model-based test (proptest): random operation sequences against an in-memory model, state-machine invariants
 mod model;
 // two worker processes on one file; another process hammering the lock

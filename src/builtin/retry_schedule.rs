@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::retry::RetryPolicy;
+use crate::human::parse_delay;
+use crate::job::RetryPolicy;
 
 /// The jitter a schedule read from text gets: ±10 %, as the built-in defaults, so jobs
 /// failing together (an SMTP or endpoint outage) do not all retry in the same second.
@@ -46,7 +47,7 @@ pub fn parse_retry_schedule(text: &str) -> std::result::Result<RetryPolicy, Stri
         if entry.is_empty() {
             return Err(format!("entry {} is empty", i + 1));
         }
-        let delay = parse_delay(entry).map_err(|why| format!("{entry:?}: {why}"))?;
+        let delay = schedule_entry(entry).map_err(|why| format!("{entry:?}: {why}"))?;
         delays.push(delay);
     }
     if delays.len() > MAX_ENTRIES {
@@ -68,15 +69,11 @@ pub(crate) fn schedule_from_var(name: &str, value: &str) -> Result<RetryPolicy> 
     })
 }
 
-/// One delay, as every duration litejobs reads ([`crate::human::parse_duration`]), above 0
-/// and at most [`MAX_DELAY`].
-fn parse_delay(text: &str) -> std::result::Result<Duration, String> {
-    let delay = crate::human::parse_duration(text)?;
+/// One entry: a delay as every delay litejobs reads ([`parse_delay`]), above 0.
+fn schedule_entry(text: &str) -> std::result::Result<Duration, String> {
+    let delay = parse_delay(text, MAX_DELAY)?;
     if delay.is_zero() {
         return Err("a delay must be above 0 (a failing job would retry at once)".to_string());
-    }
-    if delay > MAX_DELAY {
-        return Err("a delay may be at most 30d".to_string());
     }
     Ok(delay)
 }

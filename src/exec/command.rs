@@ -9,7 +9,7 @@ use super::command_io::{run_to_end, Limits};
 use super::outcome::{self, STDERR_TAIL_BYTES};
 use super::process::{watchdog, Program};
 use super::{job_env, parse_command_line, slot_wait_until, DEFAULT_KILL_GRACE, NO_SLOT_SNOOZE};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 
 /// The most of a command's stdout read as its result (1 MiB); more is read and dropped.

@@ -82,8 +82,8 @@ pub use outcome::{
 pub use serve::Serve;
 pub use serve_process::MAX_ANSWER_BYTES;
 
-use crate::context::JobContext;
 use crate::error::{Error, ErrorKind, Result};
+use crate::handler::JobContext;
 
 /// Time between SIGTERM and SIGKILL for a process group that must stop.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
@@ -116,7 +116,7 @@ pub fn wait_for_commands(timeout: Duration) -> bool {
     serve_pool::stop_idle_processes(false);
     // Both: a pool dropped on another thread stops its idle processes there.
     let commands = process::watchdog().wait_idle(timeout);
-    serve_pool::wait_processes_gone(end) && commands
+    serve_process::wait_processes_gone(end) && commands
 }
 
 /// Kills (SIGKILL) the process group of every command running for this process's handlers

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::handler::JobError;
+use crate::human::parse_delay;
 
 /// Exit 0: the job succeeded; stdout, when it is a JSON value, is its result.
 pub const EXIT_SUCCESS: i32 = 0;
@@ -63,13 +64,13 @@ pub(crate) fn from_exit(
     match code {
         EXIT_SUCCESS => Ok(json_result(stdout)),
         EXIT_PERMANENT => Err(coded(JobError::permanent(error()))),
-        EXIT_RETRY => match parse_delay(first_line) {
+        EXIT_RETRY => match delay_text(first_line) {
             Some(delay) => Err(coded(JobError::retry_after(delay, error()))),
             None => Err(coded(JobError::retry(error()))),
         },
         EXIT_CANCEL => Err(coded(JobError::cancel(error()))),
         EXIT_SNOOZE => Err(JobError::snooze(
-            parse_delay(first_line).unwrap_or(DEFAULT_SNOOZE),
+            delay_text(first_line).unwrap_or(DEFAULT_SNOOZE),
         )),
         _ => Err(coded(JobError::retry(error()))),
     }
@@ -120,25 +121,28 @@ pub(crate) fn from_answer(answer: &Value) -> Result<Result<Option<Value>, JobErr
 fn delay_value(value: &Value) -> Option<Duration> {
     match value {
         Value::Number(n) => n.as_f64().and_then(seconds),
-        Value::String(s) => parse_delay(s),
+        Value::String(s) => delay_text(s),
         _ => None,
     }
 }
 
-/// `30`, `2.5` (seconds, as in `Retry-After`), or a duration such as `500ms`, `5m`, `1h30m`.
-pub(crate) fn parse_delay(text: &str) -> Option<Duration> {
+/// The longest delay a command may ask for: a year. A longer one is a mistake, not a plan.
+const MAX_DELAY: Duration = Duration::from_secs(365 * 86_400);
+
+/// A command's delay: `30`, `2.5` (seconds, the protocol's number form, as in `Retry-After`),
+/// or a delay as every other one litejobs reads ([`parse_delay`]: `500ms`, `5m`, `1h30m`).
+/// None for anything else, which the caller ignores.
+pub(crate) fn delay_text(text: &str) -> Option<Duration> {
     let text = text.trim();
     match text.parse::<f64>() {
         Ok(secs) => seconds(secs),
-        Err(_) => crate::human::parse_duration(text)
-            .ok()
-            .and_then(|d| seconds(d.as_secs_f64())),
+        Err(_) => parse_delay(text, MAX_DELAY).ok(),
     }
 }
 
+/// A number of seconds as a delay, when it is one (not negative, at most [`MAX_DELAY`]).
 fn seconds(value: f64) -> Option<Duration> {
-    // A year at most: a longer "delay" is a mistake, not a plan.
-    (value.is_finite() && (0.0..=365.0 * 86_400.0).contains(&value))
+    (value.is_finite() && (0.0..=MAX_DELAY.as_secs_f64()).contains(&value))
         .then(|| Duration::from_secs_f64(value))
 }
 
@@ -219,13 +223,13 @@ mod tests {
 
     #[test]
     fn delays_read_like_retry_after() {
-        assert_eq!(parse_delay("30"), Some(Duration::from_secs(30)));
-        assert_eq!(parse_delay("2.5"), Some(Duration::from_millis(2500)));
-        assert_eq!(parse_delay("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_delay("2h"), Some(Duration::from_secs(7200)));
-        assert_eq!(parse_delay("soon"), None);
-        assert_eq!(parse_delay("-1"), None);
-        assert_eq!(parse_delay("1000d"), None);
+        assert_eq!(delay_text("30"), Some(Duration::from_secs(30)));
+        assert_eq!(delay_text("2.5"), Some(Duration::from_millis(2500)));
+        assert_eq!(delay_text("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(delay_text("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(delay_text("soon"), None);
+        assert_eq!(delay_text("-1"), None);
+        assert_eq!(delay_text("1000d"), None);
     }
 
     #[test]

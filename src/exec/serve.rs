@@ -9,7 +9,7 @@ use super::process::Program;
 use super::serve_pool::Pool;
 use super::serve_process::{Answer, Process};
 use super::{parse_command_line, slot_wait_until, DEFAULT_KILL_GRACE, NO_SLOT_SNOOZE};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 
 /// A handler that keeps `processes` copies of a program running and sends each one job at a

@@ -1,9 +1,8 @@
 //! The processes of [`Serve`](super::Serve) handlers: each handler's idle ones wait in its
-//! pool, and every one started in this program is counted until it is reaped, so that
-//! `litejobs work` does not exit before they are gone.
+//! pool, and every live pool is known, so that the end of `litejobs work` can stop them.
 
-use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use nix::sys::signal::Signal;
@@ -45,48 +44,6 @@ impl Pool {
             .push(Arc::downgrade(&pool));
         pool
     }
-}
-
-/// Serve processes started and not yet reaped, in this whole program: `litejobs work` must
-/// not exit before they are gone, whichever thread stops them (a pool dropped by the last
-/// handler thread that held it stops its idle processes on that thread).
-static ALIVE: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
-
-/// One process in [`ALIVE`] for as long as this lives.
-#[derive(Debug)]
-pub(crate) struct Alive;
-
-impl Alive {
-    pub(crate) fn new() -> Alive {
-        *ALIVE.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        Alive
-    }
-}
-
-impl Drop for Alive {
-    fn drop(&mut self) {
-        let mut alive = ALIVE.0.lock().unwrap_or_else(|p| p.into_inner());
-        *alive = alive.saturating_sub(1);
-        ALIVE.1.notify_all();
-    }
-}
-
-/// Waits until every serve process started here has been reaped, at most until `end`;
-/// true when none is left.
-pub(crate) fn wait_processes_gone(end: Instant) -> bool {
-    let mut alive = ALIVE.0.lock().unwrap_or_else(|p| p.into_inner());
-    while *alive > 0 {
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        alive = ALIVE
-            .1
-            .wait_timeout(alive, left)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-    }
-    true
 }
 
 /// Every live pool, so that the end of `litejobs work` can stop idle processes whose pool

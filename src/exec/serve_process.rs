@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::AsFd;
 use std::process::{Child, ChildStdin, ChildStdout};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -19,9 +19,8 @@ use super::pipes::{
     printable, set_nonblocking, wait_one, write_some, Dir, Io, Line, LineReader, POLL_TICK,
 };
 use super::process::{group_is_empty, signal_group, watchdog, Program, Watch};
-use super::serve_pool::Alive;
 use super::{deadline_ms, MAX_STDOUT_BYTES};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::JobError;
 
 /// The longest answer line read (2 MiB, room for a result of [`MAX_STDOUT_BYTES`] and the
@@ -553,6 +552,48 @@ impl Tail {
     fn text(&self) -> String {
         self.text.clone()
     }
+}
+
+/// Serve processes started and not yet reaped, in this whole program: `litejobs work` must
+/// not exit before they are gone, whichever thread stops them (a pool dropped by the last
+/// handler thread that held it stops its idle processes on that thread).
+static ALIVE: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// One process in [`ALIVE`] for as long as this lives.
+#[derive(Debug)]
+pub(crate) struct Alive;
+
+impl Alive {
+    pub(crate) fn new() -> Alive {
+        *ALIVE.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Alive
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        let mut alive = ALIVE.0.lock().unwrap_or_else(|p| p.into_inner());
+        *alive = alive.saturating_sub(1);
+        ALIVE.1.notify_all();
+    }
+}
+
+/// Waits until every serve process started here has been reaped, at most until `end`;
+/// true when none is left.
+pub(crate) fn wait_processes_gone(end: Instant) -> bool {
+    let mut alive = ALIVE.0.lock().unwrap_or_else(|p| p.into_inner());
+    while *alive > 0 {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        alive = ALIVE
+            .1
+            .wait_timeout(alive, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+    true
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
 use crate::error::Result;
 use crate::storage::limits::{BreakerRow, BreakerState};
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 use super::{wait_ms, Verdict};

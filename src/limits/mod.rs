@@ -1,4 +1,4 @@
-//! Rate limits and circuit breakers by key (R15): an engine feature any job type can use,
+//! Rate limits and circuit breakers by key: an engine feature any job type can use,
 //! kept in the database so every process on the file shares them.
 //!
 //! - [`RateLimit`]: at most `limit` calls per `period` under one key (e.g. one webhook
@@ -36,8 +36,7 @@ mod rate;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
-use crate::handler::JobError;
-use crate::Queue;
+use crate::handler::{JobContext, JobError};
 
 pub use crate::storage::limits::BreakerState;
 pub use breaker::{
@@ -92,33 +91,45 @@ fn limit_failure(what: &str, key: &str, err: Error) -> JobError {
     }
 }
 
-/// [`JobContext::rate_limit`](crate::JobContext::rate_limit): a wait becomes a snooze.
-pub(crate) fn rate_limit_in_handler(
-    queue: &Queue,
-    key: &str,
-    limit: &RateLimit,
-) -> std::result::Result<(), JobError> {
-    match limit.acquire(queue, key) {
-        Ok(Verdict::Go) => Ok(()),
-        Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
-        Err(e) if e.kind() == ErrorKind::InvalidConfig => Err(JobError::permanent(e.to_string())),
-        Err(e) => Err(limit_failure("rate limit", key, e)),
+/// Rate limits and circuit breakers from inside a handler: a wait becomes a snooze, which
+/// does not spend an attempt.
+impl JobContext {
+    /// Takes a slot of the rate limit `limit` under `key`, shared by every process on the
+    /// file. Over the limit, returns [`JobError::snooze`] until the next slot: pass it
+    /// on with `?` and the job comes back then, **without spending an attempt**.
+    ///
+    /// See [`limits`](crate::limits) for an example.
+    pub fn rate_limit(&self, key: &str, limit: &RateLimit) -> std::result::Result<(), JobError> {
+        match limit.acquire(self.queue_handle(), key) {
+            Ok(Verdict::Go) => Ok(()),
+            Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
+            Err(e) if e.kind() == ErrorKind::InvalidConfig => {
+                Err(JobError::permanent(e.to_string()))
+            }
+            Err(e) => Err(limit_failure("rate limit", key, e)),
+        }
     }
-}
 
-/// [`JobContext::breaker`](crate::JobContext::breaker): a wait becomes a snooze; a go becomes a [`BreakerCall`].
-pub(crate) fn breaker_in_handler<'a>(
-    queue: &'a Queue,
-    key: &str,
-    breaker: &Breaker,
-) -> std::result::Result<BreakerCall<'a>, JobError> {
-    match breaker.allow(queue, key) {
-        Ok(Verdict::Go) => Ok(BreakerCall {
-            queue,
-            key: key.to_string(),
-            breaker: *breaker,
-        }),
-        Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
-        Err(e) => Err(limit_failure("circuit breaker", key, e)),
+    /// Asks the circuit breaker of `key` whether a call may go. While it is open (or
+    /// its one probe call is out), returns [`JobError::snooze`] until it may: pass it on with
+    /// `?` and the job comes back then, **without spending an attempt**. Otherwise report the
+    /// call's result on the returned [`BreakerCall`](crate::limits::BreakerCall).
+    ///
+    /// See [`limits`](crate::limits) for an example.
+    pub fn breaker(
+        &self,
+        key: &str,
+        breaker: &Breaker,
+    ) -> std::result::Result<BreakerCall<'_>, JobError> {
+        let queue = self.queue_handle();
+        match breaker.allow(queue, key) {
+            Ok(Verdict::Go) => Ok(BreakerCall {
+                queue,
+                key: key.to_string(),
+                breaker: *breaker,
+            }),
+            Ok(Verdict::Wait(wait)) => Err(JobError::snooze(wait)),
+            Err(e) => Err(limit_failure("circuit breaker", key, e)),
+        }
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, Result};
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 use super::{wait_ms, Verdict};

@@ -1,8 +1,8 @@
 //! Dead jobs waiting for a person: list, requeue as new jobs (one or by type and error
 //! text), discard.
 
-use crate::dead_letter::Discarded;
 use crate::error::Result;
+use crate::job::Discarded;
 use crate::job::JobRecord;
 use crate::storage::reads::JobFilter;
 

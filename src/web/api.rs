@@ -19,13 +19,13 @@ use serde::Serialize;
 use crate::error::{Error, ErrorKind};
 use crate::human::{excerpt, ERROR_EXCERPT_BYTES};
 use crate::job::{AttemptRecord, JobRecord};
-use crate::reads::DEFAULT_HEALTH_WINDOW;
+use crate::queue::reads::DEFAULT_HEALTH_WINDOW;
 use crate::storage::reads::DEFAULT_LIST_LIMIT;
 
 use super::app::App;
-use super::http::{Request, Response};
 use super::pages::jobs::ListQuery;
 use super::pages::overview;
+use super::server::http::{Request, Response};
 
 /// Most jobs one `/api/jobs` answer holds.
 const MAX_LIMIT: usize = 1000;

@@ -7,19 +7,18 @@ use crate::error::Result;
 use crate::redact::Redactor;
 use crate::Queue;
 
-use super::auth::Access;
+use super::auth::{Access, Gate};
 use super::csrf;
 use super::flash::{self, Flash};
-use super::http::{Request, Response};
 use super::keys::Secret;
-use super::pages::overview::LiveCache;
-use super::sessions::Sessions;
-use super::throttle::Throttle;
+use super::live::LiveCache;
+use super::server::http::{Request, Response};
 
 /// The dashboard's state, shared by its handler threads.
 pub(crate) struct App {
     pub(crate) queue: Queue,
-    pub(crate) token: Option<String>,
+    /// Who may come in: the token, the signed-in browsers, the wrong tokens by address.
+    pub(crate) gate: Gate,
     pub(crate) read_only: bool,
     pub(crate) redactor: Redactor,
     pub(crate) secret: Secret,
@@ -27,10 +26,6 @@ pub(crate) struct App {
     pub(crate) addr: SocketAddr,
     /// The overview's live figures, shared by every polling browser for a moment.
     pub(crate) live: Mutex<LiveCache>,
-    /// Signed-in browsers.
-    pub(crate) sessions: Sessions,
-    /// Wrong tokens by client address.
-    pub(crate) throttle: Throttle,
 }
 
 /// What a page needs besides its data.

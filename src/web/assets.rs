@@ -1,7 +1,7 @@
 //! The stylesheet and the script, compiled into the binary: the dashboard works offline and
 //! loads nothing from anywhere else (the Content-Security-Policy would refuse it anyway).
 
-use super::http::Response;
+use super::server::http::Response;
 
 const CSS: &str = include_str!("assets/app.css");
 const JS: &str = include_str!("assets/app.js");

@@ -7,10 +7,10 @@
 
 use std::time::Instant;
 
-use super::app::App;
-use super::http::Request;
 use super::keys::constant_time_eq;
-use super::sessions::{SessionKey, SESSION_TTL};
+use super::server::http::Request;
+use super::sessions::{SessionKey, Sessions, SESSION_TTL};
+use super::throttle::Throttle;
 
 /// The session cookie set by the sign-in form.
 pub(crate) const SESSION_COOKIE: &str = "litejobs_session";
@@ -36,9 +36,19 @@ impl Access {
     }
 }
 
+/// Who may come in: what [`check`] judges a request against.
+pub(crate) struct Gate {
+    /// The token; none: the dashboard is open (on loopback only).
+    pub(crate) token: Option<String>,
+    /// Signed-in browsers.
+    pub(crate) sessions: Sessions,
+    /// Wrong tokens by client address.
+    pub(crate) throttle: Throttle,
+}
+
 /// Judges a request against the configured token (counting a wrong bearer token).
-pub(crate) fn check(app: &App, req: &Request) -> Access {
-    let Some(token) = app.token.as_deref() else {
+pub(crate) fn check(gate: &Gate, req: &Request) -> Access {
+    let Some(token) = gate.token.as_deref() else {
         return Access::Open;
     };
     let now = Instant::now();
@@ -49,20 +59,20 @@ pub(crate) fn check(app: &App, req: &Request) -> Access {
         let Some(given) = given else {
             return Access::Denied("the Authorization header must be `Bearer TOKEN`");
         };
-        if let Some(left) = locked_out(app, req, now) {
+        if let Some(left) = locked_out(gate, req, now) {
             return Access::Throttled(left);
         }
         if token_matches(token, given.trim()) {
             if let Some(ip) = req.peer {
-                app.throttle.succeeded(ip, now);
+                gate.throttle.succeeded(ip, now);
             }
             return Access::Bearer;
         }
-        failed_sign_in(app, req, now, "bearer token");
+        failed_sign_in(gate, req, now, "bearer token");
         return Access::Denied("wrong token");
     }
     match req.cookie(SESSION_COOKIE) {
-        Some(value) => match app.sessions.find(value, now) {
+        Some(value) => match gate.sessions.find(value, now) {
             Some(key) => Access::Session(key),
             None => Access::Denied("the session ended; sign in again"),
         },
@@ -71,8 +81,8 @@ pub(crate) fn check(app: &App, req: &Request) -> Access {
 }
 
 /// Seconds left of the lock-out of the request's address, if it is locked out.
-pub(crate) fn locked_out(app: &App, req: &Request, now: Instant) -> Option<u64> {
-    let left = app.throttle.locked(req.peer?, now)?;
+pub(crate) fn locked_out(gate: &Gate, req: &Request, now: Instant) -> Option<u64> {
+    let left = gate.throttle.locked(req.peer?, now)?;
     // Rounded up: a client that waits this long is let in.
     Some(left.as_secs() + u64::from(left.subsec_nanos() > 0))
 }
@@ -80,12 +90,12 @@ pub(crate) fn locked_out(app: &App, req: &Request, now: Instant) -> Option<u64> 
 /// Counts a wrong token (`how`: "bearer token", "sign-in form") and logs what the throttle
 /// says to (a bounded number of lines, however many come). The log has the client's address
 /// and never what it sent.
-pub(crate) fn failed_sign_in(app: &App, req: &Request, now: Instant, how: &str) {
+pub(crate) fn failed_sign_in(gate: &Gate, req: &Request, now: Instant, how: &str) {
     let Some(ip) = req.peer else {
         log::warn!("litejobs web: failed sign-in ({how}) from an unknown address");
         return;
     };
-    for line in app.throttle.failed(ip, now, how) {
+    for line in gate.throttle.failed(ip, now, how) {
         log::warn!("{line}");
     }
 }
@@ -111,7 +121,7 @@ pub(crate) fn cleared_session_cookie() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::http::Method;
+    use crate::web::server::http::Method;
     use crate::web::test_app;
 
     fn get(headers: &[(&str, &str)]) -> Request {
@@ -127,31 +137,35 @@ mod tests {
     #[test]
     fn bearer_tokens_and_sessions() -> crate::Result<()> {
         let open = test_app(None)?;
-        assert_eq!(check(&open, &get(&[])), Access::Open);
+        assert_eq!(check(&open.gate, &get(&[])), Access::Open);
         let app = test_app(Some("s3cret-s3cret-s3cret"))?;
         assert_eq!(
             check(
-                &app,
+                &app.gate,
                 &get(&[("Authorization", "Bearer s3cret-s3cret-s3cret")])
             ),
             Access::Bearer
         );
-        assert!(!check(&app, &get(&[("Authorization", "Bearer s3cret")])).allowed());
-        assert!(!check(&app, &get(&[("Authorization", "s3cret-s3cret-s3cret")])).allowed());
-        assert!(!check(&app, &get(&[])).allowed());
+        assert!(!check(&app.gate, &get(&[("Authorization", "Bearer s3cret")])).allowed());
+        assert!(!check(
+            &app.gate,
+            &get(&[("Authorization", "s3cret-s3cret-s3cret")])
+        )
+        .allowed());
+        assert!(!check(&app.gate, &get(&[])).allowed());
 
-        let (value, key) = app.sessions.create(Instant::now())?;
+        let (value, key) = app.gate.sessions.create(Instant::now())?;
         let cookie = format!("{SESSION_COOKIE}={value}");
         assert_eq!(
-            check(&app, &get(&[("Cookie", &cookie)])),
+            check(&app.gate, &get(&[("Cookie", &cookie)])),
             Access::Session(key)
         );
         let forged = format!("{SESSION_COOKIE}={}", "A".repeat(43));
-        assert!(!check(&app, &get(&[("Cookie", &forged)])).allowed());
+        assert!(!check(&app.gate, &get(&[("Cookie", &forged)])).allowed());
         let other = test_app(Some("s3cret-s3cret-s3cret"))?;
-        assert!(!check(&other, &get(&[("Cookie", &cookie)])).allowed());
-        app.sessions.revoke(key);
-        assert!(!check(&app, &get(&[("Cookie", &cookie)])).allowed());
+        assert!(!check(&other.gate, &get(&[("Cookie", &cookie)])).allowed());
+        app.gate.sessions.revoke(key);
+        assert!(!check(&app.gate, &get(&[("Cookie", &cookie)])).allowed());
         Ok(())
     }
 
@@ -160,10 +174,10 @@ mod tests {
         let app = test_app(Some("s3cret-s3cret-s3cret"))?;
         let wrong = get(&[("Authorization", "Bearer wrong")]);
         for _ in 0..crate::web::throttle::MAX_FAILURES {
-            assert_eq!(check(&app, &wrong), Access::Denied("wrong token"));
+            assert_eq!(check(&app.gate, &wrong), Access::Denied("wrong token"));
         }
         let right = get(&[("Authorization", "Bearer s3cret-s3cret-s3cret")]);
-        assert!(matches!(check(&app, &right), Access::Throttled(s) if s > 0));
+        assert!(matches!(check(&app.gate, &right), Access::Throttled(s) if s > 0));
         Ok(())
     }
 }

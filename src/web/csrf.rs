@@ -15,8 +15,8 @@
 use crate::error::Result;
 
 use super::auth::Access;
-use super::http::Request;
 use super::keys::{random_text, Secret};
+use super::server::http::Request;
 
 /// The cookie holding the browser's CSRF value.
 pub(crate) const COOKIE: &str = "litejobs_csrf";
@@ -109,7 +109,7 @@ pub(crate) fn origin_allowed(req: &Request, bound: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::http::Method;
+    use crate::web::server::http::Method;
 
     fn post(cookie: Option<&str>, token: Option<&str>) -> Request {
         let headers = cookie

@@ -2,8 +2,8 @@
 //! travels in the redirect's query string, signed with the process key, so a link made
 //! elsewhere cannot put words on the dashboard; it is HTML-escaped like everything else.
 
-use super::http::{query_string, Request, Response};
 use super::keys::Secret;
+use super::server::http::{query_string, Request, Response};
 
 const DOMAIN: &str = "flash";
 
@@ -46,7 +46,7 @@ pub(crate) fn redirect(secret: &Secret, path: &str, ok: bool, message: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::http::Method;
+    use crate::web::server::http::Method;
 
     #[test]
     fn only_signed_messages_are_shown() -> crate::Result<()> {

@@ -9,7 +9,7 @@ use crate::job::JobStatus;
 use super::app::Ctx;
 use super::auth::Access;
 use super::csrf;
-use super::http::Response;
+use super::server::http::Response;
 
 /// Escapes text for HTML content and quoted attribute values.
 pub(crate) fn esc(text: &str) -> String {

@@ -1,4 +1,4 @@
-//! The web dashboard (R25), behind the `web` feature: see and fix the queue from a browser.
+//! The web dashboard, behind the `web` feature: see and fix the queue from a browser.
 //!
 //! `litejobs web` serves it; [`Dashboard::start`] serves it from your own program, on
 //! threads of its own, next to your workers. It is a small blocking HTTP/1.1 server of our
@@ -87,19 +87,16 @@ mod app;
 mod assets;
 mod auth;
 mod chart;
-mod conn;
 mod csrf;
 mod flash;
 mod format;
 mod html;
-mod http;
 mod keys;
+mod live;
 mod pages;
-mod peer;
 mod routes;
 mod server;
 mod sessions;
-mod slots;
 mod throttle;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -110,7 +107,39 @@ use crate::error::{Error, Result};
 use crate::redact::Redactor;
 use crate::Queue;
 
-pub use server::DashboardHandle;
+/// A running dashboard. Dropping it stops the server, as [`stop`](DashboardHandle::stop)
+/// does.
+#[must_use = "the dashboard stops when its handle is dropped"]
+pub struct DashboardHandle {
+    server: server::ServerHandle<app::App>,
+}
+
+impl std::fmt::Debug for DashboardHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DashboardHandle")
+            .field("addr", &self.server.addr())
+            .field("limits", &self.server.limits())
+            .finish()
+    }
+}
+
+impl DashboardHandle {
+    /// The address it listens on (with the real port when port 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// `http://ADDR/`, for printing and for tests.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.server.addr())
+    }
+
+    /// Stops taking connections and closes the listening socket, ends the connections
+    /// still waiting for a request, and waits (up to 10 s) for the requests being answered.
+    pub fn stop(self) {
+        self.server.stop();
+    }
+}
 
 /// Where the dashboard listens unless told otherwise.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -389,7 +418,8 @@ impl Dashboard {
             timeout: options.timeout,
             idle_timeout: options.idle_timeout,
         };
-        server::start(&addrs, limits, |addr| app_for(queue, &options, addr))
+        let server = server::start(&addrs, limits, |addr| app_for(queue, &options, addr))?;
+        Ok(DashboardHandle { server })
     }
 }
 
@@ -397,15 +427,17 @@ impl Dashboard {
 fn app_for(queue: &Queue, options: &DashboardOptions, addr: SocketAddr) -> Result<app::App> {
     Ok(app::App {
         queue: queue.clone(),
-        token: options.token.clone(),
+        gate: auth::Gate {
+            token: options.token.clone(),
+            sessions: sessions::Sessions::default(),
+            throttle: throttle::Throttle::default(),
+        },
         // A queue opened read-only cannot act: serve it without actions.
         read_only: options.read_only || queue.is_read_only(),
         redactor: options.redactor.clone(),
         secret: keys::Secret::random()?,
         addr,
-        live: Mutex::new(pages::overview::LiveCache::default()),
-        sessions: sessions::Sessions::default(),
-        throttle: throttle::Throttle::default(),
+        live: Mutex::new(live::LiveCache::default()),
     })
 }
 

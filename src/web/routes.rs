@@ -31,7 +31,7 @@
 
 use std::time::Instant;
 
-use crate::metrics;
+use crate::queue::metrics;
 
 use super::api;
 use super::app::{App, Ctx};
@@ -39,20 +39,35 @@ use super::assets;
 use super::auth::{self, Access};
 use super::csrf;
 use super::html::error_page;
-use super::http::{Method, Request, Response};
 use super::pages::{self, actions, parse_id};
+use super::server::http::{Method, Request, Response};
+use super::server::{Admission, Service};
 
-/// What [`admit`] decided from the request's head.
-pub(crate) enum Admission {
-    /// The answer; the body, if any, is never read.
-    Answer(Response),
-    /// Read the body when `body` says so, then call [`handle`] with `access`.
-    Proceed { access: Access, body: bool },
+/// The dashboard as the server sees it.
+impl Service for App {
+    type Admitted = Access;
+
+    fn admit(&self, request: &Request) -> Admission<Access> {
+        admit(self, request)
+    }
+
+    fn answer(&self, request: &Request, access: Access) -> Response {
+        handle(self, request, access)
+    }
+
+    // The accept loop sums up failed sign-ins in the log.
+    fn log_due(&self, now: Instant) -> Option<String> {
+        self.gate.throttle.log_due(now)
+    }
+
+    fn log_pending(&self, now: Instant) -> Option<String> {
+        self.gate.throttle.log_pending(now)
+    }
 }
 
 /// Judges a request by its head alone: host, assets, access. Renders nothing that reads the
 /// database, so it needs no turn.
-pub(crate) fn admit(app: &App, req: &Request) -> Admission {
+pub(crate) fn admit(app: &App, req: &Request) -> Admission<Access> {
     if !host_allowed(app, req) {
         return Admission::Answer(Response::text(
             421,
@@ -69,7 +84,7 @@ pub(crate) fn admit(app: &App, req: &Request) -> Admission {
         });
     }
     let api = path.first() == Some(&"api");
-    let access = auth::check(app, req);
+    let access = auth::check(&app.gate, req);
     let post = req.method == Method::Post;
     let with_ctx = |render: &dyn Fn(&Ctx) -> Response| match Ctx::new(app, req, access) {
         Ok(ctx) => Admission::Answer(ctx.finish(render(&ctx))),
@@ -82,12 +97,16 @@ pub(crate) fn admit(app: &App, req: &Request) -> Admission {
         // Signing in: a locked-out address is answered before its form is read.
         (_, ["login"]) if post => {
             match app
+                .gate
                 .token
                 .as_ref()
-                .and(auth::locked_out(app, req, Instant::now()))
+                .and(auth::locked_out(&app.gate, req, Instant::now()))
             {
                 Some(seconds) => with_ctx(&|ctx| pages::login::too_many(ctx, seconds, false)),
-                None => Admission::Proceed { access, body: true },
+                None => Admission::Proceed {
+                    admitted: access,
+                    body: true,
+                },
             }
         }
         // Signing out without a session revokes nothing: no form to check.
@@ -97,7 +116,10 @@ pub(crate) fn admit(app: &App, req: &Request) -> Admission {
         (Access::Denied(reason), p) if !matches!(p, ["login"] | ["logout"]) => {
             with_ctx(&|ctx| pages::login::denied(ctx, req, reason, api))
         }
-        _ => Admission::Proceed { access, body: post },
+        _ => Admission::Proceed {
+            admitted: access,
+            body: post,
+        },
     }
 }
 
@@ -237,7 +259,7 @@ fn method_not_allowed(allow: &str) -> Response {
 /// module docs. A request without `Host` (HTTP/1.0 from a local script) is let through: a
 /// browser always sends one.
 fn host_allowed(app: &App, req: &Request) -> bool {
-    if app.token.is_some() {
+    if app.gate.token.is_some() {
         return true;
     }
     let Some(host) = req.header("host") else {

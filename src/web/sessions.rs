@@ -40,7 +40,7 @@ impl SessionKey {
         SessionKey(Sha256::digest(cookie_value.as_bytes()).into())
     }
 
-    /// Text that names this session, for signing (the CSRF token of the session).
+    /// Text that names the session, for signing (the CSRF token of the session).
     pub(crate) fn as_text(&self) -> String {
         URL_SAFE_NO_PAD.encode(self.0)
     }

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::peer;
+use super::server::peer;
 
 /// Wrong tokens from one network, within [`FAILURE_WINDOW`], that start its lock-out.
 pub(crate) const MAX_FAILURES: u32 = 5;

@@ -5,7 +5,7 @@
 //! backs off: it never becomes a job failure.
 //!
 //! It is not a thread of its own: its batch rides in the dispatcher's transaction together
-//! with the next claim (SPEC: completing one batch and claiming the next in one transaction
+//! with the next claim (completing one batch and claiming the next in one transaction
 //! measured fastest, and one writer per process avoids busy sleeps). [`drain`] uses the same
 //! code on the caller's thread.
 //!
@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::events::{Event, EventHub};
 use crate::job::{AttemptOutcome, JobStatus};
-use crate::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
+use crate::queue::events::{Event, EventHub};
 use crate::storage::jobs::AttemptRow;
 use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Success};
 use crate::storage::Tx;
+use crate::system::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
 use crate::Queue;
 
 /// How an attempt ended.
@@ -303,7 +303,7 @@ pub(crate) enum LeaseKeeper {
     Direct,
 }
 
-impl crate::context::Heartbeat for LeaseKeeper {
+impl crate::handler::context::Heartbeat for LeaseKeeper {
     fn extend(
         &self,
         queue: &Queue,

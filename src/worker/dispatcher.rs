@@ -12,17 +12,17 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver};
 
-use crate::clock::duration_to_ms;
 use crate::error::ErrorKind;
-use crate::events::Event;
-use crate::maintenance::chores::Chores;
-use crate::maintenance::every::Every;
-use crate::maintenance::pruner::Pruner;
+use crate::queue::events::Event;
 use crate::storage::jobs::{Claimed, ClaimedRow};
+use crate::system::clock::duration_to_ms;
 use crate::worker::activity::WorkerActivity;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, FeedMsg};
+use crate::worker::maintenance::chores::Chores;
+use crate::worker::maintenance::every::Every;
+use crate::worker::maintenance::pruner::Pruner;
 use crate::worker::queue_runtime::QueueRuntime;
 use crate::worker::registry::Claimer;
 use crate::worker::renewal::Renewal;
@@ -332,7 +332,7 @@ impl Dispatcher {
     }
 
     /// Abandons attempts past their deadline: a timed-out outcome is written, the stuck
-    /// thread is left to finish on its own, and a new thread takes its place (R7).
+    /// thread is left to finish on its own, and a new thread takes its place.
     fn time_out_overdue(&mut self) {
         let now = Instant::now();
         for qi in 0..self.queues.len() {

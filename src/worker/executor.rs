@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use crate::clock::duration_to_ms;
-use crate::context::{Heartbeat, JobContext};
-use crate::events::Event;
+use crate::handler::context::{Heartbeat, JobContext};
 use crate::handler::{Action, JobError};
-use crate::retry::jitter_sample;
+use crate::job::jitter_sample;
+use crate::queue::events::Event;
 use crate::storage::jobs::{AfterFailure, ClaimedRow};
+use crate::system::clock::duration_to_ms;
 use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterHandle, WriterMsg};
 use crate::worker::registry::Registry;
 use crate::Queue;
@@ -341,7 +341,7 @@ pub(crate) fn run_attempt(
         return Outcome::Released;
     };
     // A row another program wrote that no handler can use goes dead without running, with
-    // an error naming the job, the column and what it held (R28).
+    // an error naming the job, the column and what it held.
     let unusable = |what: String| Outcome::Failed {
         after: AfterFailure::Dead,
         error: format!("job {}: {what}; dead without running", row.id),

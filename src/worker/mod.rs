@@ -1,16 +1,21 @@
 //! [`Worker`] and [`WorkerBuilder`]: validation, wiring, and shutdown. The runtime roles live
 //! in their own files: the [`dispatcher`] claims and writes, [`executor`] threads run
 //! handlers, the [`completer`] writes outcomes, the [`registry`] maps job types to handlers.
+//! Beside them: the upkeep workers run ([`maintenance`]: the reaper, the stray sweep,
+//! retention, periodic jobs), and [`testing`], the same roles on the caller's thread.
 
 mod activity;
 mod change_watch;
 pub(crate) mod completer;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
+pub mod maintenance;
 mod prefetch;
 mod queue_runtime;
 pub(crate) mod registry;
 mod renewal;
+pub mod testing;
+mod typed;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -19,14 +24,14 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::handler::Handler;
+use crate::job::RetryPolicy;
 use crate::job::DEFAULT_QUEUE;
-use crate::maintenance::pruner::{PruneOptions, Pruner};
-use crate::maintenance::reaper::DEFAULT_REAP_INTERVAL;
-use crate::maintenance::scheduler::{Periodic, SchedulerThread};
-use crate::retry::RetryPolicy;
+use crate::system::clock::duration_to_ms;
+use crate::worker::maintenance::pruner::{PruneOptions, Pruner};
+use crate::worker::maintenance::reaper::DEFAULT_REAP_INTERVAL;
+use crate::worker::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::Queue;
 
 pub use activity::WorkerActivity;
@@ -43,14 +48,10 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 /// Within this bound the prefetch follows the jobs: a queue holds about 10 ms of its
 /// threads' work (measured from the run times of its recent attempts), and at least one job
 /// per thread. Fast jobs are claimed up to this many at a time, in few transactions (no-op
-/// jobs on SQLite, 4 threads: about 100 k/s against 70 k/s with a fixed 64); slow jobs are not
-/// hoarded, so other workers share a backlog of them. The same on PostgreSQL
-/// ([`DEFAULT_PREFETCH_SERVER`]).
+/// jobs, 4 threads: on SQLite about 100 k/s against 70 k/s with a fixed 64; on PostgreSQL,
+/// where each claim is a round trip, 20–24 k/s against 15–17 k/s with 64); slow jobs are not
+/// hoarded, so other workers share a backlog of them.
 pub const DEFAULT_PREFETCH: usize = 256;
-/// The most prefetched on a database server (feature `postgres`), where each claim is a round
-/// trip: processing measured 20–24 k jobs/s with 256 against 15–17 k with 64 (4 threads,
-/// no-op jobs, one worker, a local server). The same as [`DEFAULT_PREFETCH`].
-pub const DEFAULT_PREFETCH_SERVER: usize = 256;
 /// How often an idle worker queries for due rows no commit announced (jobs whose `run_at`
 /// came, and a fallback for the change check).
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -77,7 +78,7 @@ pub struct Worker {
     id: Arc<str>,
     control: Sender<Control>,
     dispatcher: Option<JoinHandle<usize>>,
-    /// Enqueues periodic jobs (R21); only when some were registered.
+    /// Enqueues periodic jobs; only when some were registered.
     scheduler: Option<SchedulerThread>,
     activity: WorkerActivity,
 }
@@ -105,7 +106,7 @@ impl Worker {
         self.activity.clone()
     }
 
-    /// Graceful shutdown (R10): stops claiming, releases prefetched jobs that have not
+    /// Graceful shutdown: stops claiming, releases prefetched jobs that have not
     /// started, waits up to `grace` for running handlers, releases the rest (due again at
     /// once, attempt not spent) and joins the threads.
     ///
@@ -187,9 +188,7 @@ pub struct WorkerBuilder {
     queue: Queue,
     pub(crate) registry: Registry,
     pub(crate) queues: Vec<(String, usize)>,
-    /// `None`: the default for the database ([`DEFAULT_PREFETCH`], or
-    /// [`DEFAULT_PREFETCH_SERVER`] on a server).
-    prefetch: Option<usize>,
+    prefetch: usize,
     poll_interval: Duration,
     change_check_interval: Duration,
     reap_interval: Duration,
@@ -215,7 +214,7 @@ impl WorkerBuilder {
             queue: queue.clone(),
             registry: Registry::new(DEFAULT_JOB_TIMEOUT),
             queues: vec![(DEFAULT_QUEUE.to_string(), DEFAULT_CONCURRENCY)],
-            prefetch: None,
+            prefetch: DEFAULT_PREFETCH,
             poll_interval: DEFAULT_POLL_INTERVAL,
             change_check_interval: DEFAULT_CHANGE_CHECK_INTERVAL,
             reap_interval: DEFAULT_REAP_INTERVAL,
@@ -241,7 +240,7 @@ impl WorkerBuilder {
     }
 
     /// Works another named queue with its own `threads` handler threads, so a backlog in
-    /// one queue never delays another (R14).
+    /// one queue never delays another.
     pub fn queue(mut self, name: impl Into<String>, threads: usize) -> Self {
         let name = name.into();
         match self.queues.iter_mut().find(|(n, _)| *n == name) {
@@ -280,10 +279,10 @@ impl WorkerBuilder {
 
     /// The most jobs claimed per queue beyond the free slots: within it a queue holds about
     /// 10 ms of its threads' work, at least one job per thread. `0` claims only for free
-    /// slots. Defaults to [`DEFAULT_PREFETCH`] (on PostgreSQL [`DEFAULT_PREFETCH_SERVER`]).
+    /// slots. Defaults to [`DEFAULT_PREFETCH`].
     /// Lower it when a backlog of quick jobs should be spread evenly over several workers.
     pub fn prefetch(mut self, jobs: usize) -> Self {
-        self.prefetch = Some(jobs);
+        self.prefetch = jobs;
         self
     }
 
@@ -333,7 +332,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// Enqueues `periodic`'s job once per slot (R21), from a scheduler thread of this
+    /// Enqueues `periodic`'s job once per slot, from a scheduler thread of this
     /// worker; several workers (and processes) with the same schedule enqueue each slot once
     /// between them. See [`Periodic`] for the missed-slot rule.
     pub fn periodic(mut self, periodic: Periodic) -> Self {
@@ -341,7 +340,7 @@ impl WorkerBuilder {
         self
     }
 
-    /// Prunes on a schedule from this worker's own loop (R17): every `every`, succeeded and
+    /// Prunes on a schedule from this worker's own loop: every `every`, succeeded and
     /// cancelled jobs past `options`' window are deleted in short chunks between claims,
     /// expired idempotency keys are forgotten and the WAL is checkpointed. Off by default
     /// (run `litejobs prune` from cron, or turn it on in one worker per file).
@@ -420,11 +419,7 @@ impl WorkerBuilder {
             stopping: AtomicBool::new(false),
             lease_grace_ms: self.lease_grace_ms(),
         });
-        let prefetch = self.prefetch.unwrap_or(if self.queue.db().is_server() {
-            DEFAULT_PREFETCH_SERVER
-        } else {
-            DEFAULT_PREFETCH
-        });
+        let prefetch = self.prefetch;
         let mut runtimes = Vec::new();
         for (name, threads) in self.queues.iter().filter(|(_, t)| *t > 0) {
             runtimes.push(QueueRuntime::start(
@@ -472,7 +467,7 @@ impl WorkerBuilder {
 }
 
 fn default_worker_id() -> String {
-    let host = crate::host::name();
-    let random = (crate::retry::jitter_sample() * f64::from(u32::MAX)) as u32;
+    let host = crate::system::host::name();
+    let random = (crate::job::jitter_sample() * f64::from(u32::MAX)) as u32;
     format!("{host}:{}:{random:08x}", std::process::id())
 }

@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::duration_to_ms;
 use crate::handler::Handler;
-use crate::retry::RetryPolicy;
+use crate::job::RetryPolicy;
 use crate::storage::jobs::{ClaimRequest, ClaimedRow};
+use crate::system::clock::duration_to_ms;
 
 /// The handlers a worker runs and their options. Options may be set before or after the
 /// handler itself.

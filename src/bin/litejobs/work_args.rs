@@ -6,11 +6,15 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::duration;
+use litejobs::builtin::{email, webhook};
+use litejobs::defaults::DEFAULT_MAX_ATTEMPTS;
+use litejobs::RetryPolicy;
+
+use crate::duration::{self, schedule_text};
 
 /// `work`.
 #[derive(Debug, Args)]
-#[command(after_long_help = crate::commands::work_startup::env_help())]
+#[command(after_long_help = env_help())]
 pub struct WorkArgs {
     /// As N: handler threads for the default queue (and for each --queue given without =N;
     /// default 4), so per queue, not in all. As TYPE=N (repeatable): at most N processes of an --exec TYPE at once,
@@ -203,6 +207,114 @@ fn parse_queue_spec(text: &str) -> Result<QueueSpec, String> {
     })
 }
 
+/// The environment variables `litejobs work` reads, one line each, with their defaults
+/// taken from the library: `work --help` shows it after the options.
+pub fn env_help() -> String {
+    let webhook_retries = schedule_text(&webhook::default_retry_policy(), 6);
+    let email_retries = schedule_text(&email::default_retry_policy(), 6);
+    let rows: Vec<(&str, String)> = vec![
+        ("LITEJOBS_DB", "the database file or PostgreSQL URL (as --db)".into()),
+        (
+            "LITEJOBS_PG_SCHEMA",
+            "the PostgreSQL schema (as --pg-schema; default litejobs)".into(),
+        ),
+        (
+            "LITEJOBS_SECRET_FIELDS",
+            "more payload field names to mask, comma-separated (as --secret-field)".into(),
+        ),
+        (
+            "RUST_LOG",
+            "log filter on stderr (default info for work), e.g. RUST_LOG=debug".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_ENABLED",
+            "0 turns webhook delivery (deliver_webhook) off (default 1)".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_ALLOW_PRIVATE",
+            "1 allows loopback and private targets (default 0)".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_TIMEOUT",
+            format!(
+                "request time limit in seconds (default {})",
+                webhook::DEFAULT_WEBHOOK_TIMEOUT.as_secs()
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_USER_AGENT",
+            "User-Agent header (default litejobs/VERSION)".into(),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_MAX_RETRY_AFTER",
+            format!(
+                "longest Retry-After honoured, seconds (default {})",
+                webhook::DEFAULT_MAX_RETRY_AFTER.as_secs()
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_BREAKER_FAILURES",
+            format!(
+                "failures in a row that open an endpoint's breaker (default {})",
+                litejobs::limits::DEFAULT_BREAKER_FAILURES
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_BREAKER_COOL_DOWN",
+            format!(
+                "seconds an open breaker waits before one probe (default {})",
+                litejobs::limits::DEFAULT_BREAKER_COOL_DOWN.as_secs()
+            ),
+        ),
+        (
+            "LITEJOBS_WEBHOOK_RETRY_SCHEDULE",
+            format!("delays between attempts, last repeats (default {webhook_retries})"),
+        ),
+        (
+            "LITEJOBS_SMTP_URL",
+            "turns email (send_email) on: smtp://user:pass@host:port?tls=starttls|tls|none&timeout=10s"
+                .into(),
+        ),
+        (
+            "LITEJOBS_MAIL_DIR",
+            "or: write emails as .eml files to this folder (development)".into(),
+        ),
+        (
+            "LITEJOBS_MAIL_LOG",
+            "or: 1 only logs emails (development)".into(),
+        ),
+        (
+            "LITEJOBS_MAIL_FROM",
+            "sender of email jobs without \"from\" (unset: such jobs go dead)".into(),
+        ),
+        (
+            "LITEJOBS_EMAIL_RETRY_SCHEDULE",
+            format!("delays between attempts, last repeats (default {email_retries})"),
+        ),
+        (
+            "LITEJOBS_RETRY",
+            format!(
+                "as --retry TYPE=30s,2m, ;-separated (default {})",
+                schedule_text(&RetryPolicy::default(), 6)
+            ),
+        ),
+    ];
+    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut text = format!(
+        "Environment (a bad value stops work with one line naming the variable).\n\
+         Retry schedules are written like 30s,2m,10m,1h,4h (±10 % jitter, the last delay\n\
+         repeats); a job has {DEFAULT_MAX_ATTEMPTS} attempts unless it sets max_attempts.\n"
+    );
+    for (name, what) in rows {
+        text.push_str(&format!("  {name:width$}  {what}\n"));
+    }
+    text.push_str(
+        "\nAt start, work logs each built-in kind (on or off, mailer, retry delays) and warns\n\
+         of job types that wait in the database with nothing here to serve them.",
+    );
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,5 +343,18 @@ mod tests {
         for bad in ["resize", "=30s", "resize=", "resize=30", "resize=0s"] {
             assert!(parse_type_retry(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_help_lists_the_variables_with_library_defaults() {
+        let help = env_help();
+        assert!(help.contains("LITEJOBS_WEBHOOK_RETRY_SCHEDULE"), "{help}");
+        assert!(help.contains("(default 5s,5m,30m,2h,5h,10h)"), "{help}");
+        assert!(help.contains("(default 1m,5m,30m,2h,5h,10h)"), "{help}");
+        assert!(
+            help.contains("default 5s,10s,20s,40s,1m20s,2m40s)"),
+            "{help}"
+        );
+        assert!(help.lines().all(|l| l.chars().count() <= 140), "{help}");
     }
 }

@@ -4,14 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
+use super::mailer::{is_message_id, message_id_for};
 use super::{message, Email, EmailJob, MailError, Mailer, Sent};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
-
-/// The domain of generated Message-IDs when the sender's address has none.
-const FALLBACK_MESSAGE_ID_DOMAIN: &str = "litejobs.localhost";
 
 /// Runs `send_email` jobs with a [`Mailer`]: checks the addresses, sends once per dedupe key
 /// ([`JobContext::once`]), and stores the message id, template and content hash as the
@@ -217,48 +214,9 @@ fn message_id(ctx: &JobContext, from: &str) -> std::result::Result<String, JobEr
     Ok(message_id)
 }
 
-/// True for a kept Message-ID as [`message_id_for`] writes them: `<...@...>`, printable
-/// ASCII, short.
-fn is_message_id(text: &str) -> bool {
-    text.len() <= 250
-        && text.starts_with('<')
-        && text.ends_with('>')
-        && text.contains('@')
-        && text.chars().all(|c| c.is_ascii_graphic())
-}
-
-/// `<lj.HASH@DOMAIN>`: the same seed and sender give the same id.
-pub(super) fn message_id_for(seed: &str, from: &str) -> String {
-    let digest = Sha256::digest(seed.as_bytes());
-    let domain = from
-        .trim_end_matches('>')
-        .rsplit_once('@')
-        .map(|(_, domain)| domain.trim())
-        .filter(|d| {
-            !d.is_empty()
-                && d.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
-        })
-        .unwrap_or(FALLBACK_MESSAGE_ID_DOMAIN);
-    format!("<lj.{}@{domain}>", &hex(&digest)[..32])
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_well_formed_message_ids_are_kept() {
-        assert!(is_message_id(&message_id_for("x", "app@example.com")));
-        for bad in ["", "lj.1@x", "<lj.1>", "<lj 1@x>", "<lj.1@x>\r\nBcc: a@b"] {
-            assert!(!is_message_id(bad), "{bad:?}");
-        }
-        assert!(!is_message_id(&format!("<{}@x>", "a".repeat(300))));
-    }
 
     #[test]
     fn sent_lines_name_the_job_id_and_recipients_never_the_body() {
@@ -279,14 +237,5 @@ mod tests {
         };
         assert!(sent_line(7, &again).contains("already sent by an earlier attempt"));
         assert!(sent_line(7, &again).contains("1 recipient"));
-    }
-
-    #[test]
-    fn message_ids_are_stable_per_seed_and_use_the_sender_domain() {
-        let a = message_id_for("email:1:w:e", "App <app@example.com>");
-        assert_eq!(a, message_id_for("email:1:w:e", "app@example.com"));
-        assert!(a.starts_with("<lj.") && a.ends_with("@example.com>"), "{a}");
-        assert_ne!(a, message_id_for("email:2:w:e", "app@example.com"));
-        assert!(message_id_for("x", "nobody").ends_with("@litejobs.localhost>"));
     }
 }

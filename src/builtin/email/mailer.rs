@@ -8,9 +8,6 @@ use sha2::{Digest, Sha256};
 
 use crate::handler::JobError;
 
-use super::handler::{hex, message_id_for};
-use super::message;
-
 /// One email, ready to send: what a [`Mailer`] gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -78,14 +75,6 @@ impl Email {
             hash.update(part.as_bytes());
         }
         hex(&hash.finalize())
-    }
-
-    /// The formatted RFC 5322 message (headers and body), as SMTP would send it.
-    ///
-    /// # Errors
-    /// A permanent [`MailError`] when an address is malformed.
-    pub fn formatted(&self) -> std::result::Result<Vec<u8>, MailError> {
-        Ok(message::build(self)?.formatted())
     }
 }
 
@@ -200,6 +189,40 @@ impl From<MailError> for JobError {
     }
 }
 
+/// The domain of generated Message-IDs when the sender's address has none.
+const FALLBACK_MESSAGE_ID_DOMAIN: &str = "litejobs.localhost";
+
+/// True for a kept Message-ID as [`message_id_for`] writes them: `<...@...>`, printable
+/// ASCII, short.
+pub(super) fn is_message_id(text: &str) -> bool {
+    text.len() <= 250
+        && text.starts_with('<')
+        && text.ends_with('>')
+        && text.contains('@')
+        && text.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// `<lj.HASH@DOMAIN>`: the same seed and sender give the same id.
+pub(super) fn message_id_for(seed: &str, from: &str) -> String {
+    let digest = Sha256::digest(seed.as_bytes());
+    let domain = from
+        .trim_end_matches('>')
+        .rsplit_once('@')
+        .map(|(_, domain)| domain.trim())
+        .filter(|d| {
+            !d.is_empty()
+                && d.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        })
+        .unwrap_or(FALLBACK_MESSAGE_ID_DOMAIN);
+    format!("<lj.{}@{domain}>", &hex(&digest)[..32])
+}
+
+/// Lower-case hexadecimal.
+pub(super) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Sends emails. Implemented by [`SmtpMailer`](super::SmtpMailer), [`FileMailer`](super::FileMailer) and [`LogMailer`](super::LogMailer); implement
 /// it for an HTTP email API the same way.
 pub trait Mailer: Send + Sync + 'static {
@@ -249,5 +272,23 @@ mod tests {
             Email::new("a@x.io", "b@x.io", "HiB", "ody").content_hash(),
             a.content_hash()
         );
+    }
+
+    #[test]
+    fn only_well_formed_message_ids_are_kept() {
+        assert!(is_message_id(&message_id_for("x", "app@example.com")));
+        for bad in ["", "lj.1@x", "<lj.1>", "<lj 1@x>", "<lj.1@x>\r\nBcc: a@b"] {
+            assert!(!is_message_id(bad), "{bad:?}");
+        }
+        assert!(!is_message_id(&format!("<{}@x>", "a".repeat(300))));
+    }
+
+    #[test]
+    fn message_ids_are_stable_per_seed_and_use_the_sender_domain() {
+        let a = message_id_for("email:1:w:e", "App <app@example.com>");
+        assert_eq!(a, message_id_for("email:1:w:e", "app@example.com"));
+        assert!(a.starts_with("<lj.") && a.ends_with("@example.com>"), "{a}");
+        assert_ne!(a, message_id_for("email:2:w:e", "app@example.com"));
+        assert!(message_id_for("x", "nobody").ends_with("@litejobs.localhost>"));
     }
 }

@@ -6,6 +6,16 @@ use lettre::Message;
 
 use super::{Email, MailError};
 
+impl Email {
+    /// The formatted RFC 5322 message (headers and body), as SMTP would send it.
+    ///
+    /// # Errors
+    /// A permanent [`MailError`] when an address is malformed.
+    pub fn formatted(&self) -> std::result::Result<Vec<u8>, MailError> {
+        Ok(build(self)?.formatted())
+    }
+}
+
 /// Parses one address (`ada@example.com` or `Ada <ada@example.com>`); `what` names it in
 /// the error (e.g. "recipient").
 pub(crate) fn mailbox(address: &str, what: &str) -> Result<Mailbox, MailError> {

@@ -1,11 +1,11 @@
-//! Email (R18): the [`Mailer`] trait, an SMTP mailer ([`SmtpMailer`], lettre's blocking
+//! Email: the [`Mailer`] trait, an SMTP mailer ([`SmtpMailer`], lettre's blocking
 //! transport), development mailers that write files or log lines ([`FileMailer`],
 //! [`LogMailer`]), and the `send_email` job type ([`EmailJob`], [`EmailHandler`]). Cargo
 //! feature `email` (on by default).
 //!
 //! **Sent once.** An [`EmailJob`] with a user, a template and an event gets the idempotency
 //! key `email:<user>:<template>:<event>`: enqueueing the same email again returns the first
-//! job (R12). Before sending, the handler checks that the key's send has not completed
+//! job. Before sending, the handler checks that the key's send has not completed
 //! ([`JobContext::once`](crate::JobContext::once)), so a crash between the send and the job's write-back does not
 //! send twice on the retry. The Message-ID is drawn at random on the job's first attempt and
 //! kept in the job's progress (`{"message_id": ...}`) before the send, so even a resend (a

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{message, SmtpConfig, DEFAULT_EMAIL_TIMEOUT};
 use crate::builtin::retry_schedule::schedule_from_var;
 use crate::error::{Error, Result};
-use crate::retry::RetryPolicy;
+use crate::job::RetryPolicy;
 
 /// The delays between attempts of email jobs unless configured otherwise: 1 min, 5 min,
 /// 30 min, 2 h, 5 h, 10 h, then 10 h; ±10 %. The first retry waits out greylisting (most

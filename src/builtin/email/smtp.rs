@@ -13,6 +13,7 @@ use url::{Host, ParseError, Url};
 
 use super::{message, Email, MailError, Mailer, Sent};
 use crate::error::{Error, Result};
+use crate::human::parse_duration;
 use crate::redact::mask_url_password;
 
 /// How long each SMTP step (connect, each command) may take unless configured otherwise.
@@ -101,7 +102,9 @@ impl SmtpConfig {
 
     /// Reads `smtp://[user[:password]@]host[:port][?tls=starttls|tls|none][&timeout=10s]`
     /// (`smtps://` means `tls=tls`). Without `tls`, `smtp://` uses STARTTLS; the port
-    /// defaults by the TLS mode (587, 465, 25).
+    /// defaults by the TLS mode (587, 465, 25). `timeout` is a duration as litejobs reads
+    /// every one ([`parse_duration`]: `10s`, `500ms`, `1m`), above 0; a bare number is
+    /// refused, the unit is never guessed.
     ///
     /// User and password are percent-decoded, so any character can be written encoded: a
     /// password with `/`, `?` or `#` **must** be (`/` as `%2F`, `?` as `%3F`, `#` as `%23`,
@@ -202,8 +205,13 @@ impl SmtpConfig {
                     }
                 }
                 "timeout" => {
-                    config.timeout = parse_duration(&value)
-                        .ok_or_else(|| bad(format!("timeout={value:?} is not like 10s or 500ms")))?
+                    config.timeout = match parse_duration(&value) {
+                        Ok(timeout) if timeout.is_zero() => {
+                            return Err(bad(format!("timeout={value:?} must be above 0")))
+                        }
+                        Ok(timeout) => timeout,
+                        Err(why) => return Err(bad(format!("timeout: {why}"))),
+                    }
                 }
                 "hello_name" | "ehlo" => config.hello_name = Some(value.into_owned()),
                 "" => {}
@@ -428,22 +436,6 @@ fn percent_decode(s: &str) -> std::result::Result<String, String> {
     String::from_utf8(out).map_err(|_| "the user or password is not UTF-8".to_string())
 }
 
-fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let n: u64 = number.parse().ok()?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n.checked_mul(60)?),
-        _ => return None,
-    };
-    (!d.is_zero()).then_some(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,6 +494,38 @@ mod tests {
             ),
         ] {
             let msg = SmtpConfig::from_url(url)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(msg.contains(expected), "{url}: {msg}");
+            assert!(!msg.contains("hunter2"), "{url}: {msg}");
+        }
+    }
+
+    #[test]
+    fn the_timeout_reads_as_every_duration_and_a_bare_number_is_refused() {
+        let timeout = |url: &str| SmtpConfig::from_url(url).map(|c| c.timeout_value());
+        assert_eq!(
+            timeout("smtp://h?timeout=1m30s").ok(),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            timeout("smtp://h?timeout=2h").ok(),
+            Some(Duration::from_secs(7200))
+        );
+        for (url, expected) in [
+            ("smtp://u:hunter2@h?timeout=10", "10 needs a unit"),
+            ("smtp://u:hunter2@h?timeout=10", "e.g. 10s"),
+            (
+                "smtp://u:hunter2@h?timeout=0s",
+                "timeout=\"0s\" must be above 0",
+            ),
+            (
+                "smtp://u:hunter2@h?timeout=soon",
+                "invalid duration \"soon\"",
+            ),
+        ] {
+            let msg = timeout(url)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default();

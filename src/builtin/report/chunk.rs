@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{run_id_of, storage_error, Chunk, Kind};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::storage::reports::ChunkWrite;
 

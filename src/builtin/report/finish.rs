@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::csv::CsvFile;
 use super::progress::{ReportRun, ReportState};
 use super::{run_id_of, storage_error, Kind};
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::storage::reports::FinishWrite;
 use crate::Queue;

@@ -1,4 +1,4 @@
-//! Reports in chunks (R19): a report request fans out into chunk jobs (one per page or key
+//! Reports in chunks: a report request fans out into chunk jobs (one per page or key
 //! range) and a finishing job that runs once, when every chunk has succeeded.
 //!
 //! You describe a report kind by implementing [`ReportKind`] (how to split a request into
@@ -27,7 +27,7 @@
 //!   is recorded as timed out and retried, and its late rows are discarded.
 //!
 //! Report jobs go to the [`REPORT_QUEUE`] queue, so a backlog of reports never delays other
-//! jobs (R14); [`WorkerBuilder::report`] makes the worker work it.
+//! jobs; [`WorkerBuilder::report`] makes the worker work it.
 
 mod chunk;
 mod csv;
@@ -41,8 +41,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::context::JobContext;
 use crate::error::{Error, Result};
+use crate::handler::JobContext;
 use crate::handler::{Action, JobError};
 use crate::job::{NewJob, DEFAULT_MAX_ATTEMPTS};
 use crate::{Queue, WorkerBuilder};
@@ -227,7 +227,7 @@ pub fn finish_job_type(kind: &str) -> String {
 }
 
 /// A request job that creates its own run when it runs: the template for a report on a
-/// schedule ([`Periodic`](crate::maintenance::Periodic)), or for other programs (`{"params": {...}}` in
+/// schedule ([`Periodic`](crate::worker::maintenance::Periodic)), or for other programs (`{"params": {...}}` in
 /// the queue [`REPORT_QUEUE`]). A retried request job finds the run it created.
 ///
 /// ```

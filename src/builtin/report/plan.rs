@@ -5,8 +5,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{chunk_job_type, run_id_of, storage_error, Kind, REPORT_QUEUE};
-use crate::context::JobContext;
 use crate::error::Result;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::job::NewJob;
 use crate::storage::reports::ReportState;

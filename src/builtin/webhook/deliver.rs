@@ -8,7 +8,7 @@ use serde_json::json;
 use ureq::unversioned::transport::DefaultConnector;
 use ureq::Agent;
 
-use crate::context::JobContext;
+use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
 use crate::limits::{Breaker, BreakerCall};
 use crate::Queue;

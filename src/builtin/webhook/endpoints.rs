@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::limits::RateLimit;
 use crate::storage::webhooks::{EndpointInsert, EndpointRow};
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 use super::signature::check_new_secret;

@@ -232,8 +232,8 @@ mod tests {
         }
     }
 
-    /// Issue 12, section 4.4: documentation, Teredo, NAT64 local-use and the other blocks
-    /// the guard let through.
+    /// Documentation, Teredo, NAT64 local-use and the other special-purpose blocks: none
+    /// reaches a public receiver, so each is refused, naming the block.
     #[test]
     fn documentation_teredo_nat64_local_and_other_special_blocks_are_refused() {
         for (ip, why) in [

@@ -1,6 +1,6 @@
-//! Webhook delivery done right (R20): signed requests (Standard Webhooks), retries with
+//! Webhook delivery done right: signed requests (Standard Webhooks), retries with
 //! backoff and `Retry-After`, dead letters, a circuit breaker and a rate limit per
-//! endpoint (R15), an SSRF guard, and a receiver-side [`verify`]. Cargo feature `webhook`
+//! endpoint, an SSRF guard, and a receiver-side [`verify`]. Cargo feature `webhook`
 //! (on by default).
 //!
 //! - [`Endpoints`] registers endpoints (URL, secret, rate limit) in the database: secrets

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::builtin::retry_schedule::schedule_from_var;
 use crate::error::{Error, Result};
+use crate::job::RetryPolicy;
 use crate::limits::{DEFAULT_BREAKER_COOL_DOWN, DEFAULT_BREAKER_FAILURES};
-use crate::retry::RetryPolicy;
 
 /// The whole-request time limit (connect, send, wait, read) unless configured otherwise.
 pub const DEFAULT_WEBHOOK_TIMEOUT: Duration = Duration::from_secs(10);

@@ -21,6 +21,7 @@ use rusqlite::OpenFlags;
 use super::sql::{query, IntRow, Query};
 use super::{quoted_schema, redacted, PgTx, DEFAULT_SCHEMA};
 use crate::error::{Error, ErrorKind, Result};
+use crate::storage::{Db, DbConfig, Synchronous};
 
 /// What a copy moved.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -123,6 +124,20 @@ const KEY_COLUMNS: Columns = &[
 /// Rows per INSERT statement (each column goes as one array parameter).
 const CHUNK: usize = 1000;
 
+/// How the copy opens each side to check its schema (and create or migrate it), as a queue
+/// opened with the defaults would; the storage layer's own open, so that moving rows needs
+/// nothing above it.
+fn schema_check(create: bool, pg_schema: Option<&str>) -> DbConfig {
+    DbConfig {
+        synchronous: Synchronous::default(),
+        busy_timeout: std::time::Duration::from_secs(5),
+        pool_size: 2,
+        create,
+        pg_schema: pg_schema.map(str::to_string),
+        application_name: None,
+    }
+}
+
 /// Copies the live and dead jobs, endpoints, schedules, paused queues and remembered keys
 /// of the SQLite file at `sqlite` into PostgreSQL at `url` (schema `pg_schema`, default
 /// `litejobs`, created or migrated first). Remembered keys are copied with their expiry
@@ -139,7 +154,7 @@ pub fn copy_sqlite_to_postgres(
 ) -> Result<CopyReport> {
     // The file must be a current litejobs database; opening it through litejobs checks that
     // (and migrates an older one) before anything is read.
-    drop(crate::Queue::builder().create(false).open(sqlite)?);
+    drop(Db::open(sqlite, &schema_check(false, None))?);
     let source = rusqlite::Connection::open_with_flags(
         sqlite,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -149,14 +164,10 @@ pub fn copy_sqlite_to_postgres(
     let schema = pg_schema.or(in_url.as_deref()).unwrap_or(DEFAULT_SCHEMA);
     let quoted = quoted_schema(schema)?;
     // Creates or migrates the target schema.
-    drop(
-        crate::Queue::builder()
-            .pg_schema(schema)
-            .open(Path::new(url))?,
-    );
+    drop(Db::open(Path::new(url), &schema_check(true, Some(schema)))?);
     let name = format!(
         "litejobs copy-to ({}:{})",
-        crate::host::name(),
+        crate::system::host::name(),
         std::process::id()
     );
     let mut conn = PgConnection::establish(&super::pool::named_url(url, &name)).map_err(|e| {

@@ -18,8 +18,8 @@ use diesel::Connection;
 
 use super::JOBS_CHANNEL;
 use crate::error::Result;
-use crate::outage::{Backoff, Outage, RETRY_CAP, RETRY_FIRST};
 use crate::storage::ChangeSignal;
+use crate::system::outage::{Backoff, Outage, RETRY_CAP, RETRY_FIRST};
 
 /// Opens listening connections.
 pub(crate) struct Opener {

@@ -34,8 +34,8 @@ use diesel::r2d2::CustomizeConnection;
 use diesel::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::outage::Outage;
 use crate::storage::{Backend, ChangeSignal, CommitFiles, DbConfig, Tx};
+use crate::system::outage::Outage;
 use listen::{Notifications, Opener};
 use pool::ServerPool;
 
@@ -175,7 +175,7 @@ impl PgDb {
         let name = format!(
             "{} ({}:{})",
             config.application_name.as_deref().unwrap_or("litejobs"),
-            crate::host::name(),
+            crate::system::host::name(),
             std::process::id()
         );
         let url = &pool::named_url(url, &name);
@@ -311,7 +311,7 @@ impl Backend for PgDb {
 /// The server's clock less this host's (ms): the fastest of three round trips, the server's
 /// reading set against the middle of its round trip.
 fn measure_clock_offset(conn: &mut PgConnection) -> Result<i64> {
-    let local = || crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+    let local = || crate::system::clock::Clock::now_ms(&crate::system::clock::SystemClock);
     let mut best: Option<(i64, i64)> = None;
     for _ in 0..3 {
         let before = local();

@@ -25,7 +25,7 @@ use diesel::r2d2::{
 };
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::outage::Outage;
+use crate::system::outage::Outage;
 
 /// How long a caller waits for the pool at a time: between two slices it finds out whether
 /// a connection attempt failed meanwhile, and gives up at once if so.
@@ -231,7 +231,7 @@ impl ServerPool {
 pub(crate) fn unavailable(server: &str, cause: &str) -> Error {
     let cause = cause.lines().map(str::trim).filter(|l| !l.is_empty());
     let cause = cause.collect::<Vec<_>>().join(" ");
-    let what = if crate::outage::is_no_slot(&cause) {
+    let what = if crate::system::outage::is_no_slot(&cause) {
         "no connection slot at"
     } else {
         "cannot reach"
@@ -259,7 +259,7 @@ pub(crate) fn connect_error(shown: &str, libpq: &str) -> String {
         );
     }
     let mut message = format!("cannot connect to {shown}: {libpq}");
-    if crate::outage::is_no_slot(libpq) {
+    if crate::system::outage::is_no_slot(libpq) {
         message.push_str(" (no connection slot: the server's max_connections is reached)");
     }
     message
@@ -269,7 +269,7 @@ pub(crate) fn connect_error(shown: &str, libpq: &str) -> String {
 /// stopping, or out of connection slots: worth trying again later, unlike a refused password
 /// or a missing database.
 pub(crate) fn is_unreachable(error: &str) -> bool {
-    crate::outage::is_no_slot(error)
+    crate::system::outage::is_no_slot(error)
         || [
             "Connection refused",
             "could not connect",

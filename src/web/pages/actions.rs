@@ -6,7 +6,7 @@
 use crate::web::app::{App, Ctx};
 use crate::web::flash;
 use crate::web::html::error_page;
-use crate::web::http::{Request, Response};
+use crate::web::server::http::{Request, Response};
 use crate::Discarded;
 
 use super::error_response;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::web::app::{App, Ctx};
 use crate::web::format::{ago, clip, count, search_key, TITLE_CHARS};
 use crate::web::html::{csrf_field, error_page, esc, page, Nav};
-use crate::web::http::{Request, Response};
+use crate::web::server::http::{Request, Response};
 
 use super::error_response;
 use super::job::DEFAULT_REQUEUED_BY;
@@ -53,7 +53,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
             let _ = write!(
                 body,
                 "<tr><td class=\"error-cell wrap-cell\"><a href=\"/dead{}\">{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>",
-                esc(&crate::web::http::query_string(&[(
+                esc(&crate::web::server::http::query_string(&[(
                     "search",
                     search_key(&g.error)
                 )])),

@@ -16,7 +16,7 @@ use crate::web::app::{App, Ctx};
 use crate::web::flash;
 use crate::web::format::{ago, clip, count, utc};
 use crate::web::html::{action_button, esc, page, Nav};
-use crate::web::http::{query_string, Response};
+use crate::web::server::http::{query_string, Response};
 
 use super::error_response;
 

@@ -10,7 +10,7 @@ use crate::web::format::{ago, excerpt, human_ms, utc, ATTEMPT_ERROR_BYTES, ERROR
 use crate::web::html::{
     action_button, badge, csrf_field, error_page, esc, job_link, json_block, page, Nav,
 };
-use crate::web::http::{query_string, Response};
+use crate::web::server::http::{query_string, Response};
 
 use super::error_response;
 

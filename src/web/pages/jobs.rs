@@ -12,7 +12,7 @@ use crate::Queue;
 use crate::web::app::{App, Ctx};
 use crate::web::format::{clip, count, TITLE_CHARS};
 use crate::web::html::{badge, esc, job_link, page, Nav};
-use crate::web::http::{query_string, Request, Response};
+use crate::web::server::http::{query_string, Request, Response};
 
 use super::{error_response, when};
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 use crate::web::app::{App, Ctx};
 use crate::web::auth::{self, Access};
 use crate::web::html::{csrf_field, esc, page, Nav};
-use crate::web::http::{Request, Response};
+use crate::web::server::http::{Request, Response};
 
 /// `next` (already percent-decoded) if it is a plain path on this site, `/` otherwise. Never
 /// another host: `//evil` and `/\evil` leave the site, and browsers drop tabs and line
@@ -50,7 +50,7 @@ pub(crate) fn form(ctx: &Ctx, status: u16, next: &str, problem: Option<&str>) ->
 
 /// `GET /login`.
 pub(crate) fn show(app: &App, ctx: &Ctx, req: &Request) -> Response {
-    if app.token.is_none() || ctx.access.allowed() {
+    if app.gate.token.is_none() || ctx.access.allowed() {
         return Response::see_other(local_path(req.query("next")));
     }
     form(ctx, 200, local_path(req.query("next")), None)
@@ -60,26 +60,26 @@ pub(crate) fn show(app: &App, ctx: &Ctx, req: &Request) -> Response {
 pub(crate) fn submit(app: &App, ctx: &Ctx, req: &Request) -> Response {
     let form_data = req.form();
     let next = local_path(form_data.get("next")).to_string();
-    let Some(token) = &app.token else {
+    let Some(token) = &app.gate.token else {
         return Response::see_other(&next);
     };
     let now = Instant::now();
-    if let Some(seconds) = auth::locked_out(app, req, now) {
+    if let Some(seconds) = auth::locked_out(&app.gate, req, now) {
         return too_many(ctx, seconds, false);
     }
     let given = form_data.get("token").unwrap_or("");
     if !auth::token_matches(token, given) {
-        auth::failed_sign_in(app, req, now, "sign-in form");
+        auth::failed_sign_in(&app.gate, req, now, "sign-in form");
         return form(ctx, 401, &next, Some("Wrong token."));
     }
     if let Some(ip) = req.peer {
-        app.throttle.succeeded(ip, now);
+        app.gate.throttle.succeeded(ip, now);
     }
     // A browser signing in again leaves its old session behind: end it.
     if let Access::Session(old) = ctx.access {
-        app.sessions.revoke(old);
+        app.gate.sessions.revoke(old);
     }
-    match app.sessions.create(now) {
+    match app.gate.sessions.create(now) {
         Ok((session, _)) => {
             Response::see_other(&next).with_header("Set-Cookie", &auth::session_cookie(&session))
         }
@@ -90,7 +90,7 @@ pub(crate) fn submit(app: &App, ctx: &Ctx, req: &Request) -> Response {
 /// `POST /logout`: ends the session (its CSRF token already checked when it has one).
 pub(crate) fn logout(app: &App, access: Access) -> Response {
     if let Access::Session(key) = access {
-        app.sessions.revoke(key);
+        app.gate.sessions.revoke(key);
     }
     Response::see_other("/login").with_header("Set-Cookie", &auth::cleared_session_cookie())
 }

@@ -17,7 +17,7 @@ use crate::job::JobRecord;
 use super::app::Ctx;
 use super::format::ago;
 use super::html::error_page;
-use super::http::Response;
+use super::server::http::Response;
 
 /// The time that matters for a job in its status, relative to now (as `litejobs list`).
 pub(crate) fn when(job: &JobRecord, now: i64) -> String {

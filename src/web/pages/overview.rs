@@ -6,18 +6,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::reads::{Health, DEFAULT_HEALTH_WINDOW};
+use crate::queue::reads::{Health, DEFAULT_HEALTH_WINDOW};
 use crate::storage::reads::StatusCount;
 
 use crate::web::app::{App, Ctx};
 use crate::web::chart::{self, Axis};
 use crate::web::format::{ago, clip, count, human_ms, percent, search_key, TITLE_CHARS};
 use crate::web::html::{action_button, esc, page, Nav};
-use crate::web::http::{percent_encode, query_string, Response};
+use crate::web::live::Live;
+use crate::web::server::http::{percent_encode, query_string, Response};
 
 /// How long polling browsers share one reading of the figures, at least; a reading that
 /// took long is shared longer (four times what it took).
@@ -30,27 +29,6 @@ const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
 /// Days in the longer chart.
 const DAYS: usize = 14;
-
-/// The last reading of the live figures.
-#[derive(Debug, Default)]
-pub(crate) struct LiveCache {
-    /// When it was taken, how long reading took, what was read.
-    taken: Option<(Instant, Duration, Live)>,
-}
-
-/// The overview's changing figures, as displayed, by `data-key`.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Live {
-    /// When they were read (ms, queue clock).
-    pub(crate) at_ms: i64,
-    /// Queues and their paused switches: when it changes, the page reloads (rows and buttons
-    /// change, not just numbers).
-    pub(crate) shape: String,
-    /// Display text by key.
-    pub(crate) values: BTreeMap<String, String>,
-    /// When the browser should ask again (ms from now).
-    pub(crate) next_poll_ms: i64,
-}
 
 /// One row of the queues table.
 struct QueueRow {

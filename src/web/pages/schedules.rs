@@ -8,7 +8,7 @@ use crate::builtin::report::ReportState;
 use crate::web::app::{App, Ctx};
 use crate::web::format::{ago, count, utc};
 use crate::web::html::{esc, job_link, page, Nav};
-use crate::web::http::Response;
+use crate::web::server::http::Response;
 
 use super::error_response;
 

@@ -1,4 +1,4 @@
-//! `litejobs dead list | requeue | discard`: the dead letter (R8).
+//! `litejobs dead list | requeue | discard`: the dead letter.
 
 use std::collections::BTreeSet;
 use std::io::Write;

@@ -190,7 +190,7 @@ impl Ctx {
         Ok(path)
     }
 
-    /// Opens an existing litejobs database for reading only (R28: reading never writes). A
+    /// Opens an existing litejobs database for reading only (reading never writes). A
     /// missing file or one without the litejobs schema is refused and left byte-for-byte
     /// unchanged; a read-only file, mount or backup works; a file an older litejobs still
     /// writes to is read without being migrated.

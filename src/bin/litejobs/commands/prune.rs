@@ -1,4 +1,4 @@
-//! `litejobs prune --older-than 7d`: retention (R17).
+//! `litejobs prune --older-than 7d`: retention.
 
 use std::io::Write;
 

@@ -1,4 +1,4 @@
-//! `litejobs web`: serve the dashboard (R25) until SIGINT or SIGTERM. All of it lives in
+//! `litejobs web`: serve the dashboard until SIGINT or SIGTERM. All of it lives in
 //! the library (`litejobs::web`), so an application can serve the same dashboard itself.
 
 use std::io::Write;

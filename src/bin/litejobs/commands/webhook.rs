@@ -1,5 +1,5 @@
 //! `litejobs webhook add | list | show | enable | disable | rotate | remove`: the webhook
-//! endpoints of a database, for programs in any language (R20). Everything goes through
+//! endpoints of a database, for programs in any language. Everything goes through
 //! `litejobs::builtin::webhook::Endpoints` and `litejobs::limits::Breaker`, so it works the
 //! same on SQLite and PostgreSQL.
 //!

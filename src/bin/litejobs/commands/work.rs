@@ -1,6 +1,6 @@
 //! `litejobs work`: run the built-in job handlers (webhook delivery, ...) as a sidecar, so
-//! programs in any language can insert rows and let litejobs run them (R24). Stops
-//! gracefully on SIGINT or SIGTERM (R10): no new claims, running handlers get the grace
+//! programs in any language can insert rows and let litejobs run them. Stops
+//! gracefully on SIGINT or SIGTERM: no new claims, running handlers get the grace
 //! period, unfinished jobs are released for another worker.
 
 use std::io::Write;

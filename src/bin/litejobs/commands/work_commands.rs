@@ -1,5 +1,5 @@
 //! `litejobs work --exec/--serve/--timeout/--retry`: command handlers for job types of
-//! programs in any language (R29), registered beside the built-in ones.
+//! programs in any language, registered beside the built-in ones.
 //!
 //! Everything is checked by [`prepare`] (programs found and executable, flags naming a
 //! commanded type) before the database is opened: a typo in `--db` with a missing program

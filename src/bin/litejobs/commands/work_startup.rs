@@ -7,7 +7,6 @@
 //! options and the counts, so they are tested without a worker or a log.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use litejobs::builtin::email::{self, EmailOptions, MailerConfig, SmtpTls};
 use litejobs::builtin::webhook::{self, WebhookOptions};
@@ -16,6 +15,7 @@ use litejobs::defaults::DEFAULT_MAX_ATTEMPTS;
 use litejobs::{JobStatus, Queue, RetryPolicy, StatusCount};
 
 use super::CliError;
+use crate::duration::{compact, schedule_text};
 use crate::output::one_line;
 
 /// At most this many unserved job types get a line each; the rest are summed in one.
@@ -239,38 +239,6 @@ pub fn retries_text(policy: &RetryPolicy) -> String {
     )
 }
 
-/// The first `n` delays of `policy` without jitter, in the form the
-/// `LITEJOBS_*_RETRY_SCHEDULE` variables take: `5s,5m,30m,2h`.
-pub fn schedule_text(policy: &RetryPolicy, n: u32) -> String {
-    (1..=n)
-        .map(|attempt| compact(policy.delay(attempt, 0.5)))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// A duration as the schedule variables are written: `500ms`, `30s`, `1h30m`, `1d2h`.
-pub fn compact(d: Duration) -> String {
-    let mut rest = d.as_millis();
-    if rest == 0 {
-        return "0s".to_string();
-    }
-    let mut text = String::new();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ] {
-        let n = rest / size;
-        if n > 0 {
-            text.push_str(&format!("{n}{unit}"));
-            rest -= n * size;
-        }
-    }
-    text
-}
-
 /// Waiting (queued or failed) jobs per job type, across queues.
 pub fn waiting_by_type(counts: &[StatusCount]) -> BTreeMap<String, i64> {
     let mut waiting = BTreeMap::new();
@@ -327,114 +295,6 @@ fn unserved_text(job_type: &str, n: i64) -> String {
         )
     };
     format!("{jobs} and nothing here serves {them}; {hint}")
-}
-
-/// The environment variables `litejobs work` reads, one line each, with their defaults
-/// taken from the library: `work --help` shows it after the options.
-pub fn env_help() -> String {
-    let webhook_retries = schedule_text(&webhook::default_retry_policy(), 6);
-    let email_retries = schedule_text(&email::default_retry_policy(), 6);
-    let rows: Vec<(&str, String)> = vec![
-        ("LITEJOBS_DB", "the database file or PostgreSQL URL (as --db)".into()),
-        (
-            "LITEJOBS_PG_SCHEMA",
-            "the PostgreSQL schema (as --pg-schema; default litejobs)".into(),
-        ),
-        (
-            "LITEJOBS_SECRET_FIELDS",
-            "more payload field names to mask, comma-separated (as --secret-field)".into(),
-        ),
-        (
-            "RUST_LOG",
-            "log filter on stderr (default info for work), e.g. RUST_LOG=debug".into(),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_ENABLED",
-            "0 turns webhook delivery (deliver_webhook) off (default 1)".into(),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_ALLOW_PRIVATE",
-            "1 allows loopback and private targets (default 0)".into(),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_TIMEOUT",
-            format!(
-                "request time limit in seconds (default {})",
-                webhook::DEFAULT_WEBHOOK_TIMEOUT.as_secs()
-            ),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_USER_AGENT",
-            "User-Agent header (default litejobs/VERSION)".into(),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_MAX_RETRY_AFTER",
-            format!(
-                "longest Retry-After honoured, seconds (default {})",
-                webhook::DEFAULT_MAX_RETRY_AFTER.as_secs()
-            ),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_BREAKER_FAILURES",
-            format!(
-                "failures in a row that open an endpoint's breaker (default {})",
-                litejobs::limits::DEFAULT_BREAKER_FAILURES
-            ),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_BREAKER_COOL_DOWN",
-            format!(
-                "seconds an open breaker waits before one probe (default {})",
-                litejobs::limits::DEFAULT_BREAKER_COOL_DOWN.as_secs()
-            ),
-        ),
-        (
-            "LITEJOBS_WEBHOOK_RETRY_SCHEDULE",
-            format!("delays between attempts, last repeats (default {webhook_retries})"),
-        ),
-        (
-            "LITEJOBS_SMTP_URL",
-            "turns email (send_email) on: smtp://user:pass@host:port?tls=starttls|tls|none&timeout=10s"
-                .into(),
-        ),
-        (
-            "LITEJOBS_MAIL_DIR",
-            "or: write emails as .eml files to this folder (development)".into(),
-        ),
-        (
-            "LITEJOBS_MAIL_LOG",
-            "or: 1 only logs emails (development)".into(),
-        ),
-        (
-            "LITEJOBS_MAIL_FROM",
-            "sender of email jobs without \"from\" (unset: such jobs go dead)".into(),
-        ),
-        (
-            "LITEJOBS_EMAIL_RETRY_SCHEDULE",
-            format!("delays between attempts, last repeats (default {email_retries})"),
-        ),
-        (
-            "LITEJOBS_RETRY",
-            format!(
-                "as --retry TYPE=30s,2m, ;-separated (default {})",
-                schedule_text(&RetryPolicy::default(), 6)
-            ),
-        ),
-    ];
-    let width = rows.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
-    let mut text = format!(
-        "Environment (a bad value stops work with one line naming the variable).\n\
-         Retry schedules are written like 30s,2m,10m,1h,4h (±10 % jitter, the last delay\n\
-         repeats); a job has {DEFAULT_MAX_ATTEMPTS} attempts unless it sets max_attempts.\n"
-    );
-    for (name, what) in rows {
-        text.push_str(&format!("  {name:width$}  {what}\n"));
-    }
-    text.push_str(
-        "\nAt start, work logs each built-in kind (on or off, mailer, retry delays) and warns\n\
-         of job types that wait in the database with nothing here to serve them.",
-    );
-    text
 }
 
 #[cfg(test)]
@@ -583,38 +443,6 @@ mod tests {
         let waiting: BTreeMap<String, i64> = [("evil\ntype".to_string(), 2)].into();
         let lines = unserved_lines(&waiting, &BTreeSet::new());
         assert!(!lines[0].text.contains('\n'), "{}", lines[0].text);
-    }
-
-    #[test]
-    fn compact_durations_read_back_as_schedules() {
-        let cases = [
-            (Duration::from_millis(500), "500ms"),
-            (Duration::from_secs(30), "30s"),
-            (Duration::from_secs(5400), "1h30m"),
-            (Duration::from_secs(93_600), "1d2h"),
-            (Duration::from_millis(1_500), "1s500ms"),
-            (Duration::ZERO, "0s"),
-        ];
-        for (d, text) in cases {
-            assert_eq!(compact(d), text);
-            if !d.is_zero() {
-                let back = litejobs::builtin::parse_retry_schedule(text).expect("parses");
-                assert_eq!(back.delay(1, 0.5), d, "{text}");
-            }
-        }
-    }
-
-    #[test]
-    fn the_help_lists_the_variables_with_library_defaults() {
-        let help = env_help();
-        assert!(help.contains("LITEJOBS_WEBHOOK_RETRY_SCHEDULE"), "{help}");
-        assert!(help.contains("(default 5s,5m,30m,2h,5h,10h)"), "{help}");
-        assert!(help.contains("(default 1m,5m,30m,2h,5h,10h)"), "{help}");
-        assert!(
-            help.contains("default 5s,10s,20s,40s,1m20s,2m40s)"),
-            "{help}"
-        );
-        assert!(help.lines().all(|l| l.chars().count() <= 140), "{help}");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The reaper (R9): running jobs whose lease expired (their worker crashed or hung, in any
+//! The reaper: running jobs whose lease expired (their worker crashed or hung, in any
 //! process) become due again, or dead when their attempts are spent. It runs at worker
 //! start-up and then every interval; its SQL only touches expired leases, so several
 //! processes may reap at once.

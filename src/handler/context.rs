@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
-use crate::clock::{duration_to_ms, ms_to_system_time};
+use super::error::JobError;
 use crate::error::{Error, ErrorKind, Result};
-use crate::handler::JobError;
 use crate::storage::jobs::{ClaimedRow, Lease};
+use crate::system::clock::{duration_to_ms, ms_to_system_time};
 use crate::Queue;
 
 /// How a handler's heartbeat reaches the database: implemented by the worker runtime (through
@@ -91,9 +91,8 @@ impl JobContext {
         self.row.id
     }
 
-    /// The queue the job runs from, for built-in handlers that read more of the job's row
-    /// (the email handler's kept Message-ID).
-    #[cfg(feature = "email")]
+    /// The queue the job runs from, for code that reads more of the job's row (the email
+    /// handler's kept Message-ID) or shares state through the database (rate limits).
     pub(crate) fn queue_handle(&self) -> &Queue {
         &self.queue
     }
@@ -240,7 +239,7 @@ impl JobContext {
 
     /// True when an earlier attempt of this job (or of a job with the same idempotency key)
     /// recorded its side effect as done with [`mark_effect_done`](JobContext::mark_effect_done),
-    /// e.g. before a crash kept it from writing its success back (R12).
+    /// e.g. before a crash kept it from writing its success back.
     pub fn effect_done(&self) -> Result<bool> {
         let key = self.effect_key();
         self.waiting_out_busy(|| {
@@ -264,7 +263,7 @@ impl JobContext {
     }
 
     /// Retries `op` while the database is busy (or its server away), until this attempt's
-    /// deadline (R11: a busy database is waited out, never turned into a failure while there
+    /// deadline (a busy database is waited out, never turned into a failure while there
     /// is time).
     fn waiting_out_busy<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
         let mut pause = Duration::from_millis(5);
@@ -309,33 +308,6 @@ impl JobContext {
 
     fn lock_progress(&self) -> std::sync::MutexGuard<'_, Option<String>> {
         self.progress.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Takes a slot of the rate limit `limit` under `key`, shared by every process on the
-    /// file (R15). Over the limit, returns [`JobError::snooze`] until the next slot: pass it
-    /// on with `?` and the job comes back then, **without spending an attempt**.
-    ///
-    /// See [`limits`](crate::limits) for an example.
-    pub fn rate_limit(
-        &self,
-        key: &str,
-        limit: &crate::limits::RateLimit,
-    ) -> std::result::Result<(), JobError> {
-        crate::limits::rate_limit_in_handler(&self.queue, key, limit)
-    }
-
-    /// Asks the circuit breaker of `key` (R15) whether a call may go. While it is open (or
-    /// its one probe call is out), returns [`JobError::snooze`] until it may: pass it on with
-    /// `?` and the job comes back then, **without spending an attempt**. Otherwise report the
-    /// call's result on the returned [`BreakerCall`](crate::limits::BreakerCall).
-    ///
-    /// See [`limits`](crate::limits) for an example.
-    pub fn breaker(
-        &self,
-        key: &str,
-        breaker: &crate::limits::Breaker,
-    ) -> std::result::Result<crate::limits::BreakerCall<'_>, JobError> {
-        crate::limits::breaker_in_handler(&self.queue, key, breaker)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Prometheus text exposition (format 0.0.4) of a queue's figures (R16), shared by
+//! Prometheus text exposition (format 0.0.4) of a queue's figures, shared by
 //! `litejobs metrics` and the dashboard.
 //!
 //! | metric | type | labels | what |
@@ -29,40 +29,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::reads::Health;
-use crate::storage::reads::Stats;
 use crate::Queue;
 
-/// How many attempts of one job type ended one way.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct AttemptCount {
-    /// Job type.
-    pub job_type: String,
-    /// `succeeded`, `failed`, `timed_out`, `lost`, `released` or `cancelled`.
-    pub outcome: String,
-    /// Attempts.
-    pub count: i64,
-}
-
-/// Everything [`render`] prints, read from the database. Made by
-/// [`Queue::metrics_snapshot`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[non_exhaustive]
-pub struct MetricsSnapshot {
-    /// Counts by queue, type and status.
-    pub stats: Stats,
-    /// Waiting, dead and failure figures.
-    pub health: Health,
-    /// Per queue with due jobs: the oldest due job's age (ms).
-    pub oldest_due_age_ms: Vec<(String, i64)>,
-    /// Attempt outcomes by job type.
-    pub attempts: Vec<AttemptCount>,
-}
+pub use super::reads::{AttemptCount, MetricsSnapshot};
 
 /// The queue's metrics as Prometheus text.
 pub fn prometheus_text(queue: &Queue) -> Result<String> {
@@ -244,7 +215,8 @@ fn escape_help(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::reads::StatusCount;
+    use crate::queue::reads::Health;
+    use crate::storage::reads::{Stats, StatusCount};
 
     #[test]
     fn label_values_escape_backslash_quote_and_newline() {

@@ -2,8 +2,8 @@
 //! `max_connections`, and `max_connections_per_client` per client; connections that have sent
 //! nothing make room for new ones, see `slots`; past that one more is answered 503 at once), and at most `threads` requests answered at a time. A connection's thread reads
 //! the request head (bounded in size and time, the first byte within `idle_timeout`), lets the
-//! router judge it (host, token) before any body is read, reads the body only when the router
-//! wants it, waits for a turn, answers through the routes, and closes.
+//! [`Service`] judge it (for the dashboard: host, token) before any body is read, reads the
+//! body only when the service wants it, waits for a turn, has the service answer, and closes.
 //!
 //! Slow clients therefore hold only their own connection, never one of the turns that pages
 //! are rendered with; answers waiting for clients that read slowly or not at all hold at most
@@ -18,20 +18,23 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub(crate) mod conn;
+pub(crate) mod http;
+pub(crate) mod peer;
+mod slots;
+
 use crate::error::{Error, ErrorKind, Result};
 
-use super::app::App;
-use super::conn::{self, Conn};
-use super::http::{Method, Request, Response};
-use super::routes::{self, Admission};
-use super::slots::{Full, SlotId, Slots};
+use conn::Conn;
+use http::{Method, Request, Response};
+use slots::{Full, SlotId, Slots};
 
 /// The first back-off after an accept error; it doubles while errors go on.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 /// The longest back-off: a process that got its descriptors back serves within this.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// The accept loop wakes at least this often to notice a stop, should the wake-up
-/// connection of [`DashboardHandle::stop`] fail.
+/// connection of [`ServerHandle::stop`] fail.
 const ACCEPT_WAKE: Duration = Duration::from_secs(1);
 /// How long a stop waits for the requests being answered.
 const STOP_WAIT: Duration = Duration::from_secs(10);
@@ -39,6 +42,35 @@ const STOP_WAIT: Duration = Duration::from_secs(10);
 /// replaced by a 503, unless no other is being sent. Clients that do not read their answers
 /// hold no more memory than this between them (each for at most the timeout).
 pub(crate) const ANSWER_BUDGET: usize = 64 << 20;
+
+/// What a server serves: it judges each request by its head, before any body is read, then
+/// answers it; and it may have lines for the log. The dashboard's routes are one.
+pub(crate) trait Service: Send + Sync + 'static {
+    /// What judging a request learned (who is asking), handed on to [`Service::answer`].
+    type Admitted;
+
+    /// Judges a request by its head alone: answers it at once, or lets it proceed. Needs
+    /// no turn, so it must not render anything that reads the database.
+    fn admit(&self, request: &Request) -> Admission<Self::Admitted>;
+
+    /// The answer to a request [`Service::admit`] let through, its body read if asked for.
+    fn answer(&self, request: &Request, admitted: Self::Admitted) -> Response;
+
+    /// A line for the log that is due now; the accept loop asks at least every
+    /// [`ACCEPT_WAKE`].
+    fn log_due(&self, now: Instant) -> Option<String>;
+
+    /// What is left to log when the server stops.
+    fn log_pending(&self, now: Instant) -> Option<String>;
+}
+
+/// What [`Service::admit`] decided from a request's head.
+pub(crate) enum Admission<A> {
+    /// The answer; the body, if any, is never read.
+    Answer(Response),
+    /// Read the body when `body` says so, then answer with what was `admitted`.
+    Proceed { admitted: A, body: bool },
+}
 
 /// How the server is bounded.
 #[derive(Debug, Clone, Copy)]
@@ -55,38 +87,28 @@ pub(crate) struct Limits {
     pub(crate) idle_timeout: Duration,
 }
 
-/// A running dashboard. Dropping it stops the server, as [`stop`](DashboardHandle::stop)
-/// does.
-#[must_use = "the dashboard stops when its handle is dropped"]
-pub struct DashboardHandle {
+/// A running server. Dropping it stops the server, as [`stop`](ServerHandle::stop) does.
+pub(crate) struct ServerHandle<S: Service> {
     addr: SocketAddr,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<S>>,
     acceptor: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for DashboardHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DashboardHandle")
-            .field("addr", &self.addr)
-            .field("limits", &self.shared.limits)
-            .finish()
+impl<S: Service> ServerHandle<S> {
+    /// How the server is bounded.
+    pub(crate) fn limits(&self) -> Limits {
+        self.shared.limits
     }
-}
 
-impl DashboardHandle {
     /// The address it listens on (with the real port when port 0 was asked for).
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// `http://ADDR/`, for printing and for tests.
-    pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-
     /// Stops taking connections and closes the listening socket, ends the connections
-    /// still waiting for a request, and waits (up to 10 s) for the requests being answered.
-    pub fn stop(mut self) {
+    /// still waiting for a request, and waits (up to [`STOP_WAIT`]) for the requests being
+    /// answered.
+    pub(crate) fn stop(mut self) {
         self.shutdown();
     }
 
@@ -102,7 +124,7 @@ impl DashboardHandle {
         if acceptor.join().is_err() {
             log::warn!("litejobs web: the accept thread panicked");
         }
-        if let Some(line) = self.shared.app.throttle.log_pending(Instant::now()) {
+        if let Some(line) = self.shared.service.log_pending(Instant::now()) {
             log::warn!("{line}");
         }
         // Connections waiting for their request see its end; those being answered finish.
@@ -129,7 +151,7 @@ impl DashboardHandle {
     }
 }
 
-impl Drop for DashboardHandle {
+impl<S: Service> Drop for ServerHandle<S> {
     fn drop(&mut self) {
         self.shutdown();
     }
@@ -147,8 +169,8 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
 }
 
 /// What the accept thread and the connection threads share.
-struct Shared {
-    app: App,
+struct Shared<S> {
+    service: S,
     limits: Limits,
     stopped: Mutex<bool>,
     stop_signal: Condvar,
@@ -160,7 +182,7 @@ struct Shared {
     sending: Budget,
 }
 
-impl Shared {
+impl<S> Shared<S> {
     fn stopping(&self) -> bool {
         *lock(&self.stopped)
     }
@@ -211,12 +233,12 @@ impl Drop for Turn<'_> {
 
 /// A connection's place among the open ones, given back when dropped (before its socket is
 /// closed, so a client that saw the close can count on the place being free).
-struct Slot<'s> {
-    shared: &'s Shared,
+struct Slot<'s, S> {
+    shared: &'s Shared<S>,
     id: SlotId,
 }
 
-impl Drop for Slot<'_> {
+impl<S> Drop for Slot<'_, S> {
     fn drop(&mut self) {
         lock(&self.shared.open).remove(self.id);
         self.shared.closed.notify_all();
@@ -266,11 +288,11 @@ impl Drop for Held<'_> {
 }
 
 /// Binds `addrs` (the first that works) and starts the accept thread.
-pub(crate) fn start(
+pub(crate) fn start<S: Service>(
     addrs: &[SocketAddr],
     limits: Limits,
-    make_app: impl FnOnce(SocketAddr) -> Result<App>,
-) -> Result<DashboardHandle> {
+    make_service: impl FnOnce(SocketAddr) -> Result<S>,
+) -> Result<ServerHandle<S>> {
     let listener = TcpListener::bind(addrs).map_err(|e| {
         let shown: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
         Error::new(
@@ -289,7 +311,7 @@ pub(crate) fn start(
         log::debug!("litejobs web: no receive timeout on the listener: {e}");
     }
     let shared = Arc::new(Shared {
-        app: make_app(addr)?,
+        service: make_service(addr)?,
         limits,
         stopped: Mutex::new(false),
         stop_signal: Condvar::new(),
@@ -312,14 +334,14 @@ pub(crate) fn start(
             )
         })?;
     log::info!("litejobs web: listening on http://{addr}/");
-    Ok(DashboardHandle {
+    Ok(ServerHandle {
         addr,
         shared,
         acceptor: Some(acceptor),
     })
 }
 
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+fn accept_loop<S: Service>(listener: &TcpListener, shared: &Arc<Shared<S>>) {
     let mut backoff = Duration::ZERO;
     loop {
         let accepted = listener.accept();
@@ -328,7 +350,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         }
         // The accept loop wakes at least every ACCEPT_WAKE: the time to sum up failed
         // sign-ins in the log.
-        if let Some(line) = shared.app.throttle.log_due(Instant::now()) {
+        if let Some(line) = shared.service.log_due(Instant::now()) {
             log::warn!("{line}");
         }
         match accepted {
@@ -370,7 +392,7 @@ fn is_transient(e: &std::io::Error) -> bool {
 }
 
 /// Gives `stream` a thread of its own, or answers 503 when no place can be made for it.
-fn admit(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) {
+fn admit<S: Service>(shared: &Arc<Shared<S>>, stream: TcpStream, peer: SocketAddr) {
     let stream = Arc::new(stream);
     let limits = &shared.limits;
     let admitted = lock(&shared.open).admit(
@@ -434,7 +456,12 @@ fn refuse_busy(stream: &TcpStream, full: Full) {
 }
 
 /// One connection: one request, one answer.
-fn serve(shared: &Shared, stream: &TcpStream, received: &AtomicBool, peer: SocketAddr) {
+fn serve<S: Service>(
+    shared: &Shared<S>,
+    stream: &TcpStream,
+    received: &AtomicBool,
+    peer: SocketAddr,
+) {
     let _ = stream.set_nodelay(true);
     let limits = &shared.limits;
     let mut conn = Conn::new(stream, limits.timeout, limits.idle_timeout, received);
@@ -476,11 +503,11 @@ fn serve(shared: &Shared, stream: &TcpStream, received: &AtomicBool, peer: Socke
 }
 
 /// The answer to a request whose head is read: judged first, its body read only if the
-/// router wants it, then answered in a turn.
-fn answer(shared: &Shared, conn: &mut Conn<'_>, request: &mut Request) -> Response {
-    let (access, body) = match routes::admit(&shared.app, request) {
+/// service wants it, then answered in a turn.
+fn answer<S: Service>(shared: &Shared<S>, conn: &mut Conn<'_>, request: &mut Request) -> Response {
+    let (admitted, body) = match shared.service.admit(request) {
         Admission::Answer(response) => return response,
-        Admission::Proceed { access, body } => (access, body),
+        Admission::Proceed { admitted, body } => (admitted, body),
     };
     if body {
         match conn.read_body() {
@@ -492,7 +519,7 @@ fn answer(shared: &Shared, conn: &mut Conn<'_>, request: &mut Request) -> Respon
     if shared.stopping() {
         return Response::text(503, "litejobs: the dashboard is stopping\n");
     }
-    routes::handle(&shared.app, request, access)
+    shared.service.answer(request, admitted)
 }
 
 #[cfg(test)]

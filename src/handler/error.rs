@@ -1,29 +1,8 @@
-//! What user code implements ([`Handler`]) and the closed set of outcomes it returns
-//! ([`JobError`]).
+//! The closed set of outcomes a handler returns ([`JobError`]), and the bound on the error
+//! text a failure keeps.
 
 use std::fmt;
 use std::time::Duration;
-
-use crate::context::JobContext;
-
-/// Runs jobs of one type on a worker's blocking threads.
-///
-/// Closures `Fn(&JobContext) -> Result<(), JobError>` are handlers, so most code never
-/// names this trait.
-pub trait Handler: Send + Sync + 'static {
-    /// Runs one attempt. `Ok(())` succeeds (with the result set by
-    /// [`JobContext::set_result`], if any); an `Err` says what happens next.
-    fn run(&self, ctx: &JobContext) -> Result<(), JobError>;
-}
-
-impl<F> Handler for F
-where
-    F: Fn(&JobContext) -> Result<(), JobError> + Send + Sync + 'static,
-{
-    fn run(&self, ctx: &JobContext) -> Result<(), JobError> {
-        self(ctx)
-    }
-}
 
 /// The most of an error message kept (2 KiB), as the job's last error and its attempt's
 /// error: a longer one keeps its first part and says how long it was. Every handler's

@@ -1,4 +1,4 @@
-//! Helpers for testing code that uses litejobs (R26): run every due job on the calling
+//! Helpers for testing code that uses litejobs: run every due job on the calling
 //! thread with [`drain`], move time with [`ManualClock`](crate::ManualClock), and use an
 //! in-memory database with [`Queue::open_in_memory`](crate::Queue::open_in_memory).
 
@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
+use super::completer::{self, Completer, Completion, LeaseKeeper, WriterMsg};
+use super::executor::{run_attempt, AttemptEnv};
+use super::registry::Claimer;
+use super::WorkerBuilder;
 use crate::error::Result;
 use crate::job::JobStatus;
-use crate::worker::completer::{self, Completer, Completion, LeaseKeeper, WriterMsg};
-use crate::worker::executor::{run_attempt, AttemptEnv};
-use crate::worker::registry::Claimer;
-use crate::WorkerBuilder;
+use crate::system::clock::duration_to_ms;
 
 /// Jobs claimed per round of [`drain`].
 const DRAIN_BATCH: usize = 64;
@@ -85,7 +85,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     for _ in 0..DRAIN_MAX_ROUNDS {
         let now = queue.now_ms();
         let mut refused = Vec::new();
-        // The worker's own path: the rules are checked by the claim's reading (R28).
+        // The worker's own path: the rules are checked by the claim's reading.
         let claimed = queue.db().write_validated(|tx| {
             let mut all = Vec::new();
             for (name, _) in &builder.queues {

@@ -1,21 +1,16 @@
-//! Typed jobs: a payload struct that knows its job type name and default options ([`Job`]),
-//! runs itself ([`Perform`]), and is enqueued as is ([`IntoNewJob`]). A layer over the
-//! string-typed API: the row stored is the same `NewJob` with the struct as its JSON payload,
-//! so other programs and the command line see nothing new.
+//! Typed jobs, the enqueue side: a payload struct that knows its job type name and default
+//! options ([`Job`]) and is enqueued as is ([`IntoNewJob`]). A layer over the string-typed
+//! API: the row stored is the same [`NewJob`] with the struct as its JSON payload, so other
+//! programs and the command line see nothing new. [`Perform`](crate::Perform) runs one.
 
-use std::any::type_name;
-use std::marker::PhantomData;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::context::JobContext;
+use super::new::NewJob;
+use super::retry::RetryPolicy;
 use crate::error::Result;
-use crate::handler::{Handler, JobError};
-use crate::job::NewJob;
-use crate::retry::RetryPolicy;
-use crate::worker::{WorkerBuilder, DEFAULT_CONCURRENCY};
 
 /// A payload type tied to its job type name and default options, so the name is written
 /// once and the struct is what code enqueues and handles.
@@ -75,44 +70,6 @@ pub trait Job: Serialize + DeserializeOwned + 'static {
     }
 }
 
-/// How a [`Job`] runs: registered with [`WorkerBuilder::register`]. For a handler that
-/// needs state of its own (a connection pool, a client), use the closure form
-/// [`WorkerBuilder::job`] instead.
-///
-/// ```
-/// use litejobs::{testing, Job, JobContext, JobError, Perform, Queue, Worker};
-/// use serde::{Deserialize, Serialize};
-///
-/// #[derive(Serialize, Deserialize)]
-/// struct Resize { image_id: u64 }
-///
-/// impl Job for Resize {
-///     const TYPE: &'static str = "resize";
-/// }
-///
-/// impl Perform for Resize {
-///     fn perform(self, _ctx: &JobContext) -> Result<(), JobError> {
-///         if self.image_id == 0 {
-///             return Err(JobError::permanent("no image 0"));
-///         }
-///         Ok(())
-///     }
-/// }
-///
-/// # fn main() -> litejobs::Result<()> {
-/// let queue = Queue::open_in_memory()?;
-/// queue.enqueue(Resize { image_id: 0 })?;
-/// let report = testing::drain(&Worker::builder(&queue).register::<Resize>())?;
-/// assert_eq!(report.dead, 1);
-/// # Ok(())
-/// # }
-/// ```
-pub trait Perform: Job {
-    /// Runs one attempt with the deserialized payload; the outcomes are a handler's
-    /// ([`Handler::run`]).
-    fn perform(self, ctx: &JobContext) -> std::result::Result<(), JobError>;
-}
-
 /// A [`Job`] type's defaults, returned by [`Job::options`]. Each one unset keeps the
 /// string API's default; a job's own setting (on a [`NewJob`] from [`NewJob::from_job`])
 /// wins over the type's.
@@ -131,11 +88,11 @@ pub trait Perform: Job {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[must_use = "JobOptions do nothing unless returned from Job::options"]
 pub struct JobOptions {
-    queue: Option<String>,
+    pub(crate) queue: Option<String>,
     priority: Option<i64>,
     max_attempts: Option<u32>,
-    timeout: Option<Duration>,
-    retry_policy: Option<RetryPolicy>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retry_policy: Option<RetryPolicy>,
 }
 
 impl JobOptions {
@@ -146,7 +103,7 @@ impl JobOptions {
     }
 
     /// The queue jobs of this type go to. A worker that registers the type works this queue
-    /// too (with [`DEFAULT_CONCURRENCY`] threads unless it already does).
+    /// too (with [`DEFAULT_CONCURRENCY`](crate::defaults::DEFAULT_CONCURRENCY) threads unless it already does).
     pub fn queue(mut self, queue: impl Into<String>) -> JobOptions {
         self.queue = Some(queue.into());
         self
@@ -165,14 +122,14 @@ impl JobOptions {
     }
 
     /// The attempt time limit, set on the worker that registers the type (as
-    /// [`WorkerBuilder::timeout`]); a job's own [`NewJob::timeout`] wins.
+    /// [`WorkerBuilder::timeout`](crate::WorkerBuilder::timeout)); a job's own [`NewJob::timeout`] wins.
     pub fn timeout(mut self, timeout: Duration) -> JobOptions {
         self.timeout = Some(timeout);
         self
     }
 
     /// The retry policy, set on the worker that registers the type (as
-    /// [`WorkerBuilder::retry_policy`]).
+    /// [`WorkerBuilder::retry_policy`](crate::WorkerBuilder::retry_policy)).
     pub fn retry_policy(mut self, policy: RetryPolicy) -> JobOptions {
         self.retry_policy = Some(policy);
         self
@@ -247,94 +204,5 @@ impl IntoNewJob for NewJob {
 impl<J: Job> IntoNewJob for J {
     fn into_new_job(self) -> Result<NewJob> {
         NewJob::from_job(&self)
-    }
-}
-
-/// Runs jobs of type `J` with `run`, after deserializing the payload.
-struct TypedHandler<J, F> {
-    run: F,
-    /// `fn() -> J`: the handler is `Send + Sync` whatever `J` is.
-    job: PhantomData<fn() -> J>,
-}
-
-impl<J, F> Handler for TypedHandler<J, F>
-where
-    J: Job,
-    F: Fn(J, &JobContext) -> std::result::Result<(), JobError> + Send + Sync + 'static,
-{
-    fn run(&self, ctx: &JobContext) -> std::result::Result<(), JobError> {
-        // A payload that does not fit is permanent: the same bytes fail every attempt.
-        let job = J::deserialize(ctx.payload()).map_err(|e| {
-            JobError::permanent(format!(
-                "payload does not match the {} job's type {}: {e}",
-                ctx.job_type(),
-                type_name::<J>()
-            ))
-        })?;
-        (self.run)(job, ctx)
-    }
-}
-
-impl WorkerBuilder {
-    /// Registers the [`Job`] type `J`, run by its [`Perform::perform`], with its options:
-    /// its timeout and retry policy (as [`timeout`](WorkerBuilder::timeout) and
-    /// [`retry_policy`](WorkerBuilder::retry_policy); later calls for `J::TYPE` win), and
-    /// its queue, worked with [`DEFAULT_CONCURRENCY`] threads unless this builder already
-    /// works it (set its threads with [`queue`](WorkerBuilder::queue), before or after).
-    ///
-    /// See [`Job`] for an example.
-    pub fn register<J: Perform>(self) -> Self {
-        self.job(|job: J, ctx: &JobContext| job.perform(ctx))
-    }
-
-    /// Registers the [`Job`] type `J` with a closure that gets the deserialized payload,
-    /// applying `J`'s options as [`register`](WorkerBuilder::register) does.
-    ///
-    /// ```
-    /// use litejobs::{testing, Job, JobContext, Queue, Worker};
-    /// use serde::{Deserialize, Serialize};
-    /// use std::sync::mpsc;
-    ///
-    /// #[derive(Serialize, Deserialize)]
-    /// struct Ping { n: u32 }
-    /// impl Job for Ping { const TYPE: &'static str = "ping"; }
-    ///
-    /// # fn main() -> litejobs::Result<()> {
-    /// let queue = Queue::open_in_memory()?;
-    /// let (seen, got) = mpsc::channel();
-    /// let worker = Worker::builder(&queue).job(move |ping: Ping, _ctx: &JobContext| {
-    ///     seen.send(ping.n).map_err(|e| litejobs::JobError::retry(e.to_string()))
-    /// });
-    /// queue.enqueue(Ping { n: 7 })?;
-    /// testing::drain(&worker)?;
-    /// assert_eq!(got.try_recv().ok(), Some(7));
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn job<J, F>(self, run: F) -> Self
-    where
-        J: Job,
-        F: Fn(J, &JobContext) -> std::result::Result<(), JobError> + Send + Sync + 'static,
-    {
-        let options = J::options();
-        let mut builder = self.handler(
-            J::TYPE,
-            TypedHandler {
-                run,
-                job: PhantomData,
-            },
-        );
-        if let Some(timeout) = options.timeout {
-            builder = builder.timeout(J::TYPE, timeout);
-        }
-        if let Some(policy) = options.retry_policy {
-            builder = builder.retry_policy(J::TYPE, policy);
-        }
-        if let Some(queue) = options.queue {
-            if !builder.queues.iter().any(|(name, _)| *name == queue) {
-                builder = builder.queue(queue, DEFAULT_CONCURRENCY);
-            }
-        }
-        builder
     }
 }

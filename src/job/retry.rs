@@ -1,4 +1,4 @@
-//! [`RetryPolicy`]: when a failed attempt runs again (R6). The maths is pure: it never reads
+//! [`RetryPolicy`]: when a failed attempt runs again. The maths is pure: it never reads
 //! the clock or a random source itself.
 
 use std::time::Duration;

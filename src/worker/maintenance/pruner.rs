@@ -1,4 +1,4 @@
-//! The pruner (R17): deletes succeeded and cancelled jobs past the retention window (with
+//! Retention: deletes succeeded and cancelled jobs past the retention window (with
 //! their attempt history), forgets expired idempotency keys, and checkpoints the WAL so the
 //! file does not grow without bound. Dead jobs stay until a person acts; queued, running and
 //! failed jobs are never touched.
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
 use crate::error::Result;
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 /// Rows deleted per transaction unless [`PruneOptions::chunk_size`] says otherwise.
@@ -199,7 +199,7 @@ impl Pass {
                 }
             }
             Phase::Checkpoint => {
-                self.report.checkpoint = checkpoint(queue, options.checkpoint)?;
+                self.report.checkpoint = queue.checkpoint(options.checkpoint)?;
                 self.phase = Phase::Done;
             }
             Phase::Done => {}
@@ -208,27 +208,41 @@ impl Pass {
     }
 }
 
-/// A whole pass, chunk by chunk.
-pub(crate) fn prune(queue: &Queue, options: &PruneOptions) -> Result<PruneReport> {
-    let mut pass = Pass::new(queue, options);
-    // Every chunk but the last deletes `chunk_size` rows that can never match again, so the
-    // loop ends; a checkpoint error ends it through `?`.
-    while !pass.step(queue, options)? {}
-    Ok(pass.report)
-}
+impl Queue {
+    /// Retention: deletes succeeded and cancelled jobs (and their attempts) that
+    /// finished before `options.older_than` ago, forgets expired idempotency keys, then
+    /// checkpoints the WAL. Never touches queued, running, failed or dead jobs. Deletes in
+    /// chunks, one short write transaction each, so workers keep going meanwhile.
+    pub fn prune(&self, options: &PruneOptions) -> Result<PruneReport> {
+        let mut pass = Pass::new(self, options);
+        // Every chunk but the last deletes `chunk_size` rows that can never match again, so
+        // the loop ends; a checkpoint error ends it through `?`.
+        while !pass.step(self, options)? {}
+        let report = pass.report;
+        log::info!(
+            "litejobs: pruned {} jobs, {} attempts, {} idempotency keys",
+            report.jobs_deleted,
+            report.attempts_deleted,
+            report.keys_deleted
+        );
+        Ok(report)
+    }
 
-/// `PRAGMA wal_checkpoint` in `mode`, on a pooled connection outside any transaction.
-pub(crate) fn checkpoint(queue: &Queue, mode: CheckpointMode) -> Result<Option<CheckpointReport>> {
-    let Some(word) = mode.pragma_word() else {
-        return Ok(None);
-    };
-    let (busy, wal_frames, checkpointed_frames) =
-        queue.db().read(|conn| conn.wal_checkpoint(word))?;
-    Ok(Some(CheckpointReport {
-        busy,
-        wal_frames,
-        checkpointed_frames,
-    }))
+    /// Copies the write-ahead log into the database file (`PRAGMA wal_checkpoint`); with
+    /// [`CheckpointMode::Truncate`] the WAL file is emptied too. `None` for
+    /// [`CheckpointMode::Skip`].
+    pub fn checkpoint(&self, mode: CheckpointMode) -> Result<Option<CheckpointReport>> {
+        let Some(word) = mode.pragma_word() else {
+            return Ok(None);
+        };
+        let (busy, wal_frames, checkpointed_frames) =
+            self.db().read(|conn| conn.wal_checkpoint(word))?;
+        Ok(Some(CheckpointReport {
+            busy,
+            wal_frames,
+            checkpointed_frames,
+        }))
+    }
 }
 
 /// Retention on a schedule: starts a prune pass every interval and runs it one chunk per
@@ -401,11 +415,11 @@ mod tests {
     #[test]
     fn a_whole_pass_reports_the_checkpoint() {
         let queue = queue_with_old_jobs(3);
-        let report = prune(
-            &queue,
-            &PruneOptions::new(Duration::from_secs(3600)).checkpoint(CheckpointMode::Passive),
-        )
-        .expect("prune");
+        let report = queue
+            .prune(
+                &PruneOptions::new(Duration::from_secs(3600)).checkpoint(CheckpointMode::Passive),
+            )
+            .expect("prune");
         assert_eq!(report.jobs_deleted, 3);
         let checkpoint = report.checkpoint.expect("a checkpoint ran");
         assert!(!checkpoint.busy);

@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, Result};
 use crate::job::JobRecord;
-use crate::metrics::{AttemptCount, MetricsSnapshot};
 use crate::storage::reads::{ErrorGroup, HealthRow, JobFilter, LiveSummary, Stats, StatusCount};
 use crate::storage::Tx;
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 /// Failed attempts of the last this-long count toward [`Health::failure_rate`] unless
@@ -192,6 +191,33 @@ impl Figures {
             paused_queues: paused,
         }
     }
+}
+
+/// How many attempts of one job type ended one way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct AttemptCount {
+    /// Job type.
+    pub job_type: String,
+    /// `succeeded`, `failed`, `timed_out`, `lost`, `released` or `cancelled`.
+    pub outcome: String,
+    /// Attempts.
+    pub count: i64,
+}
+
+/// Everything [`metrics::render`](crate::metrics::render) prints, read from the database. Made by
+/// [`Queue::metrics_snapshot`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct MetricsSnapshot {
+    /// Counts by queue, type and status.
+    pub stats: Stats,
+    /// Waiting, dead and failure figures.
+    pub health: Health,
+    /// Per queue with due jobs: the oldest due job's age (ms).
+    pub oldest_due_age_ms: Vec<(String, i64)>,
+    /// Attempt outcomes by job type.
+    pub attempts: Vec<AttemptCount>,
 }
 
 impl Queue {

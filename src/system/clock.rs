@@ -1,4 +1,4 @@
-//! Time, read in one place so tests can move it (R26).
+//! Time, read in one place so tests can move it.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

@@ -1,10 +1,7 @@
 //! `impl Queue` for the operator's actions on waiting jobs and queues: cancel, retry now,
-//! pause and resume a queue; and retention (prune, checkpoint).
+//! pause and resume a queue. Retention (prune, checkpoint) is the maintenance's.
 
 use crate::error::{Error, Result};
-use crate::maintenance::pruner::{
-    self, CheckpointMode, CheckpointReport, PruneOptions, PruneReport,
-};
 use crate::Queue;
 
 impl Queue {
@@ -80,27 +77,5 @@ impl Queue {
     /// Names of the paused queues, sorted.
     pub fn paused_queues(&self) -> Result<Vec<String>> {
         self.db().read(|tx| tx.paused_queues())
-    }
-
-    /// Retention (R17): deletes succeeded and cancelled jobs (and their attempts) that
-    /// finished before `options.older_than` ago, forgets expired idempotency keys, then
-    /// checkpoints the WAL. Never touches queued, running, failed or dead jobs. Deletes in
-    /// chunks, one short write transaction each, so workers keep going meanwhile.
-    pub fn prune(&self, options: &PruneOptions) -> Result<PruneReport> {
-        let report = pruner::prune(self, options)?;
-        log::info!(
-            "litejobs: pruned {} jobs, {} attempts, {} idempotency keys",
-            report.jobs_deleted,
-            report.attempts_deleted,
-            report.keys_deleted
-        );
-        Ok(report)
-    }
-
-    /// Copies the write-ahead log into the database file (`PRAGMA wal_checkpoint`); with
-    /// [`CheckpointMode::Truncate`] the WAL file is emptied too. `None` for
-    /// [`CheckpointMode::Skip`].
-    pub fn checkpoint(&self, mode: CheckpointMode) -> Result<Option<CheckpointReport>> {
-        pruner::checkpoint(self, mode)
     }
 }

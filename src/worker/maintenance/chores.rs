@@ -12,7 +12,7 @@ use super::every::Every;
 use super::pruner::Pruner;
 use super::strays::STRAY_SWEEP_INTERVAL;
 use crate::error::{ErrorKind, Result};
-use crate::events::Event;
+use crate::queue::events::Event;
 use crate::Queue;
 
 /// A worker's scheduled upkeep.

@@ -1,4 +1,4 @@
-//! Periodic jobs (R21): a [`Periodic`] schedule (a cron expression or a fixed interval) and a
+//! Periodic jobs: a [`Periodic`] schedule (a cron expression or a fixed interval) and a
 //! job template; the [`Scheduler`] enqueues the template once per slot.
 //!
 //! **Exactly once per slot, across processes.** Each schedule's latest handled slot is kept
@@ -26,10 +26,10 @@ use chrono::{DateTime, Utc};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde::Serialize;
 
-use crate::clock::duration_to_ms;
 use crate::error::{Error, ErrorKind, Result};
-use crate::events::Event;
 use crate::job::{validate, NewJob, Payload, DEFAULT_MAX_PAYLOAD_BYTES};
+use crate::queue::events::Event;
+use crate::system::clock::duration_to_ms;
 use crate::Queue;
 
 /// The shortest interval [`Periodic::every`] accepts.

@@ -1,22 +1,11 @@
-//! `impl Queue` for the dead letter (R8): dead jobs waiting for a person, requeue (one, or
+//! `impl Queue` for the dead letter: dead jobs waiting for a person, requeue (one, or
 //! by type and error text), discard.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::job::JobRecord;
+use crate::job::{Discarded, JobRecord};
 use crate::storage::reads::JobFilter;
 use crate::storage::Tx;
 use crate::Queue;
-
-/// What [`Queue::discard_dead`] did with the dead job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Discarded {
-    /// Deleted, with its attempt history.
-    Deleted,
-    /// It was the newest job of the table, which is never deleted so that ids are never
-    /// reused: it is now `cancelled` (history kept), and retention removes it once newer
-    /// jobs exist.
-    KeptCancelled,
-}
 
 impl Queue {
     /// Requeues dead job `id` as a **new** job (new id, same type, payload and options, due

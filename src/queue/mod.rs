@@ -1,4 +1,14 @@
-//! [`Queue`]: open a database, enqueue jobs, read them back.
+//! [`Queue`]: open a database, enqueue jobs, read them back; and what else a program does
+//! with a queue without running jobs: the operator's actions (`admin`), the dead letter
+//! (`dead_letter`), reads for people and monitors (`reads`, [`metrics`]), and the
+//! in-process signals a commit sends (`events` to subscribers, `wake` to idle workers).
+
+mod admin;
+mod dead_letter;
+pub(crate) mod events;
+pub mod metrics;
+pub(crate) mod reads;
+pub(crate) mod wake;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -6,13 +16,14 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
-use crate::events::{Event, EventHub};
-use crate::job::{validate, AttemptRecord, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES};
+use crate::job::{
+    validate, AttemptRecord, IntoNewJob, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES,
+};
 use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
-use crate::typed::IntoNewJob;
-use crate::wake::WakeList;
+use crate::system::clock::{Clock, SystemClock};
+use events::{Event, EventHub};
+use wake::WakeList;
 
 /// How long a write waits for another process's lock before giving up with
 /// [`ErrorKind::Busy`](crate::ErrorKind::Busy), unless configured otherwise.
@@ -233,7 +244,7 @@ impl QueueBuilder {
         // clocks agree on run times and leases (read once, when the queue opens).
         let clock = match db.clock_offset_ms() {
             Some(offset_ms) if !self.clock_given => {
-                Arc::new(crate::clock::OffsetClock { offset_ms }) as Arc<dyn Clock>
+                Arc::new(crate::system::clock::OffsetClock { offset_ms }) as Arc<dyn Clock>
             }
             _ => self.clock,
         };
@@ -346,7 +357,7 @@ impl Queue {
         Ok(inserted.into_iter().map(|ins| ins.id).collect())
     }
 
-    /// Enqueues inside the caller's own transaction (R22), with this queue's payload limit
+    /// Enqueues inside the caller's own transaction, with this queue's payload limit
     /// and clock: the job commits with the caller's change, or not at all. Call
     /// [`Queue::notify`] after the commit to wake workers at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
@@ -487,7 +498,7 @@ impl Queue {
     }
 }
 
-/// Enqueues inside the caller's own rusqlite transaction (R22), with the default payload
+/// Enqueues inside the caller's own rusqlite transaction, with the default payload
 /// limit and the wall clock. The job commits with the caller's change or not at all.
 ///
 /// ```
