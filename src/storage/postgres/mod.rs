@@ -18,7 +18,7 @@ mod listen;
 pub(crate) mod migrate;
 mod periodic;
 mod pool;
-mod reads;
+pub(crate) mod reads;
 mod reports;
 mod retention;
 pub(crate) mod sql;

@@ -15,14 +15,34 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::*;
 
+/// An error column as read, as the SQLite backend reads it (see its `error_as_read`): a text
+/// over `MAX_ERROR_BYTES` (2 048 bytes) reads as its first 2 000 characters and the length
+/// it had. A macro so that the SQL stays one literal.
+macro_rules! error_as_read {
+    ($column:literal) => {
+        concat!(
+            "CASE WHEN octet_length(",
+            $column,
+            ") > 2048 THEN left(",
+            $column,
+            ", 2000) || ' [... cut: ' || octet_length(",
+            $column,
+            ") || ' bytes in all]' ELSE ",
+            $column,
+            " END AS ",
+            $column
+        )
+    };
+}
+
 /// The columns [`JobRow`] reads.
-pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
-     max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
-     locked_until, CASE WHEN octet_length(last_error) > 2048 \
-        THEN left(last_error, 2000) || ' [... cut: ' || octet_length(last_error) \
-             || ' bytes in all]' \
-        ELSE last_error END AS last_error, last_status_code, idempotency_key, group_key, timeout_ms, \
-     result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
+pub(crate) const JOB_COLUMNS: &str = concat!(
+    "id, queue, job_type, payload, status, priority, attempts, max_attempts, run_at, \
+     created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
+    error_as_read!("last_error"),
+    ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
+     requeued_by, requeued_at, requeue_reason, requeued_as"
+);
 
 /// Attempt outcomes that count as failures in rates and error figures.
 const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
@@ -407,15 +427,12 @@ impl ReadStore for PgTx<'_> {
 
     fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>> {
         let rows = self.rows::<AttemptRow>(
-            query(
-                "SELECT job_id, attempt, worker, started_at, finished_at, outcome,
-                        CASE WHEN octet_length(error) > 2048
-                             THEN left(error, 2000) || ' [... cut: ' || octet_length(error)
-                                  || ' bytes in all]'
-                             ELSE error END AS error,
-                        status_code, duration_ms
-                 FROM job_attempts WHERE job_id = $1 ORDER BY attempt, id",
-            )
+            query(concat!(
+                "SELECT job_id, attempt, worker, started_at, finished_at, outcome, ",
+                error_as_read!("error"),
+                ", status_code, duration_ms FROM job_attempts WHERE job_id = $1 \
+                 ORDER BY attempt, id",
+            ))
             .int(job_id),
         )?;
         rows.into_iter()

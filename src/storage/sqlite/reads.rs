@@ -10,20 +10,35 @@ use crate::storage::reads::{
     BucketCounts, ErrorGroup, HealthRow, JobFilter, LiveSummary, ReadStore, StatusCount,
 };
 
+/// An error column as read: a text over `MAX_ERROR_BYTES` (2 048 bytes; an older version's,
+/// another program's) reads as its first 2 000 characters and the length it had, as
+/// litejobs would have stored it, on both backends: a page of rows holding megabytes each
+/// must not cost their whole size. A macro so that the SQL stays one literal.
+macro_rules! error_as_read {
+    ($column:literal) => {
+        concat!(
+            "CASE WHEN length(CAST(",
+            $column,
+            " AS BLOB)) > 2048 THEN substr(",
+            $column,
+            ", 1, 2000) || ' [... cut: ' || length(CAST(",
+            $column,
+            " AS BLOB)) || ' bytes in all]' ELSE ",
+            $column,
+            " END"
+        )
+    };
+}
+
 /// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
-/// can be shown as it is (see [`lenient`]).
-///
-/// An error text over `MAX_ERROR_BYTES` (an older version's, another program's) is read as
-/// its first 2 000 characters and the length it had, as litejobs would have stored it, on
-/// both backends: a page of rows holding megabytes each must not cost their whole size.
-pub(crate) const JOB_COLUMNS: &str = "id, queue, job_type, payload, status, priority, attempts, \
-     max_attempts, run_at, created_at, updated_at, started_at, finished_at, locked_by, \
-     locked_until, CASE WHEN length(CAST(last_error AS BLOB)) > 2048 \
-        THEN substr(last_error, 1, 2000) || ' [... cut: ' || length(CAST(last_error AS BLOB)) \
-             || ' bytes in all]' \
-        ELSE last_error END, \
-     last_status_code, idempotency_key, group_key, \
-     timeout_ms, result, progress, requeued_by, requeued_at, requeue_reason, requeued_as";
+/// can be shown as it is (see [`lenient`]), but for the error ([`error_as_read`]).
+pub(crate) const JOB_COLUMNS: &str = concat!(
+    "id, queue, job_type, payload, status, priority, attempts, max_attempts, run_at, \
+     created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
+    error_as_read!("last_error"),
+    ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
+     requeued_by, requeued_at, requeue_reason, requeued_as"
+);
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
 /// is shown as a JSON string rather than hidden.
@@ -185,15 +200,11 @@ impl ReadStore for SqliteTx<'_> {
 
     /// A job's attempt history, oldest first.
     fn attempts(&self, job_id: i64) -> Result<Vec<AttemptRecord>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT job_id, attempt, worker, started_at, finished_at, outcome,
-                    CASE WHEN length(CAST(error AS BLOB)) > 2048
-                         THEN substr(error, 1, 2000) || ' [... cut: ' || length(CAST(error AS BLOB))
-                              || ' bytes in all]'
-                         ELSE error END,
-                    status_code, duration_ms
-             FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
-        )?;
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT job_id, attempt, worker, started_at, finished_at, outcome, ",
+            error_as_read!("error"),
+            ", status_code, duration_ms FROM job_attempts WHERE job_id = ?1 ORDER BY attempt, id",
+        ))?;
         // Whatever another program wrote into the history is shown, never a failed read.
         let rows = stmt.query_map([job_id], |row| {
             let mut problems = Vec::new();
@@ -327,12 +338,10 @@ impl ReadStore for SqliteTx<'_> {
         // The groups come from the error index alone (failed and dead rows only); "first seen"
         // is then one probe per group into the attempts' error index, bounded below by the
         // group's own earliest change (a row refused at the claim has no attempt).
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT CASE WHEN length(CAST(g.last_error AS BLOB)) > 2048
-                        THEN substr(g.last_error, 1, 2000) || ' [... cut: '
-                             || length(CAST(g.last_error AS BLOB)) || ' bytes in all]'
-                        ELSE g.last_error END,
-                    g.n, g.failed, g.dead, g.types,
+        let mut stmt = self.conn.prepare_cached(concat!(
+            "SELECT ",
+            error_as_read!("g.last_error"),
+            ", g.n, g.failed, g.dead, g.types,
                     COALESCE(MIN((SELECT MIN(a.finished_at) FROM job_attempts a
                                   WHERE a.error = g.last_error AND a.error IS NOT NULL),
                                  g.first_change),
@@ -350,7 +359,7 @@ impl ReadStore for SqliteTx<'_> {
                    ORDER BY n DESC, last_change DESC
                    LIMIT ?1) AS g
              ORDER BY g.n DESC, g.last_change DESC",
-        )?;
+        ))?;
         let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
             let types = lenient::label(row, 4)?;
             Ok((
@@ -546,5 +555,24 @@ impl SqliteTx<'_> {
             Ok((row.get(0)?, row.get(1)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JOB_COLUMNS;
+    use crate::handler::MAX_ERROR_BYTES;
+
+    /// The read-side cut is SQL text and cannot name the constant: it must say the same.
+    #[test]
+    fn errors_are_read_cut_at_the_length_litejobs_keeps() {
+        let over = format!("> {MAX_ERROR_BYTES} ");
+        assert!(JOB_COLUMNS.contains(&over), "{JOB_COLUMNS}");
+        #[cfg(feature = "postgres")]
+        assert!(
+            crate::storage::postgres::reads::JOB_COLUMNS.contains(&over),
+            "{}",
+            crate::storage::postgres::reads::JOB_COLUMNS
+        );
     }
 }
