@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 2: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 3: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -71,6 +71,14 @@ CREATE TABLE jobs (
     requeued_at BIGINT,
     requeue_reason TEXT,
     requeued_as BIGINT,
+    -- Set when the job was cancelled: who (the name given to `cancel`, `handler` when its
+    -- handler returned a cancel, `deadline` when it expired) and why.
+    cancelled_by TEXT,
+    cancel_reason TEXT,
+    -- The job's deadline (ms), NULL for none: a job not started by then never starts; it
+    -- ends cancelled, with cancelled_by 'deadline'. A retry that would fall after it ends the
+    -- job the same way. An attempt already running is not cut short (its timeout does that).
+    expires_at BIGINT,
     CONSTRAINT jobs_status_valid CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'dead', 'cancelled')),
     CONSTRAINT jobs_queue_text CHECK (queue <> ''),
     CONSTRAINT jobs_job_type_text CHECK (job_type <> ''),
@@ -78,7 +86,8 @@ CREATE TABLE jobs (
     CONSTRAINT jobs_max_attempts_positive CHECK (max_attempts >= 1),
     -- Milliseconds, not seconds (a value below created_at / 100) nor micro- or nanoseconds.
     CONSTRAINT jobs_run_at_ms CHECK (run_at >= created_at / 100 AND run_at < 100000000000000),
-    CONSTRAINT jobs_timeout_ms_positive CHECK (timeout_ms IS NULL OR timeout_ms > 0)
+    CONSTRAINT jobs_timeout_ms_positive CHECK (timeout_ms IS NULL OR timeout_ms > 0),
+    CONSTRAINT jobs_expires_at_ms CHECK (expires_at IS NULL OR (expires_at >= created_at / 100 AND expires_at < 100000000000000))
 );
 
 -- The claim reads due rows of one queue in (priority DESC, run_at, id) order; the index holds
@@ -118,6 +127,10 @@ CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
 
 -- Requeued dead jobs (few): dead jobs awaiting a person are the kept dead count less these.
 CREATE INDEX jobs_requeued_idx ON jobs (requeued_as) WHERE requeued_as IS NOT NULL;
+
+-- Waiting jobs with a deadline, for the sweep that cancels those past it.
+CREATE INDEX jobs_expiring_idx ON jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND status IN ('queued', 'failed');
 
 -- Counts of finished jobs by queue, type and status (stats read them instead of counting
 -- every finished row), kept by the triggers below for every writer. Never write to it by hand.
@@ -427,8 +440,14 @@ CREATE TABLE periodic_schedules (
     updated_at BIGINT NOT NULL DEFAULT (floor(extract(epoch FROM now()) * 1000)::bigint)
 );
 
+-- Job types whose payloads every litejobs enqueuer encrypts (`litejobs keys encrypt-type`).
+CREATE TABLE encrypted_types (
+    job_type TEXT PRIMARY KEY,
+    created_at BIGINT NOT NULL DEFAULT (floor(extract(epoch FROM now()) * 1000)::bigint)
+);
+
 -- The schema's version: one row, for litejobs' migrations (a newer one is refused).
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (2);
+INSERT INTO schema_version (version) VALUES (3);

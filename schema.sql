@@ -1,4 +1,4 @@
--- litejobs schema, version 6: the contract for programs in any language.
+-- litejobs schema, version 7: the contract for programs in any language.
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
 -- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
@@ -38,6 +38,7 @@
 --   jobs_timeout_ms_positive    timeout_ms is NULL or an integer > 0
 --   jobs_idempotency_key_text   idempotency_key is NULL or text, not a BLOB
 --   jobs_group_key_text         group_key is NULL or text, not a BLOB
+--   jobs_expires_at_ms          expires_at is NULL or integer milliseconds, as run_at
 --   jobs_status_valid           status is one of the six words above
 -- An integer may also arrive as text ('5', as PHP's PDO binds every value) or as a whole
 -- REAL (5.0): SQLite stores it as an integer. The rules are written so that they mean the
@@ -98,6 +99,19 @@ CREATE TABLE jobs (
     requeued_at INTEGER,
     requeue_reason TEXT,
     requeued_as INTEGER,
+    -- Set when the job was cancelled: who (the name given to `cancel`, `handler` when its
+    -- handler returned a cancel, `deadline` when it expired) and why.
+    cancelled_by TEXT,
+    cancel_reason TEXT,
+    -- The job's deadline (ms), NULL for none: a job not started by then never starts; it
+    -- ends cancelled, with cancelled_by 'deadline'. A retry that would fall after it ends the
+    -- job the same way. An attempt already running is not cut short (its timeout does that).
+    expires_at INTEGER CONSTRAINT jobs_expires_at_ms CHECK (expires_at IS NULL
+        OR ((typeof(expires_at) = 'integer' OR (typeof(expires_at) = 'real' AND expires_at = CAST(expires_at AS INTEGER))
+            OR (typeof(expires_at) = 'text' AND CAST(CAST(expires_at AS INTEGER) AS TEXT) = CAST(expires_at AS TEXT)))
+            AND CAST(expires_at AS INTEGER) >= CAST(created_at AS INTEGER) / 100
+            AND CAST(expires_at AS INTEGER) < 100000000000000)
+        OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled'),
     -- The rules listed at the top. Written with ORs: measured to cost almost nothing, where
     -- an IN list halved insert speed; all of them together cost 5-10 % of a bare insert.
     CONSTRAINT jobs_status_valid CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded'
@@ -170,6 +184,11 @@ CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
 
 -- Requeued dead jobs (few): dead jobs awaiting a person are the kept dead count less these.
 CREATE INDEX jobs_requeued_idx ON jobs (requeued_as) WHERE requeued_as IS NOT NULL;
+
+-- Waiting jobs with a deadline, for the sweep that cancels those past it. Jobs without a
+-- deadline never enter it.
+CREATE INDEX jobs_expiring_idx ON jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND status IN ('queued', 'failed');
 
 -- Counts of finished jobs by queue, type and status (stats read them instead of counting
 -- every finished row). litejobs keeps them as jobs finish; the triggers keep them for any
@@ -473,7 +492,17 @@ CREATE TABLE periodic_schedules (
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 6;
+-- ---------------------------------------------------------------------------------------
+-- Encrypted payloads (migration 7)
+-- ---------------------------------------------------------------------------------------
+
+-- Job types whose payloads every litejobs enqueuer encrypts (`litejobs keys encrypt-type`).
+CREATE TABLE encrypted_types (
+    job_type TEXT PRIMARY KEY NOT NULL,
+    created_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
+) WITHOUT ROWID;
+
+PRAGMA user_version = 7;
 
 -- Last, after the writes: inside a caller's transaction it is then a no-op rather than the
 -- error it is as a transaction's first statement (see the top of this file).

@@ -239,7 +239,7 @@ impl Crate {
                 }
             }
             Some(first) if self.children_of(context).contains(first) => current = context.clone(),
-            Some(first) if depth > 0 => {
+            Some(first) if depth > 0 && depth < 8 => {
                 // A re-export's own path may start with a name its module imported.
                 let target = self.imports.get(context)?.get(first)?.clone();
                 let mut full = target;

@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_init.sql"),
     include_str!("migrations/0002_trigger_search_path.sql"),
+    include_str!("migrations/0003_cancel_deadline_encryption.sql"),
 ];
 
 /// The schema version this build writes and understands.

@@ -5,7 +5,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, OptionalExtension};
 
 use super::admin::invalid_state;
-use super::reads::{job_from_row, JOB_COLUMNS};
+use super::job_row::{job_from_row, JOB_COLUMNS};
 use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::Discarded;

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_jobs_checked_at_the_door.sql"),
     include_str!("migrations/0005_read_side.sql"),
     include_str!("migrations/0006_job_ids_without_autoincrement.sql"),
+    include_str!("migrations/0007_cancel_deadline_encryption.sql"),
 ];
 
 /// The schema version this build writes and understands.

@@ -11,6 +11,7 @@ mod checkpointer;
 mod counts;
 mod dead_letter;
 mod errors;
+pub(crate) mod job_row;
 mod jobs;
 pub(crate) mod lenient;
 mod limits;

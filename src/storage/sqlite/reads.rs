@@ -3,103 +3,13 @@
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{params, params_from_iter, OptionalExtension, Row};
 
+use super::job_row::{error_as_read, job_from_row, JOB_COLUMNS};
 use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::{
     BucketCounts, ErrorGroup, HealthRow, JobFilter, LiveSummary, ReadStore, StatusCount,
 };
-
-/// An error column as read: a text over `MAX_ERROR_BYTES` (2 048 bytes; an older version's,
-/// another program's) reads as its first 2 000 characters and the length it had, as
-/// litejobs would have stored it, on both backends: a page of rows holding megabytes each
-/// must not cost their whole size. A macro so that the SQL stays one literal.
-macro_rules! error_as_read {
-    ($column:literal) => {
-        concat!(
-            "CASE WHEN length(CAST(",
-            $column,
-            " AS BLOB)) > 2048 THEN substr(",
-            $column,
-            ", 1, 2000) || ' [... cut: ' || length(CAST(",
-            $column,
-            " AS BLOB)) || ' bytes in all]' ELSE ",
-            $column,
-            " END"
-        )
-    };
-}
-
-/// The columns [`job_from_row`] reads, in order: raw, so that what another program wrote
-/// can be shown as it is (see [`lenient`]), but for the error ([`error_as_read`]).
-pub(crate) const JOB_COLUMNS: &str = concat!(
-    "id, queue, job_type, payload, status, priority, attempts, max_attempts, run_at, \
-     created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
-    error_as_read!("last_error"),
-    ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
-     requeued_by, requeued_at, requeue_reason, requeued_as"
-);
-
-/// JSON text from the database as a value; text that is not JSON (a row written by hand)
-/// is shown as a JSON string rather than hidden.
-pub(crate) fn json_column(text: Option<String>) -> Option<serde_json::Value> {
-    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
-}
-
-/// A stored job, whatever another program put in its columns: values litejobs cannot use are
-/// shown safely and listed in [`JobRecord::problems`]; reading never fails on them.
-pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
-    let mut problems = Vec::new();
-    let p = &mut problems;
-    let status_text = lenient::text(row, 4, "status", p)?;
-    let status = status_text.parse::<JobStatus>().unwrap_or_else(|_| {
-        p.push(format!(
-            "column status holds {}, not one of the six status words",
-            lenient::describe(rusqlite::types::ValueRef::Text(status_text.as_bytes()))
-        ));
-        JobStatus::Dead
-    });
-    let payload = match row.get_ref(3)? {
-        rusqlite::types::ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
-            Ok(text) => serde_json::from_str(text).unwrap_or_else(|e| {
-                p.push(format!("column payload is not valid JSON ({e})"));
-                serde_json::Value::String(text.to_string())
-            }),
-            Err(_) => serde_json::Value::String(lenient::text(row, 3, "payload", p)?),
-        },
-        _ => serde_json::Value::String(lenient::text(row, 3, "payload", p)?),
-    };
-    let job = JobRecord {
-        id: row.get(0)?,
-        queue: lenient::text(row, 1, "queue", p)?,
-        job_type: lenient::text(row, 2, "job_type", p)?,
-        payload,
-        status,
-        priority: lenient::int(row, 5, "priority", p)?,
-        attempts: lenient::int(row, 6, "attempts", p)?,
-        max_attempts: lenient::int(row, 7, "max_attempts", p)?,
-        run_at: lenient::int(row, 8, "run_at", p)?,
-        created_at: lenient::int(row, 9, "created_at", p)?,
-        updated_at: lenient::int(row, 10, "updated_at", p)?,
-        started_at: lenient::opt_int(row, 11, "started_at", p)?,
-        finished_at: lenient::opt_int(row, 12, "finished_at", p)?,
-        locked_by: lenient::opt_text(row, 13, "locked_by", p)?,
-        locked_until: lenient::opt_int(row, 14, "locked_until", p)?,
-        last_error: lenient::opt_text(row, 15, "last_error", p)?,
-        last_status_code: lenient::opt_int(row, 16, "last_status_code", p)?,
-        idempotency_key: lenient::opt_text(row, 17, "idempotency_key", p)?,
-        group_key: lenient::opt_text(row, 18, "group_key", p)?,
-        timeout_ms: lenient::opt_int(row, 19, "timeout_ms", p)?,
-        result: json_column(lenient::opt_text(row, 20, "result", p)?),
-        progress: json_column(lenient::opt_text(row, 21, "progress", p)?),
-        requeued_by: lenient::opt_text(row, 22, "requeued_by", p)?,
-        requeued_at: lenient::opt_int(row, 23, "requeued_at", p)?,
-        requeue_reason: lenient::opt_text(row, 24, "requeue_reason", p)?,
-        requeued_as: lenient::opt_int(row, 25, "requeued_as", p)?,
-        problems,
-    };
-    Ok(job)
-}
 
 /// Adds one live row (queue, job type, status, run time or NULL when running) to `live`.
 fn summarize(live: &mut LiveSummary, row: &Row<'_>, now: i64) -> rusqlite::Result<()> {
@@ -560,8 +470,8 @@ impl SqliteTx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::JOB_COLUMNS;
     use crate::handler::MAX_ERROR_BYTES;
+    use crate::storage::sqlite::job_row::JOB_COLUMNS;
 
     /// The read-side cut is SQL text and cannot name the constant: it must say the same.
     #[test]
@@ -570,9 +480,9 @@ mod tests {
         assert!(JOB_COLUMNS.contains(&over), "{JOB_COLUMNS}");
         #[cfg(feature = "postgres")]
         assert!(
-            crate::storage::postgres::reads::JOB_COLUMNS.contains(&over),
+            crate::storage::postgres::job_row::JOB_COLUMNS.contains(&over),
             "{}",
-            crate::storage::postgres::reads::JOB_COLUMNS
+            crate::storage::postgres::job_row::JOB_COLUMNS
         );
     }
 }
