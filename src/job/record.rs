@@ -147,6 +147,13 @@ pub struct JobRecord {
     pub requeue_reason: Option<String>,
     /// The id of the new job the requeue created.
     pub requeued_as: Option<i64>,
+    /// Who cancelled the job: the name given to the cancel, `handler` when its handler
+    /// returned [`JobError::cancel`](crate::JobError::cancel), `deadline` when it expired.
+    pub cancelled_by: Option<String>,
+    /// Why it was cancelled.
+    pub cancel_reason: Option<String>,
+    /// Its deadline (ms since the Unix epoch): not started by then, it never starts.
+    pub expires_at: Option<i64>,
     /// What is wrong with the stored row, when another program wrote values litejobs cannot
     /// use (e.g. `column payload holds BLOB X'7B7D' (2 bytes), not text`). Empty for rows
     /// litejobs wrote. Such a job goes dead when a worker claims it; the fields above show

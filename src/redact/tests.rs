@@ -361,6 +361,9 @@ fn job_record() -> JobRecord {
         requeued_at: None,
         requeue_reason: None,
         requeued_as: None,
+        cancelled_by: None,
+        cancel_reason: None,
+        expires_at: None,
         problems: Vec::new(),
     }
 }

@@ -33,7 +33,7 @@ pub(crate) const JOB_COLUMNS: &str = concat!(
      created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
     error_as_read!("last_error"),
     ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
-     requeued_by, requeued_at, requeue_reason, requeued_as"
+     requeued_by, requeued_at, requeue_reason, requeued_as, cancelled_by, cancel_reason, expires_at"
 );
 
 /// One `jobs` row as [`JOB_COLUMNS`] selects it.
@@ -91,6 +91,12 @@ pub(crate) struct JobRow {
     requeue_reason: Option<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
     requeued_as: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    cancelled_by: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    cancel_reason: Option<String>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    expires_at: Option<i64>,
 }
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
@@ -142,6 +148,9 @@ impl JobRow {
             requeued_at: self.requeued_at,
             requeue_reason: self.requeue_reason,
             requeued_as: self.requeued_as,
+            cancelled_by: self.cancelled_by,
+            cancel_reason: self.cancel_reason,
+            expires_at: self.expires_at,
             problems,
         }
     }

@@ -34,7 +34,7 @@ pub(crate) const JOB_COLUMNS: &str = concat!(
      created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
     error_as_read!("last_error"),
     ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
-     requeued_by, requeued_at, requeue_reason, requeued_as"
+     requeued_by, requeued_at, requeue_reason, requeued_as, cancelled_by, cancel_reason, expires_at"
 );
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
@@ -93,6 +93,9 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         requeued_at: lenient::opt_int(row, 23, "requeued_at", p)?,
         requeue_reason: lenient::opt_text(row, 24, "requeue_reason", p)?,
         requeued_as: lenient::opt_int(row, 25, "requeued_as", p)?,
+        cancelled_by: lenient::opt_text(row, 26, "cancelled_by", p)?,
+        cancel_reason: lenient::opt_text(row, 27, "cancel_reason", p)?,
+        expires_at: lenient::opt_int(row, 28, "expires_at", p)?,
         problems,
     };
     Ok(job)

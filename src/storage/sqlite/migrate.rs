@@ -133,6 +133,23 @@ pub(crate) fn check_readable(conn: &Connection) -> Result<i64> {
     }
 }
 
+/// Lets this build's reads run on an older file opened read-only (which is never migrated):
+/// temporary objects, private to the connection and shadowing the file's own, give it what
+/// later migrations added, empty. Nothing is written to the file.
+pub(crate) fn shim_older_for_reading(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA main.user_version", [], |row| row.get(0))?;
+    if version < 7 {
+        conn.execute_batch(
+            "CREATE TEMP VIEW IF NOT EXISTS jobs AS
+                 SELECT *, NULL AS cancelled_by, NULL AS cancel_reason, NULL AS expires_at
+                 FROM main.jobs;
+             CREATE TEMP TABLE IF NOT EXISTS encrypted_types (
+                 job_type TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL);",
+        )?;
+    }
+    Ok(())
+}
+
 /// Refuses a foreign, newer or non-SQLite file, and brings an empty or older one to
 /// [`SCHEMA_VERSION`] in one transaction. `wal` turns on WAL mode before the first write.
 /// Without `create`, a file without the litejobs schema is refused (and left unchanged)

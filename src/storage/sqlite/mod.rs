@@ -263,8 +263,11 @@ impl SqliteDb {
         let busy_timeout = config.busy_timeout;
         let manager = manager.with_init(move |conn| {
             // A read-only connection must not try to set WAL mode (a write).
-            let wal = !in_memory && !conn.is_readonly(rusqlite::MAIN_DB)?;
-            configure(conn, synchronous, busy_timeout, wal)
+            let read_only = conn.is_readonly(rusqlite::MAIN_DB)?;
+            if read_only {
+                migrate::shim_older_for_reading(conn)?;
+            }
+            configure(conn, synchronous, busy_timeout, !in_memory && !read_only)
         });
         let pool = r2d2::Pool::builder()
             .max_size(config.pool_size)
