@@ -76,7 +76,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Cases the model can tell apart; [`the_generator_reaches_every_case_the_model_knows`]
 /// proves that generated sequences reach each of them, so a generator that drifted would
 /// not quietly test less.
-const COVERAGE: [&str; 25] = [
+const COVERAGE: [&str; 26] = [
     "enqueue returns the live holder of its key",
     "enqueue returns the remembered holder of a pruned job's key",
     "a claim skips a job whose group is busy",
@@ -96,6 +96,7 @@ const COVERAGE: [&str; 25] = [
     "reaped and due again",
     "reaped with attempts spent: dead",
     "operator cancel",
+    "operator cancel of a running job",
     "retry_now of a dead job",
     "a dead job's key is taken: retry_now and requeue refused",
     "requeue of a dead job",

@@ -69,6 +69,7 @@ mod outcome;
 mod pipes;
 mod process;
 mod serve;
+mod serve_cancel;
 mod serve_pool;
 mod serve_process;
 

@@ -243,7 +243,7 @@ impl Watchdog {
                 match entry.terminated {
                     None => {
                         let why = if entry.stop.load(Ordering::Relaxed) {
-                            Some("stopped: past its timeout, or the worker is shutting down")
+                            Some("stopped: past its timeout, cancelled, or the worker is shutting down")
                         } else if entry.until.is_some_and(|u| now >= u) {
                             Some("stopped: past its timeout")
                         } else {

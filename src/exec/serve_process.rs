@@ -19,6 +19,7 @@ use super::pipes::{
     printable, set_nonblocking, wait_one, write_some, Dir, Io, Line, LineReader, POLL_TICK,
 };
 use super::process::{group_is_empty, signal_group, watchdog, Program, Watch};
+use super::serve_cancel::JobStop;
 use super::{deadline_ms, MAX_STDOUT_BYTES};
 use crate::handler::JobContext;
 use crate::handler::JobError;
@@ -169,11 +170,13 @@ impl Process {
         let pid = self.pid();
         let shown = Arc::clone(&self.shown);
         let shown = &*shown;
-        let watch = watchdog().watch(pid, ctx.stop_flag(), Some(ctx.run_until()), kill_grace);
+        // Not the context's own stop flag: a cancel is passed on before the group is stopped.
+        let mut stop = JobStop::new(kill_grace);
+        let watch = watchdog().watch(pid, stop.flag(), Some(ctx.run_until()), kill_grace);
         if let Ok(mut tail) = self.stderr.lock() {
             tail.clear();
         }
-        if let Some(answer) = self.send(line.as_bytes(), &watch) {
+        if let Some(answer) = self.send(line.as_bytes(), &watch, ctx, &mut stop) {
             return answer;
         }
         self.recent.push_back(ctx.id());
@@ -192,9 +195,12 @@ impl Process {
                          read)"
                     ))
                 }
-                Line::Closed => return Answer::Broken(ended_why(&watch)),
-                Line::Pending if exited => return Answer::Broken(ended_why(&watch)),
+                Line::Closed => return Answer::Broken(ended_why(&watch, &stop, kill_grace)),
+                Line::Pending if exited => {
+                    return Answer::Broken(ended_why(&watch, &stop, kill_grace))
+                }
                 Line::Pending => {
+                    stop.check(ctx, self.stdin.as_mut());
                     readable = wait_one(self.stdout.fd(), Dir::Read, POLL_TICK);
                     // Nothing to read: a process that ended while a child of its own holds
                     // its stdout is noticed here; what it wrote before is read first.
@@ -226,8 +232,13 @@ impl Process {
                         Err(why) => return Answer::Broken(why),
                     };
                     // An answer that came as the watchdog was stopping the process: the job
-                    // is done, the process is not trusted with another.
-                    return if watch.stopped().is_some() {
+                    // is done, the process is not trusted with another. Nor is one told of
+                    // a cancel that did not answer `cancel`: the line may still wait unread
+                    // in its input, and a program that does not know it would take it for a
+                    // job.
+                    let unread_cancel = stop.told()
+                        && answer.get("outcome").and_then(Value::as_str) != Some("cancel");
+                    return if watch.stopped().is_some() || unread_cancel {
                         Answer::DoneByStopped(outcome)
                     } else {
                         Answer::Done(outcome)
@@ -249,7 +260,13 @@ impl Process {
 
     /// Writes `line` to its stdin without ever blocking past the watch; `None` once all of
     /// it is written.
-    fn send(&mut self, line: &[u8], watch: &Watch) -> Option<Answer> {
+    fn send(
+        &mut self,
+        line: &[u8],
+        watch: &Watch,
+        ctx: &JobContext,
+        stop: &mut JobStop,
+    ) -> Option<Answer> {
         let Some(stdin) = self.stdin.as_mut() else {
             return Some(Answer::NotSent("its stdin is closed".into()));
         };
@@ -286,6 +303,14 @@ impl Process {
             if matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)) {
                 return Some(cut_short(sent, "the process exited".into()));
             }
+            // A job cancelled before the process read it is not passed on as a line in the
+            // middle of its job's: the process is stopped.
+            if let Some(text) = ctx.cancelled() {
+                return Some(Answer::Broken(format!(
+                    "the job was {text} before the process read it"
+                )));
+            }
+            stop.check(ctx, None);
             wait_one(stdin.as_fd(), Dir::Write, POLL_TICK);
         }
     }
@@ -354,8 +379,15 @@ enum Judged {
     Broken(String),
 }
 
-/// Why a process stopped answering: the watchdog stopped it, or it ended.
-fn ended_why(watch: &Watch) -> String {
+/// Why a process stopped answering: it did not end a cancelled job in time, the watchdog
+/// stopped it, or it ended.
+fn ended_why(watch: &Watch, stop: &JobStop, kill_grace: Duration) -> String {
+    if stop.told() && watch.stopped().is_some() {
+        return format!(
+            "did not end its cancelled job within the kill grace of {} ms",
+            kill_grace.as_millis()
+        );
+    }
     watch
         .stopped()
         .map(str::to_string)

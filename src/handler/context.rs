@@ -1,13 +1,15 @@
 //! [`JobContext`]: what a handler sees of its job and what it can tell the runtime.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
 use super::error::JobError;
 use crate::error::{Error, ErrorKind, Result};
+use crate::job::JobStatus;
+use crate::storage::admin::cancelled_text;
 use crate::storage::jobs::{ClaimedRow, Lease};
 use crate::system::clock::{duration_to_ms, ms_to_system_time};
 use crate::Queue;
@@ -43,6 +45,9 @@ pub struct JobContext {
     worker_id: Arc<str>,
     lease: Arc<dyn Heartbeat>,
     stop: Arc<AtomicBool>,
+    /// Set (before `stop`) when a person cancelled the job while this attempt ran: what
+    /// the handler is told ("cancelled by WHO: WHY").
+    cancelled: Arc<OnceLock<String>>,
     pub(crate) result: Mutex<Option<String>>,
     pub(crate) progress: Mutex<Option<String>>,
 }
@@ -69,6 +74,7 @@ impl JobContext {
         worker_id: Arc<str>,
         lease: Arc<dyn Heartbeat>,
         stop: Arc<AtomicBool>,
+        cancelled: Arc<OnceLock<String>>,
     ) -> JobContext {
         JobContext {
             row,
@@ -81,6 +87,7 @@ impl JobContext {
             worker_id,
             lease,
             stop,
+            cancelled,
             result: Mutex::new(None),
             progress: Mutex::new(None),
         }
@@ -169,10 +176,20 @@ impl JobContext {
         ms_to_system_time(self.deadline_ms)
     }
 
-    /// True once the attempt should stop: it timed out, or the worker is shutting down and
-    /// the grace period is over. Long handlers check this between steps.
+    /// True once the attempt should stop: it timed out, the worker is shutting down and
+    /// the grace period is over, or the job was cancelled while it ran
+    /// ([`Queue::cancel`](crate::Queue::cancel): within about a second when cancelled from
+    /// another process, at once from this one). Long handlers check this between steps;
+    /// whatever the attempt returns after that is discarded.
     pub fn should_stop(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// "cancelled by WHO: WHY" once this worker has heard that the job was cancelled while
+    /// this attempt ran.
+    #[cfg_attr(not(feature = "exec"), allow(dead_code))]
+    pub(crate) fn cancelled(&self) -> Option<&str> {
+        self.cancelled.get().map(String::as_str)
     }
 
     /// The flag [`should_stop`](JobContext::should_stop) reads, for a watcher on another
@@ -193,9 +210,13 @@ impl JobContext {
     /// so the reaper knows they are alive.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidState`] when the lease is gone (the job was reaped or timed out
-    /// and may be running elsewhere): the handler should stop.
+    /// [`ErrorKind::InvalidState`] when the lease is gone: the job was cancelled (the
+    /// message says "job N was cancelled by WHO: WHY"), or it was reaped or timed out and
+    /// may be running elsewhere. Either way the handler should stop.
     pub fn heartbeat(&self) -> Result<()> {
+        if let Some(text) = self.cancelled.get() {
+            return Err(self.cancelled_error(text));
+        }
         let until = self
             .queue
             .now_ms()
@@ -206,13 +227,28 @@ impl JobContext {
             .lease
             .extend(&self.queue, &self.row, &self.worker_id, until, progress)?
         {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::InvalidState,
-                format!("job {} lost its lease; stop this attempt", self.row.id),
-            ))
+            return Ok(());
         }
+        // Why the lease is gone: a cancel from another process is told as such before the
+        // worker's own look at the job has come.
+        if let Ok(Some(job)) = self.queue.job(self.row.id) {
+            if job.status == JobStatus::Cancelled {
+                let text =
+                    cancelled_text(job.cancelled_by.as_deref(), job.cancel_reason.as_deref());
+                return Err(self.cancelled_error(&text));
+            }
+        }
+        Err(Error::new(
+            ErrorKind::InvalidState,
+            format!("job {} lost its lease; stop this attempt", self.row.id),
+        ))
+    }
+
+    fn cancelled_error(&self, text: &str) -> Error {
+        Error::new(
+            ErrorKind::InvalidState,
+            format!("job {} was {text}; stop this attempt", self.row.id),
+        )
     }
 
     /// Records progress (JSON), saved at the next heartbeat and when the attempt ends.

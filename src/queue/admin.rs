@@ -1,24 +1,139 @@
-//! `impl Queue` for the operator's actions on waiting jobs and queues: cancel, retry now,
-//! pause and resume a queue. Retention (prune, checkpoint) is the maintenance's.
+//! `impl Queue` for the operator's actions on jobs and queues: cancel (a waiting or a
+//! running job, one or by type and text), retry now, pause and resume a queue. Retention
+//! (prune, checkpoint) is the maintenance's.
 
 use crate::error::{Error, Result};
+use crate::job::JobStatus;
+use crate::queue::cancels::CancelNotice;
+use crate::queue::events::Event;
+use crate::storage::admin::{cancelled_text, Cancelled, CANCELLED_BY_APP};
 use crate::Queue;
 
 impl Queue {
-    /// Cancels a waiting job (queued, or failed with a retry scheduled): it becomes
-    /// `cancelled` and no worker runs it. Its idempotency key is released.
+    /// Cancels a job that waits (queued, or failed with a retry scheduled) or runs: it is
+    /// `cancelled` at once, and no worker starts it again. Its idempotency key is released.
+    /// Kept as cancelled by `app`, with no reason; [`Queue::cancel_as`] says who and why.
     ///
-    /// A **running** job is refused rather than marked: its handler is not interrupted, and
-    /// a handler that wants to stop returns [`JobError::cancel`](crate::JobError::cancel).
+    /// A **running** job's attempt is recorded as `cancelled` and its lease ends in the same
+    /// transaction, so whatever the attempt reports later (success, failure, heartbeat)
+    /// changes nothing. The worker holding it hears of it (at once in this process, within
+    /// about a second in another) and tells the handler:
+    /// [`JobContext::should_stop`](crate::JobContext::should_stop) turns true and
+    /// [`JobContext::heartbeat`](crate::JobContext::heartbeat) fails saying who cancelled
+    /// it. A handler that goes on anyway runs until it returns or its timeout passes, its
+    /// thread taken meanwhile; what it returns is discarded. A command handler's process
+    /// group is stopped (see [`exec`](crate::exec) for `--exec` and `--serve`).
     ///
     /// # Errors
     /// [`NotFound`](crate::ErrorKind::NotFound) for an unknown id;
-    /// [`InvalidState`](crate::ErrorKind::InvalidState) for a running or finished job.
+    /// [`InvalidState`](crate::ErrorKind::InvalidState) for a finished job (succeeded,
+    /// dead or cancelled).
     pub fn cancel(&self, id: i64) -> Result<()> {
+        self.cancel_as(id, CANCELLED_BY_APP, "")
+    }
+
+    /// [`Queue::cancel`], keeping who cancelled the job (`by`, e.g. a person's name) and why
+    /// (`reason`; empty for none) on the job, and on the running attempt's history row.
+    ///
+    /// # Errors
+    /// As [`Queue::cancel`].
+    pub fn cancel_as(&self, id: i64, by: &str, reason: &str) -> Result<()> {
         let now = self.now_ms();
-        self.db().write(|tx| tx.cancel(id, now))?;
-        log::info!("litejobs: job {id} cancelled");
+        let cancelled = self.db().write(|tx| tx.cancel(id, by, reason, now))?;
+        log::info!(
+            "litejobs: job {id} {}{}",
+            cancelled_text(Some(by), Some(reason)),
+            if cancelled.running_attempt.is_some() {
+                " while it ran"
+            } else {
+                ""
+            }
+        );
+        self.after_cancel(&[cancelled], by, reason);
         Ok(())
+    }
+
+    /// Cancels, in **one transaction**, every waiting or running job of `job_type` whose
+    /// last error or payload contains `search` (ASCII letters match either case; `None`
+    /// matches all), oldest first, as [`Queue::cancel_as`] does one. Returns their ids; an
+    /// empty list when nothing matched.
+    ///
+    /// The payload is searched as stored (its JSON text): `"campaign": 7` matches only
+    /// with the spacing the enqueuer used, so search for a value (`campaign-7`) rather than
+    /// a piece of JSON syntax.
+    ///
+    /// # Errors
+    /// All or nothing: when one job cannot be cancelled none is, and the error names that
+    /// job.
+    pub fn cancel_matching(
+        &self,
+        job_type: &str,
+        search: Option<&str>,
+        by: &str,
+        reason: &str,
+    ) -> Result<Vec<i64>> {
+        let now = self.now_ms();
+        let cancelled = self
+            .db()
+            .write(|tx| tx.cancel_matching(job_type, search, by, reason, now))?;
+        if !cancelled.is_empty() {
+            log::info!(
+                "litejobs: {} {job_type} jobs {}",
+                cancelled.len(),
+                cancelled_text(Some(by), Some(reason))
+            );
+        }
+        self.after_cancel(&cancelled, by, reason);
+        Ok(cancelled.into_iter().map(|c| c.id).collect())
+    }
+
+    /// What [`Queue::cancel_matching`] would do, changing nothing: the same transaction
+    /// with every check it makes, rolled back. Returns the ids of the jobs it would cancel,
+    /// oldest first; otherwise the very error it would give.
+    ///
+    /// # Errors
+    /// As [`Queue::cancel_matching`].
+    pub fn cancel_matching_dry_run(
+        &self,
+        job_type: &str,
+        search: Option<&str>,
+    ) -> Result<Vec<i64>> {
+        let now = self.now_ms();
+        self.rolled_back(|tx| {
+            let cancelled = tx.cancel_matching(job_type, search, "", "", now)?;
+            Ok(cancelled.into_iter().map(|c| c.id).collect())
+        })
+    }
+
+    /// After a cancel committed: the running attempts' outcomes go to subscribers, their
+    /// workers in this process are told, and workers may claim what those held back (a
+    /// group key now free).
+    fn after_cancel(&self, cancelled: &[Cancelled], by: &str, reason: &str) {
+        let text = cancelled_text(Some(by), Some(reason));
+        let notices: Vec<CancelNotice> = cancelled
+            .iter()
+            .filter(|c| c.running_attempt.is_some())
+            .map(|c| CancelNotice {
+                id: c.id,
+                text: text.clone(),
+            })
+            .collect();
+        if notices.is_empty() {
+            return;
+        }
+        self.cancel_list().tell(&notices);
+        for c in cancelled {
+            if let Some(attempt) = c.running_attempt {
+                self.events().send(Event::Finished {
+                    id: c.id,
+                    job_type: c.job_type.clone(),
+                    attempt,
+                    status: JobStatus::Cancelled,
+                    error: Some(text.clone()),
+                });
+            }
+        }
+        self.notify();
     }
 
     /// Makes a job due now, keeping its id and history:

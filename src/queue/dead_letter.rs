@@ -115,7 +115,7 @@ impl Queue {
     }
 
     /// Runs `f` in a write transaction that is always rolled back, and gives what `f` gave.
-    fn rolled_back<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
+    pub(super) fn rolled_back<T>(&self, f: impl FnOnce(&dyn Tx) -> Result<T>) -> Result<T> {
         let mut kept = None;
         let outcome = self.db().write(|tx| {
             kept = Some(f(tx)?);

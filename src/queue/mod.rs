@@ -4,6 +4,7 @@
 //! in-process signals a commit sends (`events` to subscribers, `wake` to idle workers).
 
 mod admin;
+pub(crate) mod cancels;
 mod dead_letter;
 pub(crate) mod events;
 pub mod metrics;
@@ -22,6 +23,7 @@ use crate::job::{
 };
 use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
 use crate::system::clock::{Clock, SystemClock};
+use cancels::CancelList;
 use events::{Event, EventHub};
 use wake::WakeList;
 
@@ -64,6 +66,7 @@ struct Inner {
     max_payload_bytes: usize,
     idempotency_window: Duration,
     wake: WakeList,
+    cancels: CancelList,
     events: EventHub,
 }
 
@@ -255,6 +258,7 @@ impl QueueBuilder {
                 max_payload_bytes: self.max_payload_bytes,
                 idempotency_window: self.idempotency_window,
                 wake: WakeList::default(),
+                cancels: CancelList::default(),
                 events: EventHub::default(),
             }),
         }
@@ -485,6 +489,11 @@ impl Queue {
 
     pub(crate) fn wake_list(&self) -> &WakeList {
         &self.inner.wake
+    }
+
+    /// Where this process's workers hear of running jobs cancelled through this queue.
+    pub(crate) fn cancel_list(&self) -> &CancelList {
+        &self.inner.cancels
     }
 
     pub(crate) fn idempotency_window(&self) -> Duration {

@@ -46,6 +46,9 @@ pub(crate) enum Outcome {
     },
     /// Given back unfinished (shutdown): due again at once, attempt not spent.
     Released,
+    /// Not run: the job was cancelled while it waited in this worker. Nothing is written;
+    /// the job's slot in the worker's counts is freed.
+    Dropped,
 }
 
 impl Outcome {
@@ -62,7 +65,7 @@ impl Outcome {
                 ..
             } => JobStatus::Dead,
             Outcome::Snoozed { .. } | Outcome::Released => JobStatus::Queued,
-            Outcome::Cancelled { .. } => JobStatus::Cancelled,
+            Outcome::Cancelled { .. } | Outcome::Dropped => JobStatus::Cancelled,
         }
     }
 }
@@ -462,6 +465,7 @@ pub(crate) fn write_completion(
                 Some(reason),
             ))?;
         }
+        Outcome::Dropped => return Ok(false),
         Outcome::Released => {
             if !tx.put_back(lease, now, now)? {
                 return Ok(false);

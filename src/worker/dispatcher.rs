@@ -17,6 +17,7 @@ use crate::queue::events::Event;
 use crate::storage::jobs::{Claimed, ClaimedRow};
 use crate::system::clock::duration_to_ms;
 use crate::worker::activity::WorkerActivity;
+use crate::worker::cancels::CancelWatch;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, FeedMsg};
@@ -54,6 +55,8 @@ pub(crate) struct Dispatcher {
     pub(crate) results: Receiver<WriterMsg>,
     pub(crate) nudge: Receiver<()>,
     pub(crate) wake: Receiver<()>,
+    /// Cancels of jobs this worker holds.
+    cancels: CancelWatch,
     pub(crate) control: Receiver<Control>,
     pub(crate) config: DispatchConfig,
     /// What this worker claims with.
@@ -77,6 +80,7 @@ impl Dispatcher {
         results: Receiver<WriterMsg>,
         nudge: Receiver<()>,
         wake: Receiver<()>,
+        cancels: CancelWatch,
         control: Receiver<Control>,
         mut config: DispatchConfig,
         activity: WorkerActivity,
@@ -110,6 +114,7 @@ impl Dispatcher {
             results,
             nudge,
             wake,
+            cancels,
             control,
             config,
             claimer,
@@ -128,6 +133,7 @@ impl Dispatcher {
             self.activity.woke();
             self.collect();
             self.time_out_overdue();
+            self.cancels.step(&self.shared.queue, &self.queues);
             match self.control.try_recv() {
                 Ok(Control::Shutdown(grace)) => return self.shutdown(grace),
                 Err(crossbeam_channel::TryRecvError::Disconnected) => {
@@ -175,6 +181,9 @@ impl Dispatcher {
             select! {
                 recv(self.nudge) -> _ => {},
                 recv(self.wake) -> _ => self.woken(),
+                recv(self.cancels.notices()) -> msg => if let Ok(notices) = msg {
+                    self.cancels.received(notices, &self.queues);
+                },
                 recv(hints) -> msg => if let Some(change) = &mut self.change {
                     match msg {
                         Ok(()) => change.hinted(Instant::now()),
@@ -299,6 +308,9 @@ impl Dispatcher {
         }
         if let Some(retry) = self.completer.retry_at() {
             at = at.min(retry);
+        }
+        if let Some(look) = self.cancels.next_look() {
+            at = at.min(look);
         }
         for deadline in self
             .queues

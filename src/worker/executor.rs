@@ -3,7 +3,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use crate::job::jitter_sample;
 use crate::queue::events::Event;
 use crate::storage::jobs::{AfterFailure, ClaimedRow};
 use crate::system::clock::duration_to_ms;
+use crate::worker::cancel_board::CancelBoard;
 use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterHandle, WriterMsg};
 use crate::worker::registry::Registry;
 use crate::Queue;
@@ -28,6 +29,8 @@ pub(crate) struct ExecShared {
     /// Set at shutdown: jobs taken from the channel now are released, not run.
     pub(crate) stopping: AtomicBool,
     pub(crate) lease_grace_ms: i64,
+    /// Cancelled jobs not to start (see [`CancelBoard`]).
+    pub(crate) cancelled: Arc<CancelBoard>,
 }
 
 /// One executor thread's current attempt, shared with the dispatcher so it can time the
@@ -54,6 +57,9 @@ pub(crate) struct Running {
     pub(crate) timeout: Duration,
     pub(crate) started_at: i64,
     pub(crate) stop: Arc<AtomicBool>,
+    /// Set when the job was cancelled while this attempt ran (see
+    /// [`Slot::cancel`]).
+    pub(crate) cancelled: Arc<OnceLock<String>>,
 }
 
 impl Slot {
@@ -115,6 +121,31 @@ impl Slot {
 
     pub(crate) fn is_abandoned(&self) -> bool {
         matches!(*self.lock(), SlotState::Abandoned)
+    }
+
+    /// The job of the running attempt, unless it was already told it is cancelled.
+    pub(crate) fn running_job(&self) -> Option<i64> {
+        match &*self.lock() {
+            SlotState::Running(r) if r.cancelled.get().is_none() => Some(r.row.id),
+            _ => None,
+        }
+    }
+
+    /// Tells the running attempt of job `id`, if this slot runs it, that the job was
+    /// cancelled (`text`: "cancelled by WHO: WHY"): its handler's `should_stop` turns true.
+    /// Returns the attempt's job type and number when it was told now. The attempt keeps
+    /// its thread until it returns or its deadline passes, as any other.
+    pub(crate) fn cancel(&self, id: i64, text: &str) -> Option<(String, i64)> {
+        match &*self.lock() {
+            SlotState::Running(r)
+                if r.row.id == id && r.cancelled.set(text.to_string()).is_ok() =>
+            {
+                // After the text, so a handler that sees the flag finds the reason.
+                r.stop.store(true, Ordering::Release);
+                Some((r.row.job_type.clone(), r.row.attempt))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -251,13 +282,30 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let cancelled = Arc::new(OnceLock::new());
         slot.start(Running {
             row: Arc::clone(&row),
             deadline: Instant::now() + timeout,
             timeout,
             started_at: now,
             stop: Arc::clone(&stop),
+            cancelled: Arc::clone(&cancelled),
         });
+        // Looked at after the slot shows the job running: a cancel the dispatcher posts
+        // meanwhile is either seen here or finds the running slot.
+        if let Some(text) = shared.cancelled.take(row.id) {
+            if !slot.finish() {
+                return;
+            }
+            log::info!(
+                "litejobs: job {} was {text} before it started; not run",
+                row.id
+            );
+            if send_outcome(shared, feed, row, now, Outcome::Dropped).is_err() {
+                return;
+            }
+            continue;
+        }
         if shared.queue.events().has_subscribers() {
             shared.queue.events().send(Event::Started {
                 id: row.id,
@@ -276,6 +324,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
                 lease_grace_ms: shared.lease_grace_ms,
                 keeper,
                 stop,
+                cancelled,
                 started_at: now,
             },
         );
@@ -325,6 +374,7 @@ pub(crate) struct AttemptEnv<'a> {
     pub(crate) lease_grace_ms: i64,
     pub(crate) keeper: LeaseKeeper,
     pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) cancelled: Arc<OnceLock<String>>,
     pub(crate) started_at: i64,
 }
 
@@ -365,6 +415,7 @@ pub(crate) fn run_attempt(
         Arc::clone(env.worker_id),
         Arc::new(env.keeper),
         env.stop,
+        env.cancelled,
     );
     let result = catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)));
     let now = queue.now_ms();

@@ -5,6 +5,8 @@
 //! retention, periodic jobs), and [`testing`], the same roles on the caller's thread.
 
 mod activity;
+mod cancel_board;
+mod cancels;
 mod change_watch;
 pub(crate) mod completer;
 pub(crate) mod dispatcher;
@@ -35,6 +37,7 @@ use crate::worker::maintenance::scheduler::{Periodic, SchedulerThread};
 use crate::Queue;
 
 pub use activity::WorkerActivity;
+use cancels::CancelWatch;
 use completer::WriterHandle;
 use dispatcher::{Control, DispatchConfig, Dispatcher};
 use executor::ExecShared;
@@ -418,6 +421,7 @@ impl WorkerBuilder {
             },
             stopping: AtomicBool::new(false),
             lease_grace_ms: self.lease_grace_ms(),
+            cancelled: Arc::default(),
         });
         let prefetch = self.prefetch;
         let mut runtimes = Vec::new();
@@ -430,6 +434,10 @@ impl WorkerBuilder {
             )?);
         }
         let wake = self.queue.wake_list().register();
+        let cancels = CancelWatch::new(
+            self.queue.cancel_list().register(),
+            Arc::clone(&shared.cancelled),
+        );
         let activity = WorkerActivity::default();
         let dispatcher = Dispatcher::new(
             shared,
@@ -437,6 +445,7 @@ impl WorkerBuilder {
             writer_rx,
             nudge_rx,
             wake,
+            cancels,
             control_rx,
             DispatchConfig {
                 poll_interval: self.poll_interval,

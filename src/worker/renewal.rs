@@ -55,6 +55,11 @@ impl Prefetched {
         }
     }
 
+    /// The ids of the waiting jobs (and of some just taken, until the next trim).
+    pub(crate) fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.waiting.iter().map(|w| w.id)
+    }
+
     /// When the first waiting job's lease needs renewing (queue clock, ms): half the grace
     /// before it expires.
     pub(crate) fn renew_due_at(&self, grace_ms: i64) -> Option<i64> {

@@ -119,6 +119,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                         lease_grace_ms: grace_ms,
                         keeper: LeaseKeeper::Direct,
                         stop: Arc::new(AtomicBool::new(false)),
+                        cancelled: Arc::default(),
                         started_at,
                     },
                 );

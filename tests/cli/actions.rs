@@ -1,9 +1,10 @@
-//! cancel, retry, and pause/resume honoured by a running worker.
+//! cancel (one job, keeping who and why), retry, and pause/resume honoured by a running
+//! worker.
 
 use super::*;
 
 #[test]
-fn cancel_takes_waiting_jobs_and_refuses_running_and_finished_ones() {
+fn cancel_takes_waiting_and_running_jobs_keeping_who_and_why_and_refuses_finished_ones() {
     let fx = Fx::new();
     let queued = fx.enqueue(NewJob::new("a", json!({})));
     let retrying = fx.enqueue(NewJob::new("b", json!({})));
@@ -11,30 +12,80 @@ fn cancel_takes_waiting_jobs_and_refuses_running_and_finished_ones() {
     let done = fx.enqueue(NewJob::new("c", json!({})));
     fx.succeed_due("c", "default");
     let running = fx.enqueue(NewJob::new("d", json!({})));
+    let anonymous = fx.enqueue(NewJob::new("e", json!({})));
     fx.sql_exec(&format!(
         "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'w', locked_until = {}
          WHERE id = {running}",
         SystemClock.now_ms() + DAY
     ));
 
+    let as_user = |user: Option<&str>, args: &[&str]| {
+        let mut cmd = litejobs(&fx.path);
+        match user {
+            Some(user) => cmd.env("USER", user),
+            None => cmd.env_remove("USER"),
+        };
+        Run::from(cmd.args(args).output().expect("running litejobs"))
+    };
     assert_eq!(
-        fx.run(&["cancel", &queued.to_string()]).ok().stdout,
-        format!("job {queued} cancelled\n")
+        as_user(Some("alice"), &["cancel", &queued.to_string()])
+            .ok()
+            .stdout,
+        format!("job {queued} cancelled by alice\n")
     );
     assert_eq!(
-        fx.run(&["cancel", &retrying.to_string(), "--json"]).json(),
+        fx.run(&["cancel", &retrying.to_string(), "--json", "--by", "ops"])
+            .json(),
         json!({"cancelled": retrying})
     );
-    for id in [queued, retrying] {
+    as_user(None, &["cancel", &anonymous.to_string()]).ok();
+    let out = fx
+        .run(&[
+            "cancel",
+            &running.to_string(),
+            "--by",
+            "ops",
+            "--reason",
+            "runaway report",
+        ])
+        .ok()
+        .stdout;
+    assert!(
+        out.starts_with(&format!("job {running} cancelled by ops: runaway report\n"))
+            && out.contains("it was running"),
+        "{out}"
+    );
+    for (id, by, reason) in [
+        (queued, "alice", None),
+        (retrying, "ops", None),
+        (anonymous, "cli", None),
+        (running, "ops", Some("runaway report")),
+    ] {
         let job = fx.job(id);
         assert_eq!(job.status, JobStatus::Cancelled);
         assert!(job.finished_at.is_some());
+        assert_eq!(
+            (job.cancelled_by.as_deref(), job.cancel_reason.as_deref()),
+            (Some(by), reason),
+            "job {id}"
+        );
     }
-    fx.run(&["cancel", &running.to_string()])
-        .refused("is running");
+    assert_eq!(fx.job(running).locked_by, None, "the lease is gone");
+    let shown = fx.run(&["show", &running.to_string()]).ok().stdout;
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("cancelled ") && l.ends_with("  by ops: runaway report")),
+        "show says who cancelled and why: {shown}"
+    );
+    assert!(
+        shown.contains("cancelled by ops: runaway report"),
+        "the attempt's history row says who and why: {shown}"
+    );
     fx.run(&["cancel", &done.to_string()])
         .refused("is succeeded");
-    assert_eq!(fx.job(running).status, JobStatus::Running);
+    fx.run(&["cancel", &running.to_string()])
+        .refused("is cancelled");
     assert_eq!(fx.job(done).status, JobStatus::Succeeded);
 }
 

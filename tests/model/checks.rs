@@ -109,7 +109,7 @@ pub(super) fn invariants(conn: &mut Raw) {
 }
 
 /// The transitions of `JobStatus` (its diagram), plus the operator's documented ones:
-/// `Queue::cancel` of a waiting job, and `Queue::retry_now` of a dead one. `keeps_newest`:
+/// `Queue::cancel` of a waiting or running job, and `Queue::retry_now` of a dead one. `keeps_newest`:
 /// the backend keeps its newest job rather than delete it (SQLite; see
 /// [`keeps_newest_job`]).
 pub(super) fn transition_allowed(from: &str, to: &str, keeps_newest: bool) -> bool {

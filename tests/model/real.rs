@@ -328,7 +328,8 @@ pub(super) fn step(model: &mut Model, real: &mut Real, op: &Op) {
             assert_eq!(reaped, expected, "jobs reaped");
         }
         Op::Cancel(i) => {
-            if let Some(id) = model.pick(*i, &[JobStatus::Queued, JobStatus::Failed]) {
+            let cancellable = [JobStatus::Queued, JobStatus::Failed, JobStatus::Running];
+            if let Some(id) = model.pick(*i, &cancellable) {
                 let expected = model.cancel(id);
                 assert_eq!(kind(real.queue.cancel(id)), expected, "cancel of job {id}");
             }

@@ -433,12 +433,20 @@ impl Model {
     pub(super) fn cancel(&mut self, id: i64) -> Result<(), ErrorKind> {
         let now = self.now;
         let job = self.jobs.get_mut(&id).ok_or(ErrorKind::NotFound)?;
-        if !matches!(job.status, JobStatus::Queued | JobStatus::Failed) {
-            return Err(ErrorKind::InvalidState);
+        match job.status {
+            JobStatus::Queued | JobStatus::Failed => cover("operator cancel"),
+            JobStatus::Running => {
+                // The running attempt ends cancelled, its lease with it: what its worker
+                // reports later is fenced off.
+                cover("operator cancel of a running job");
+                job.history.push((job.attempts, "cancelled".to_string()));
+                job.holder = None;
+                job.locked_until = None;
+            }
+            _ => return Err(ErrorKind::InvalidState),
         }
         job.status = JobStatus::Cancelled;
         job.finished = now;
-        cover("operator cancel");
         Ok(())
     }
 

@@ -94,14 +94,19 @@ fn refused(result: litejobs::Result<impl std::fmt::Debug>, kind: ErrorKind, text
 }
 
 #[test]
-fn cancel_takes_waiting_jobs_only_and_releases_their_key() {
+fn cancel_takes_waiting_and_running_jobs_and_releases_their_key() {
     let Some((schema, queue, clock)) = setup() else {
         return;
     };
     let mut c = schema.raw();
     let queued = insert(&mut c, "t", "idempotency_key", "'k:1'");
     let failed = insert(&mut c, "t", "status, last_error", "'failed', 'x'");
-    let running = insert(&mut c, "t", "status, locked_by", "'running', 'w'");
+    let running = insert(
+        &mut c,
+        "t",
+        "status, attempts, locked_by, locked_until, started_at",
+        &format!("'running', 1, 'w', {}, {START_MS}", START_MS + 600_000),
+    );
     let succeeded = insert(&mut c, "t", "status, finished_at", "'succeeded', 1");
     let dead = dead(&mut c, "t", "boom");
     clock.advance(Duration::from_secs(60));
@@ -109,16 +114,37 @@ fn cancel_takes_waiting_jobs_only_and_releases_their_key() {
 
     queue.cancel(queued).expect("cancel a queued job");
     queue.cancel(failed).expect("cancel a failed job");
-    for id in [queued, failed] {
+    queue
+        .cancel_as(running, "ops", "runaway")
+        .expect("cancel a running job");
+    for id in [queued, failed, running] {
         let j = job(&queue, id);
         assert_eq!(j.status, JobStatus::Cancelled);
         assert_eq!((j.finished_at, j.updated_at), (Some(now), now));
     }
-    assert_eq!(queue.stats().expect("stats").count(JobStatus::Cancelled), 2);
+    assert_eq!(job(&queue, queued).cancelled_by.as_deref(), Some("app"));
+    let stopped = job(&queue, running);
+    assert_eq!(
+        (
+            stopped.cancelled_by.as_deref(),
+            stopped.cancel_reason.as_deref()
+        ),
+        (Some("ops"), Some("runaway"))
+    );
+    assert_eq!((stopped.locked_by, stopped.locked_until), (None, None));
+    let history = queue.attempts(running).expect("attempts");
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].outcome.as_str(), "cancelled");
+    assert_eq!(history[0].worker.as_deref(), Some("w"));
+    assert_eq!(history[0].duration_ms, Some(60_000));
+    assert_eq!(
+        history[0].error.as_deref(),
+        Some("cancelled by ops: runaway")
+    );
+    assert_eq!(queue.stats().expect("stats").count(JobStatus::Cancelled), 3);
     // The key is free for a new job.
     insert(&mut c, "t", "idempotency_key", "'k:1'");
 
-    refused(queue.cancel(running), ErrorKind::InvalidState, "is running");
     refused(
         queue.cancel(succeeded),
         ErrorKind::InvalidState,
@@ -127,7 +153,7 @@ fn cancel_takes_waiting_jobs_only_and_releases_their_key() {
     refused(
         queue.cancel(dead),
         ErrorKind::InvalidState,
-        "only queued or failed",
+        "only queued, failed or running",
     );
     refused(
         queue.cancel(queued),
@@ -135,7 +161,6 @@ fn cancel_takes_waiting_jobs_only_and_releases_their_key() {
         "is cancelled",
     );
     refused(queue.cancel(999_999), ErrorKind::NotFound, "999999");
-    assert_eq!(job(&queue, running).status, JobStatus::Running, "untouched");
     assert_eq!(job(&queue, dead).status, JobStatus::Dead, "untouched");
 }
 

@@ -56,7 +56,11 @@ fn cancel_cancels_a_waiting_job_and_refuses_a_finished_one() {
     let s = seed(web.queue());
     let mut c = web.client();
     let page = c.post_from("/", &format!("/jobs/{}/cancel", s.queued), &[]);
-    follow(&mut c, page, &format!("Job {} cancelled.", s.queued));
+    follow(
+        &mut c,
+        page,
+        &format!("Job {} cancelled by web dashboard.", s.queued),
+    );
     assert_eq!(job(&web, s.queued).status, JobStatus::Cancelled);
 
     let before = job(&web, s.succeeded);
@@ -66,7 +70,7 @@ fn cancel_cancels_a_waiting_job_and_refuses_a_finished_one() {
     assert!(
         refused
             .body
-            .contains("only queued or failed jobs can be cancelled"),
+            .contains("only queued, failed or running jobs can be cancelled"),
         "{}",
         refused.body
     );

@@ -10,8 +10,10 @@ use litejobs::JobStatus;
 use crate::duration;
 pub use crate::work_args::WorkArgs;
 
+mod cancel;
 mod dead;
 
+pub use cancel::CancelArgs;
 pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 
 /// litejobs: background jobs in one SQLite file. Inspect, act on and run the jobs of a
@@ -64,8 +66,10 @@ pub enum Command {
     /// Dead-letter handling: list, requeue, discard.
     #[command(subcommand)]
     Dead(DeadCommand),
-    /// Cancel a waiting (queued or failed) job.
-    Cancel(IdArgs),
+    /// Cancel a queued, failed or running job (a running one is stopped: its handler is
+    /// told, a command's process group gets SIGTERM, then SIGKILL after --kill-grace), or
+    /// all of a type (and text).
+    Cancel(CancelArgs),
     /// Make a waiting job due now; a dead job gets one more attempt.
     Retry(IdArgs),
     /// Stop claiming from a queue in every process (jobs wait, no attempt is spent).

@@ -1,4 +1,5 @@
-//! [`AdminStore`] on PostgreSQL: cancel, retry now, pause and resume a queue. Each action
+//! [`AdminStore`] on PostgreSQL: cancel (one job or by type and text), retry now, pause and
+//! resume a queue. Each action
 //! locks the job's row (`FOR UPDATE`) before it looks at the status, so it cannot interleave
 //! with another process's claim, requeue or retry of the same job.
 
@@ -6,6 +7,7 @@ use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::{QueryableByName, RunQueryDsl};
 
+use super::reads::{column_contains, Clause};
 use super::sql::{query, IntRow, TextRow};
 use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
@@ -59,19 +61,125 @@ pub(super) fn returning_unless_key_held(
     }
 }
 
+#[derive(QueryableByName)]
+struct TypeAttemptRow {
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = BigInt)]
+    attempts: i64,
+}
+
+#[derive(QueryableByName)]
+struct NoteRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    cancelled_by: Option<String>,
+    #[diesel(sql_type = Nullable<Text>)]
+    cancel_reason: Option<String>,
+}
+
 impl AdminStore for PgTx<'_> {
-    fn cancel(&self, id: i64, now: i64) -> Result<()> {
+    fn cancel(&self, id: i64, by: &str, reason: &str, now: i64) -> Result<Cancelled> {
         let (status, _) = lock_status(self, id)?;
-        crate::storage::admin::check_cancellable(id, &status)?;
+        check_cancellable(id, &status)?;
+        let row = self
+            .row::<TypeAttemptRow>(
+                query("SELECT job_type, attempts FROM jobs WHERE id = $1").int(id),
+            )?
+            .ok_or_else(|| Error::not_found("job", id))?;
+        let running = status == "running";
+        if running {
+            // The running attempt's history row, as the completer would write it; its
+            // worker's late outcome finds no lease and adds none. The counts follow by the
+            // schema's triggers.
+            self.execute(
+                query(
+                    "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
+                                               outcome, error, status_code, duration_ms)
+                     SELECT id, attempts, locked_by, started_at, $2, 'cancelled', $3, NULL,
+                            GREATEST($2 - started_at, 0)
+                     FROM jobs WHERE id = $1",
+                )
+                .int(id)
+                .int(now)
+                .text(&cancelled_text(Some(by), Some(reason))),
+            )?;
+        }
         self.execute(
             query(
-                "UPDATE jobs SET status = 'cancelled', finished_at = $1, updated_at = $1
-                 WHERE id = $2 AND status IN ('queued', 'failed')",
+                "UPDATE jobs SET status = 'cancelled', finished_at = $1, updated_at = $1,
+                        locked_by = NULL, locked_until = NULL,
+                        cancelled_by = $2, cancel_reason = NULLIF($3, '')
+                 WHERE id = $4 AND status IN ('queued', 'failed', 'running')",
             )
             .int(now)
+            .text(by)
+            .text(reason)
             .int(id),
         )?;
-        Ok(())
+        Ok(Cancelled {
+            id,
+            job_type: row.job_type,
+            running_attempt: running.then_some(row.attempts),
+        })
+    }
+
+    fn cancel_matching(
+        &self,
+        job_type: &str,
+        search: Option<&str>,
+        by: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<Vec<Cancelled>> {
+        let mut clause = Clause::new("status IN ('queued', 'failed', 'running')");
+        clause.text(" AND job_type = ?", job_type);
+        if let Some(search) = search {
+            clause.text(" AND (", search);
+            let n = clause.next_param() - 1;
+            clause.sql.push_str(&format!(
+                "{} OR {})",
+                column_contains("last_error", n),
+                column_contains("payload", n)
+            ));
+        }
+        // Locked in id order: a job that finishes meanwhile is waited for, then no longer
+        // matches and is left out.
+        let ids: Vec<i64> = self
+            .rows::<IntRow>(
+                clause.query("SELECT id AS v FROM jobs WHERE ", " ORDER BY id FOR UPDATE"),
+            )?
+            .into_iter()
+            .map(|r| r.v)
+            .collect();
+        ids.into_iter()
+            .map(|id| {
+                self.cancel(id, by, reason, now)
+                    .map_err(|e| e.prefixed("bulk cancel refused, nothing was cancelled"))
+            })
+            .collect()
+    }
+
+    fn cancelled_among(&self, ids: &[i64]) -> Result<Vec<CancelledNote>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .rows::<NoteRow>(
+                query(
+                    "SELECT id, cancelled_by, cancel_reason FROM jobs
+                     WHERE id = ANY($1) AND status = 'cancelled'",
+                )
+                .ints(ids),
+            )?
+            .into_iter()
+            .map(|r| CancelledNote {
+                id: r.id,
+                by: r.cancelled_by,
+                reason: r.cancel_reason,
+            })
+            .collect())
     }
 
     fn retry_now(&self, id: i64, now: i64) -> Result<()> {

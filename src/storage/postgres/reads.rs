@@ -33,9 +33,14 @@ fn ascii_lower(expr: &str) -> String {
 /// The condition "`last_error` contains parameter `$n`", ASCII letters matching in either
 /// case, as plain text (no wildcards), as on SQLite.
 pub(crate) fn error_contains(n: usize) -> String {
+    column_contains("last_error", n)
+}
+
+/// The condition "text column `column` contains parameter `$n`", as [`error_contains`].
+pub(crate) fn column_contains(column: &str, n: usize) -> String {
     format!(
         "strpos({}, {}) > 0",
-        ascii_lower("last_error"),
+        ascii_lower(column),
         ascii_lower(&format!("${n}"))
     )
 }

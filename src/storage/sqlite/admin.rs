@@ -1,32 +1,122 @@
-//! [`AdminStore`] on SQLite: cancel, retry now, pause and resume a queue.
+//! [`AdminStore`] on SQLite: cancel (one job or by type and text), retry now, pause and
+//! resume a queue.
 
 use rusqlite::{params, ErrorCode, OptionalExtension};
 
 use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
-use crate::storage::admin::AdminStore;
+use crate::storage::admin::{
+    cancelled_text, check_cancellable, AdminStore, Cancelled, CancelledNote,
+};
 
 pub(super) fn invalid_state(message: String) -> Error {
     Error::new(ErrorKind::InvalidState, message)
 }
 
 impl AdminStore for SqliteTx<'_> {
-    /// Cancels a waiting (queued or failed) job. A running job is refused: its handler is not
-    /// interrupted, and a cancel that only took effect later would be a surprise.
-    fn cancel(&self, id: i64, now: i64) -> Result<()> {
+    fn cancel(&self, id: i64, by: &str, reason: &str, now: i64) -> Result<Cancelled> {
         let (status, _) = self.status_of(id)?;
-        crate::storage::admin::check_cancellable(id, &status)?;
+        check_cancellable(id, &status)?;
+        let (job_type, attempt): (String, i64) = self
+            .conn
+            .prepare_cached(
+                "SELECT CAST(job_type AS TEXT), CAST(attempts AS INTEGER) FROM jobs WHERE id = ?1",
+            )?
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        let running = status == "running";
+        if running {
+            // The running attempt's history row, as the completer would write it; its
+            // worker's late outcome finds no lease and adds none.
+            let error = cancelled_text(Some(by), Some(reason));
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
+                                               outcome, error, status_code, duration_ms)
+                     SELECT id, attempts, locked_by, started_at, ?2, 'cancelled', ?3, NULL,
+                            CASE WHEN started_at IS NULL THEN NULL ELSE MAX(?2 - started_at, 0) END
+                     FROM jobs WHERE id = ?1",
+                )?
+                .execute(params![id, now, error])?;
+            // litejobs' connections keep the attempt counts in code (triggers are off).
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO attempt_counts (job_type, outcome, n)
+                     SELECT job_type, 'cancelled', 1 FROM jobs WHERE id = ?1
+                     ON CONFLICT (job_type, outcome) DO UPDATE SET n = n + 1",
+                )?
+                .execute([id])?;
+        }
         let n = self
             .conn
             .prepare_cached(
-                "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1
-                 WHERE id = ?2 AND status IN ('queued', 'failed')",
+                "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1,
+                                 locked_by = NULL, locked_until = NULL,
+                                 cancelled_by = ?2, cancel_reason = NULLIF(?3, '')
+                 WHERE id = ?4 AND status IN ('queued', 'failed', 'running')",
             )?
-            .execute(params![now, id])?;
+            .execute(params![now, by, reason, id])?;
         if n == 1 {
             self.count_row(id, 1)?;
         }
-        Ok(())
+        Ok(Cancelled {
+            id,
+            job_type,
+            running_attempt: running.then_some(attempt),
+        })
+    }
+
+    fn cancel_matching(
+        &self,
+        job_type: &str,
+        search: Option<&str>,
+        by: &str,
+        reason: &str,
+        now: i64,
+    ) -> Result<Vec<Cancelled>> {
+        // Waiting jobs through the index of waiting jobs, running ones through the lease
+        // index: the finished majority of the table is never read.
+        let matches = if search.is_some() {
+            " AND (instr(lower(last_error), lower(?2)) > 0 OR instr(lower(payload), lower(?2)) > 0)"
+        } else {
+            " AND ?2 IS NULL"
+        };
+        let sql = format!(
+            "SELECT id FROM jobs WHERE status IN ('queued', 'failed') AND job_type = ?1{matches}
+             UNION
+             SELECT id FROM jobs WHERE status = 'running' AND job_type = ?1{matches}
+             ORDER BY id"
+        );
+        let ids: Vec<i64> = self
+            .conn
+            .prepare(&sql)?
+            .query_map(params![job_type, search], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        ids.into_iter()
+            .map(|id| {
+                self.cancel(id, by, reason, now)
+                    .map_err(|e| e.prefixed("bulk cancel refused, nothing was cancelled"))
+            })
+            .collect()
+    }
+
+    fn cancelled_among(&self, ids: &[i64]) -> Result<Vec<CancelledNote>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = serde_json::to_string(ids)
+            .map_err(|e| Error::new(ErrorKind::Database, format!("id list: {e}")))?;
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, CAST(cancelled_by AS TEXT), CAST(cancel_reason AS TEXT) FROM jobs
+             WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'cancelled'",
+        )?;
+        let rows = stmt.query_map([list], |row| {
+            Ok(CancelledNote {
+                id: row.get(0)?,
+                by: row.get(1)?,
+                reason: row.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     /// Makes a waiting job due now; a dead job gets one more attempt (see `Queue::retry_now`).

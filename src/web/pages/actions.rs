@@ -28,10 +28,27 @@ pub(crate) fn job_action(app: &App, ctx: &Ctx, req: &Request, id: i64, action: &
             .queue
             .retry_now(id)
             .map(|()| done(format!("Job {id} is due now."))),
-        "cancel" => app
-            .queue
-            .cancel(id)
-            .map(|()| done(format!("Job {id} cancelled."))),
+        "cancel" => {
+            let form = req.form();
+            let reason = form.get("reason").unwrap_or("");
+            let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
+            if too_long(reason) || too_long(by) {
+                return error_page(
+                    ctx,
+                    400,
+                    "Too long",
+                    &format!("reason and by must be at most {MAX_TEXT} characters"),
+                );
+            }
+            let why = if reason.trim().is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            };
+            app.queue
+                .cancel_as(id, by, reason)
+                .map(|()| done(format!("Job {id} cancelled by {by}{why}.")))
+        }
         "discard" => app.queue.discard_dead(id).map(|discarded| {
             let message = match discarded {
                 Discarded::Deleted => format!("Dead job {id} discarded."),

@@ -14,7 +14,7 @@ use crate::web::server::http::{query_string, Response};
 
 use super::error_response;
 
-/// The `by` a requeue records unless the form says otherwise.
+/// The `by` a requeue or a cancel records unless the form says otherwise.
 pub(crate) const DEFAULT_REQUEUED_BY: &str = "web dashboard";
 /// Attempts in the page's table at most, the newest (`/api/jobs/{id}` has them all).
 const ATTEMPTS_SHOWN: usize = 100;
@@ -89,6 +89,16 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
                 esc(job.requeued_by.as_deref().unwrap_or("–")),
                 job.requeued_at.map_or_else(String::new, at),
                 esc(job.requeue_reason.as_deref().unwrap_or("–"))
+            ),
+        ));
+    }
+    if job.cancelled_by.is_some() || job.cancel_reason.is_some() {
+        fields.push((
+            "Cancelled",
+            format!(
+                "by {}: {}",
+                esc(job.cancelled_by.as_deref().unwrap_or("–")),
+                esc(job.cancel_reason.as_deref().unwrap_or("–"))
             ),
         ));
     }
@@ -187,8 +197,9 @@ fn actions(out: &mut String, ctx: &Ctx, job: &JobRecord) {
     }
     let base = format!("/jobs/{}", job.id);
     let waiting = matches!(job.status, JobStatus::Queued | JobStatus::Failed);
+    let running = job.status == JobStatus::Running;
     let dead_waiting = job.status == JobStatus::Dead && job.requeued_as.is_none();
-    if !waiting && job.status != JobStatus::Dead {
+    if !waiting && !running && job.status != JobStatus::Dead {
         return;
     }
     out.push_str("<section class=\"actions-panel\">");
@@ -200,13 +211,23 @@ fn actions(out: &mut String, ctx: &Ctx, job: &JobRecord) {
             "",
             None,
         ));
-        out.push_str(&action_button(
-            ctx,
-            &format!("{base}/cancel"),
-            "Cancel",
-            "btn-danger",
-            Some("Cancel this job? No worker will run it."),
-        ));
+    }
+    if waiting || running {
+        let confirm = if running {
+            "Cancel this running job? Its worker is told to stop it, and what the attempt reports is discarded."
+        } else {
+            "Cancel this job? No worker will run it."
+        };
+        let _ = write!(
+            out,
+            "<form method=\"post\" action=\"{base}/cancel\" class=\"cancel\" id=\"cancel-form\" data-confirm=\"{}\">{}\
+             <label>Reason <input name=\"reason\" required maxlength=\"500\" placeholder=\"why (kept on the job)\"></label>\
+             <label>By <input name=\"by\" maxlength=\"200\" value=\"{}\"></label>\
+             <button class=\"btn btn-danger\">Cancel</button></form>",
+            esc(confirm),
+            csrf_field(ctx),
+            esc(DEFAULT_REQUEUED_BY)
+        );
     }
     if dead_waiting {
         let _ = write!(

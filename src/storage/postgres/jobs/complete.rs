@@ -129,7 +129,8 @@ impl CompleteStore for PgTx<'_> {
         let n = self.execute(
             query(&format!(
                 "UPDATE jobs SET status = 'cancelled', finished_at = $4, updated_at = $4,
-                        last_error = $5, locked_by = NULL, locked_until = NULL
+                        last_error = $5, locked_by = NULL, locked_until = NULL,
+                        cancelled_by = 'handler', cancel_reason = $5
                  WHERE {FENCE}"
             ))
             .int(lease.job_id)

@@ -173,7 +173,8 @@ impl CompleteStore for SqliteTx<'_> {
     fn cancel_running(&self, lease: Lease<'_>, reason: &str, now: i64) -> Result<bool> {
         let mut stmt = self.conn.prepare_cached(
             "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1, last_error = ?2,
-                             locked_by = NULL, locked_until = NULL
+                             locked_by = NULL, locked_until = NULL,
+                             cancelled_by = 'handler', cancel_reason = ?2
              WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
         )?;
         let n = stmt.execute(params![
