@@ -7,6 +7,8 @@
 // the web dashboard in headless Chromium: sign in, overview, dead job, requeue through the form, screenshots
 #[cfg(feature = "web")]
 mod browser;
+// cancel: running jobs stopped in-process and from elsewhere, late outcomes fenced, jobs waiting in a worker skipped, bulk by type and text, --exec and --serve
+mod cancel;
 // the litejobs binary against real files: every command, exit codes, JSON fields, masking, prune, pause, work
 #[cfg(feature = "cli")]
 mod cli;

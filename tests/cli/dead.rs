@@ -413,3 +413,38 @@ fn requeue_help_shows_by_and_reason_as_required() {
     );
     assert!(usage.iter().any(|l| l.ends_with("--dry-run")), "{help}");
 }
+
+/// `--search` narrows a requeue by type; given with one job's id it would be silently
+/// ignored, so it is refused.
+#[test]
+fn requeue_of_one_job_with_a_search_text_is_refused() {
+    let fx = Fx::new();
+    let (refused, _) = fx.dead_webhooks();
+    let id = refused[0].to_string();
+    for args in [
+        vec![
+            "dead",
+            "requeue",
+            &id,
+            "--search",
+            "nothing like it",
+            "--by",
+            "a",
+            "--reason",
+            "b",
+        ],
+        vec![
+            "dead",
+            "requeue",
+            &id,
+            "--search",
+            "nothing like it",
+            "--dry-run",
+        ],
+    ] {
+        let out = fx.run(&args);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(out.stderr.contains("--search"), "{out:?}");
+    }
+    assert_eq!(fx.job(refused[0]).requeued_as, None, "nothing was requeued");
+}

@@ -6,17 +6,17 @@ use super::work::{initialized_db, WorkChild};
 use super::*;
 use crate::support::write_script;
 
-fn enqueue(db: &Path, job_type: &str, payload: &str) -> i64 {
+pub(super) fn enqueue(db: &Path, job_type: &str, payload: &str) -> i64 {
     let out = run(db, &["enqueue", job_type, payload]).ok();
     out.stdout.trim().parse().expect("enqueue prints the id")
 }
 
-fn job(db: &Path, id: i64) -> Value {
+pub(super) fn job(db: &Path, id: i64) -> Value {
     run(db, &["show", &id.to_string(), "--json"]).json()["job"].clone()
 }
 
 /// Polls `show` until job `id` has `status` (bounded: fails after 30 s).
-fn wait_status(db: &Path, id: i64, status: &str) -> Value {
+pub(super) fn wait_status(db: &Path, id: i64, status: &str) -> Value {
     let end = Instant::now() + Duration::from_secs(30);
     loop {
         let job = job(db, id);
@@ -32,7 +32,7 @@ fn wait_status(db: &Path, id: i64, status: &str) -> Value {
 }
 
 /// Waits (bounded) until `path` holds a pid, and returns it.
-fn wait_pid(path: &Path) -> i32 {
+pub(super) fn wait_pid(path: &Path) -> i32 {
     let end = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(pid) = std::fs::read_to_string(path)
@@ -50,12 +50,12 @@ fn wait_pid(path: &Path) -> i32 {
     }
 }
 
-fn runs(pid: i32) -> bool {
+pub(super) fn runs(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     !stat.is_empty() && stat.split_whitespace().nth(2) != Some("Z")
 }
 
-fn sigterm(work: &WorkChild) {
+pub(super) fn sigterm(work: &WorkChild) {
     let pid = work.child.id().to_string();
     let sent = Command::new("kill")
         .args(["-TERM", &pid])

@@ -78,6 +78,81 @@ fn cancel_cancels_a_waiting_job_and_refuses_a_finished_one() {
     c.post_from("/", "/jobs/999999/cancel", &[]).expect(404);
 }
 
+/// A running job's page offers the cancel form, which asks for a reason; the cancel keeps
+/// who and why, and the page then says so (the button is gone).
+#[test]
+fn a_running_job_is_cancelled_from_its_page_with_the_reason_given() {
+    let web = Web::open();
+    let s = seed(web.queue());
+    let now = web.queue().now_ms();
+    web.env.sql_exec(&format!(
+        "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'w1', started_at = {now},
+                locked_until = {} WHERE id = {}",
+        now + 600_000,
+        s.queued
+    ));
+    let mut c = web.client();
+    let from = format!("/jobs/{}", s.queued);
+    let page = c.get(&from).expect(200);
+    assert!(
+        page.body
+            .contains(&format!("action=\"/jobs/{}/cancel\"", s.queued))
+            && page.body.contains("name=\"reason\" required"),
+        "the cancel form asks for a reason: {}",
+        page.body
+    );
+    assert!(
+        page.body.contains("Cancel this running job?"),
+        "{}",
+        page.body
+    );
+    let page = c.post_from(
+        &from,
+        &format!("/jobs/{}/cancel", s.queued),
+        &[("reason", "wrong <list>"), ("by", "ana")],
+    );
+    let shown = follow(
+        &mut c,
+        page,
+        &format!("Job {} cancelled by ana: wrong &lt;list&gt;.", s.queued),
+    );
+    let cancelled = job(&web, s.queued);
+    assert_eq!(cancelled.status, JobStatus::Cancelled);
+    assert_eq!(
+        (
+            cancelled.cancelled_by.as_deref(),
+            cancelled.cancel_reason.as_deref()
+        ),
+        (Some("ana"), Some("wrong <list>"))
+    );
+    assert_eq!(cancelled.locked_by, None);
+    assert!(
+        shown
+            .body
+            .contains("<dt>Cancelled</dt><dd>by ana: wrong &lt;list&gt;</dd>"),
+        "{}",
+        shown.body
+    );
+    assert!(
+        shown.body.contains("cancelled by ana: wrong &lt;list&gt;"),
+        "the attempt's row says who and why: {}",
+        shown.body
+    );
+    assert!(!shown.body.contains("id=\"cancel-form\""), "{}", shown.body);
+    let too_long = "x".repeat(501);
+    c.post_from(
+        "/",
+        &format!("/jobs/{}/cancel", s.failed),
+        &[("reason", &too_long)],
+    )
+    .expect(400);
+    assert_eq!(
+        job(&web, s.failed).status,
+        JobStatus::Failed,
+        "nothing changed"
+    );
+}
+
 #[test]
 fn requeue_makes_a_new_job_and_marks_the_dead_one() {
     let web = Web::open();

@@ -155,8 +155,11 @@ impl AdminStore for PgTx<'_> {
             .collect();
         ids.into_iter()
             .map(|id| {
-                self.cancel(id, by, reason, now)
-                    .map_err(|e| e.prefixed("bulk cancel refused, nothing was cancelled"))
+                self.cancel(id, by, reason, now).map_err(|e| {
+                    e.prefixed(&format!(
+                        "bulk cancel refused at job {id}, nothing was cancelled"
+                    ))
+                })
             })
             .collect()
     }

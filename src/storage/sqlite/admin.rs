@@ -93,8 +93,11 @@ impl AdminStore for SqliteTx<'_> {
             .collect::<rusqlite::Result<_>>()?;
         ids.into_iter()
             .map(|id| {
-                self.cancel(id, by, reason, now)
-                    .map_err(|e| e.prefixed("bulk cancel refused, nothing was cancelled"))
+                self.cancel(id, by, reason, now).map_err(|e| {
+                    e.prefixed(&format!(
+                        "bulk cancel refused at job {id}, nothing was cancelled"
+                    ))
+                })
             })
             .collect()
     }

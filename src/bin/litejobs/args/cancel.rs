@@ -18,7 +18,14 @@ pub struct CancelArgs {
     pub job_type: Option<String>,
     /// With --type: only those whose last error or payload (its JSON text) contains this
     /// text (ASCII case-insensitive).
-    #[arg(long, requires = "job_type", value_name = "TEXT")]
+    // `requires` alone lets `ID --search` through (clap takes any member of the group
+    // for the required one), so it also conflicts with the id.
+    #[arg(
+        long,
+        requires = "job_type",
+        conflicts_with = "id",
+        value_name = "TEXT"
+    )]
     pub search: Option<String>,
     /// Why (kept on the job; shown by `show` and the dashboard).
     #[arg(long, value_name = "WHY")]
@@ -27,7 +34,7 @@ pub struct CancelArgs {
     #[arg(long, value_name = "WHO")]
     pub by: Option<String>,
     /// With --type: show what would be cancelled, changing nothing.
-    #[arg(long, requires = "job_type")]
+    #[arg(long, requires = "job_type", conflicts_with = "id")]
     pub dry_run: bool,
 }
 

@@ -40,7 +40,14 @@ pub struct RequeueArgs {
     #[arg(long = "type", value_name = "TYPE")]
     pub job_type: Option<String>,
     /// With --type: only those whose last error contains this text.
-    #[arg(long, requires = "job_type", value_name = "TEXT")]
+    // `requires` alone lets `ID --search` through (clap takes any member of the group
+    // for the required one), so it also conflicts with the id.
+    #[arg(
+        long,
+        requires = "job_type",
+        conflicts_with = "id",
+        value_name = "TEXT"
+    )]
     pub search: Option<String>,
     /// Required: who requeues (kept on the dead job). Not needed with --dry-run.
     #[arg(long, required_unless_present = "dry_run", value_name = "WHO")]
