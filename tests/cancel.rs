@@ -173,6 +173,47 @@ fn a_running_handler_is_told_and_its_late_outcome_changes_nothing() {
     assert_eq!(stats.count(JobStatus::Succeeded), 3);
 }
 
+/// A handler that ignores the cancel keeps its thread until its timeout, as a hung one
+/// does; then its thread is replaced and the next job runs; whatever it returns at last
+/// is discarded.
+#[test]
+fn a_handler_that_ignores_the_cancel_runs_on_until_its_timeout() {
+    let env = setup();
+    let gate = Latch::new();
+    let (started_tx, started) = unbounded();
+    let worker = Worker::builder(&env.queue)
+        .concurrency(1)
+        .handler("stubborn", {
+            let gate = gate.clone();
+            move |ctx: &JobContext| -> Result<(), JobError> {
+                let _ = started_tx.send(ctx.id());
+                assert!(gate.wait(WAIT), "the test never let the handler end");
+                ctx.set_result(json!("ran to the end anyway"));
+                Ok(())
+            }
+        })
+        .handler("quick", |_: &JobContext| Ok(()))
+        .start()
+        .expect("start");
+    let _open = gate.open_on_drop();
+    let events = env.queue.subscribe();
+    let id = env
+        .queue
+        .enqueue(NewJob::new("stubborn", json!({})).timeout(Duration::from_secs(1)))
+        .expect("enqueue");
+    assert_eq!(recv(&started, "the handler to start"), id);
+    env.queue.cancel_as(id, "ops", "stop it").expect("cancel");
+    // The only thread is taken until the attempt's timeout; then a new one runs this.
+    let quick = env
+        .queue
+        .enqueue(NewJob::new("quick", json!({})))
+        .expect("enqueue");
+    wait_status(&events, quick, JobStatus::Succeeded);
+    gate.open();
+    worker.shutdown(Duration::from_secs(10)).expect("shutdown");
+    assert_cancelled_while_running(&env, id, "ops", "stop it");
+}
+
 /// A cancel through another `Queue` (as another process or host would make it) reaches the
 /// handler through the worker's look at the jobs it holds.
 #[test]

@@ -170,7 +170,7 @@ impl Handler for Command {
             .map_err(|e| JobError::retry(format!("cannot start {}: {e}", self.program.shown())))?;
         let watch = watchdog().watch(
             child.id(),
-            ctx.stop_flag(),
+            ctx.stop_signal(),
             Some(ctx.run_until()),
             self.kill_grace,
         );

@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+
+use crate::handler::stop::StopSignal;
 
 /// How often the watchdog looks at the stop flags of running commands. Flags cannot be
 /// waited on; 25 ms keeps a timeout's kill prompt and costs nothing while nothing runs.
@@ -121,7 +122,7 @@ struct WatchState {
 
 struct Entry {
     pgid: u32,
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     until: Option<Instant>,
     kill_grace: Duration,
     /// When SIGTERM was sent, and why.
@@ -167,7 +168,7 @@ impl Watchdog {
     pub(crate) fn watch(
         &'static self,
         pgid: u32,
-        stop: Arc<AtomicBool>,
+        stop: Arc<StopSignal>,
         until: Option<Instant>,
         kill_grace: Duration,
     ) -> Watch {
@@ -242,7 +243,7 @@ impl Watchdog {
             for entry in state.entries.values_mut() {
                 match entry.terminated {
                     None => {
-                        let why = if entry.stop.load(Ordering::Relaxed) {
+                        let why = if entry.stop.is_set() {
                             Some("stopped: past its timeout, cancelled, or the worker is shutting down")
                         } else if entry.until.is_some_and(|u| now >= u) {
                             Some("stopped: past its timeout")

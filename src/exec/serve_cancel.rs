@@ -5,17 +5,17 @@
 //! at once, as a timeout does.
 
 use std::process::ChildStdin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::pipes::{write_some, Io};
+use crate::handler::stop::StopSignal;
 use crate::handler::JobContext;
 
 /// The stop of one job handed to a serve process.
 pub(crate) struct JobStop {
     /// What the watchdog watches: set, the process group is stopped.
-    hard: Arc<AtomicBool>,
+    hard: Arc<StopSignal>,
     kill_grace: Duration,
     /// When the cancel line was queued for the process.
     told_at: Option<Instant>,
@@ -26,7 +26,7 @@ pub(crate) struct JobStop {
 impl JobStop {
     pub(crate) fn new(kill_grace: Duration) -> JobStop {
         JobStop {
-            hard: Arc::new(AtomicBool::new(false)),
+            hard: Arc::default(),
             kill_grace,
             told_at: None,
             unsent: Vec::new(),
@@ -34,7 +34,7 @@ impl JobStop {
     }
 
     /// The flag for the watchdog.
-    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
+    pub(crate) fn flag(&self) -> Arc<StopSignal> {
         Arc::clone(&self.hard)
     }
 
@@ -47,11 +47,11 @@ impl JobStop {
     /// (`stdin`), and once the kill grace has passed since, the group is stopped; any other
     /// stop stops the group now.
     pub(crate) fn check(&mut self, ctx: &JobContext, stdin: Option<&mut ChildStdin>) {
-        if self.hard.load(Ordering::Relaxed) || !ctx.should_stop() {
+        if self.hard.is_set() || !ctx.should_stop() {
             return;
         }
         if ctx.cancelled().is_none() {
-            self.hard.store(true, Ordering::Relaxed);
+            self.hard.set();
             return;
         }
         let now = Instant::now();
@@ -60,7 +60,7 @@ impl JobStop {
             now
         });
         if now >= told_at + self.kill_grace {
-            self.hard.store(true, Ordering::Relaxed);
+            self.hard.set();
             return;
         }
         let Some(stdin) = stdin else {

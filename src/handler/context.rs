@@ -1,12 +1,12 @@
 //! [`JobContext`]: what a handler sees of its job and what it can tell the runtime.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
 use super::error::JobError;
+use super::stop::StopSignal;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::JobStatus;
 use crate::storage::admin::cancelled_text;
@@ -44,10 +44,8 @@ pub struct JobContext {
     lease_grace_ms: i64,
     worker_id: Arc<str>,
     lease: Arc<dyn Heartbeat>,
-    stop: Arc<AtomicBool>,
-    /// Set (before `stop`) when a person cancelled the job while this attempt ran: what
-    /// the handler is told ("cancelled by WHO: WHY").
-    cancelled: Arc<OnceLock<String>>,
+    /// Set when the attempt should stop; says who cancelled the job when a person did.
+    stop: Arc<StopSignal>,
     pub(crate) result: Mutex<Option<String>>,
     pub(crate) progress: Mutex<Option<String>>,
 }
@@ -73,8 +71,7 @@ impl JobContext {
         lease_grace_ms: i64,
         worker_id: Arc<str>,
         lease: Arc<dyn Heartbeat>,
-        stop: Arc<AtomicBool>,
-        cancelled: Arc<OnceLock<String>>,
+        stop: Arc<StopSignal>,
     ) -> JobContext {
         JobContext {
             row,
@@ -87,7 +84,6 @@ impl JobContext {
             worker_id,
             lease,
             stop,
-            cancelled,
             result: Mutex::new(None),
             progress: Mutex::new(None),
         }
@@ -182,20 +178,20 @@ impl JobContext {
     /// another process, at once from this one). Long handlers check this between steps;
     /// whatever the attempt returns after that is discarded.
     pub fn should_stop(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.is_set()
     }
 
     /// "cancelled by WHO: WHY" once this worker has heard that the job was cancelled while
     /// this attempt ran.
     #[cfg_attr(not(feature = "exec"), allow(dead_code))]
     pub(crate) fn cancelled(&self) -> Option<&str> {
-        self.cancelled.get().map(String::as_str)
+        self.stop.cancelled()
     }
 
-    /// The flag [`should_stop`](JobContext::should_stop) reads, for a watcher on another
+    /// The signal [`should_stop`](JobContext::should_stop) reads, for a watcher on another
     /// thread (command handlers stop their process group when it is set).
     #[cfg(feature = "exec")]
-    pub(crate) fn stop_flag(&self) -> Arc<AtomicBool> {
+    pub(crate) fn stop_signal(&self) -> Arc<StopSignal> {
         Arc::clone(&self.stop)
     }
 
@@ -214,7 +210,7 @@ impl JobContext {
     /// message says "job N was cancelled by WHO: WHY"), or it was reaped or timed out and
     /// may be running elsewhere. Either way the handler should stop.
     pub fn heartbeat(&self) -> Result<()> {
-        if let Some(text) = self.cancelled.get() {
+        if let Some(text) = self.stop.cancelled() {
             return Err(self.cancelled_error(text));
         }
         let until = self

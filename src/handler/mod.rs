@@ -4,6 +4,7 @@
 
 pub(crate) mod context;
 pub(crate) mod error;
+pub(crate) mod stop;
 pub(crate) mod typed;
 
 pub use context::JobContext;

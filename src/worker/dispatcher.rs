@@ -358,6 +358,19 @@ impl Dispatcher {
                     .feed
                     .in_flight
                     .fetch_sub(1, Ordering::AcqRel);
+                let at = self.shared.queue.now_ms();
+                if let Some(text) = running.stop.cancelled() {
+                    // Its job was cancelled: the outcome was written then; nothing to add.
+                    log::warn!(
+                        "litejobs: job {} ({}) was {text} but its handler still ran at its \
+                         timeout; its thread is replaced",
+                        row.id,
+                        row.job_type
+                    );
+                    self.push_pending(release_as(row, running.started_at, at, Outcome::Dropped));
+                    self.replace_thread(qi, si);
+                    continue;
+                }
                 log::warn!(
                     "litejobs: job {} ({}) attempt {} timed out after {:?}; its thread is replaced",
                     row.id,
@@ -365,7 +378,6 @@ impl Dispatcher {
                     row.attempt,
                     running.timeout
                 );
-                let at = self.shared.queue.now_ms();
                 let outcome = executor::failure(
                     &self.shared.registry,
                     &row,
@@ -638,10 +650,14 @@ impl Dispatcher {
 }
 
 fn release(row: Arc<ClaimedRow>, now: i64) -> WriterMsg {
+    release_as(row, now, now, Outcome::Released)
+}
+
+fn release_as(row: Arc<ClaimedRow>, started_at: i64, now: i64, outcome: Outcome) -> WriterMsg {
     WriterMsg::Complete(Completion {
         row,
-        started_at: now,
+        started_at,
         finished_at: now,
-        outcome: Outcome::Released,
+        outcome,
     })
 }

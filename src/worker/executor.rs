@@ -3,13 +3,14 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
 use crate::handler::context::{Heartbeat, JobContext};
+use crate::handler::stop::StopSignal;
 use crate::handler::{Action, JobError};
 use crate::job::jitter_sample;
 use crate::queue::events::Event;
@@ -56,10 +57,9 @@ pub(crate) struct Running {
     pub(crate) deadline: Instant,
     pub(crate) timeout: Duration,
     pub(crate) started_at: i64,
-    pub(crate) stop: Arc<AtomicBool>,
-    /// Set when the job was cancelled while this attempt ran (see
+    /// Set to stop the attempt (timed out, a shutdown past its grace, cancelled: see
     /// [`Slot::cancel`]).
-    pub(crate) cancelled: Arc<OnceLock<String>>,
+    pub(crate) stop: Arc<StopSignal>,
 }
 
 impl Slot {
@@ -109,7 +109,7 @@ impl Slot {
     fn abandon_locked(&self, state: &mut SlotState) -> Option<Running> {
         match std::mem::replace(state, SlotState::Abandoned) {
             SlotState::Running(r) => {
-                r.stop.store(true, Ordering::Relaxed);
+                r.stop.set();
                 Some(r)
             }
             other => {
@@ -126,7 +126,7 @@ impl Slot {
     /// The job of the running attempt, unless it was already told it is cancelled.
     pub(crate) fn running_job(&self) -> Option<i64> {
         match &*self.lock() {
-            SlotState::Running(r) if r.cancelled.get().is_none() => Some(r.row.id),
+            SlotState::Running(r) if r.stop.cancelled().is_none() => Some(r.row.id),
             _ => None,
         }
     }
@@ -137,11 +137,7 @@ impl Slot {
     /// its thread until it returns or its deadline passes, as any other.
     pub(crate) fn cancel(&self, id: i64, text: &str) -> Option<(String, i64)> {
         match &*self.lock() {
-            SlotState::Running(r)
-                if r.row.id == id && r.cancelled.set(text.to_string()).is_ok() =>
-            {
-                // After the text, so a handler that sees the flag finds the reason.
-                r.stop.store(true, Ordering::Release);
+            SlotState::Running(r) if r.row.id == id && r.stop.cancel(text) => {
                 Some((r.row.job_type.clone(), r.row.attempt))
             }
             _ => None,
@@ -281,15 +277,13 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
                 Err(_) => return,
             }
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let cancelled = Arc::new(OnceLock::new());
+        let stop = Arc::new(StopSignal::default());
         slot.start(Running {
             row: Arc::clone(&row),
             deadline: Instant::now() + timeout,
             timeout,
             started_at: now,
             stop: Arc::clone(&stop),
-            cancelled: Arc::clone(&cancelled),
         });
         // Looked at after the slot shows the job running: a cancel the dispatcher posts
         // meanwhile is either seen here or finds the running slot.
@@ -324,7 +318,6 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
                 lease_grace_ms: shared.lease_grace_ms,
                 keeper,
                 stop,
-                cancelled,
                 started_at: now,
             },
         );
@@ -373,8 +366,7 @@ pub(crate) struct AttemptEnv<'a> {
     pub(crate) worker_id: &'a Arc<str>,
     pub(crate) lease_grace_ms: i64,
     pub(crate) keeper: LeaseKeeper,
-    pub(crate) stop: Arc<AtomicBool>,
-    pub(crate) cancelled: Arc<OnceLock<String>>,
+    pub(crate) stop: Arc<StopSignal>,
     pub(crate) started_at: i64,
 }
 
@@ -415,7 +407,6 @@ pub(crate) fn run_attempt(
         Arc::clone(env.worker_id),
         Arc::new(env.keeper),
         env.stop,
-        env.cancelled,
     );
     let result = catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)));
     let now = queue.now_ms();

@@ -2,7 +2,6 @@
 //! thread with [`drain`], move time with [`ManualClock`](crate::ManualClock), and use an
 //! in-memory database with [`Queue::open_in_memory`](crate::Queue::open_in_memory).
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -118,8 +117,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                         worker_id: &worker_id,
                         lease_grace_ms: grace_ms,
                         keeper: LeaseKeeper::Direct,
-                        stop: Arc::new(AtomicBool::new(false)),
-                        cancelled: Arc::default(),
+                        stop: Arc::default(),
                         started_at,
                     },
                 );
