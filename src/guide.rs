@@ -35,6 +35,7 @@ macro_rules! guide_links {
          [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
          [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
          [jobs.md#rate-limits-and-circuit-breakers]: crate::guide::jobs#rate-limits-and-circuit-breakers\n\
+         [jobs.md#when-a-running-job-is-cancelled]: crate::guide::jobs#when-a-running-job-is-cancelled\n\
          [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
          [periodic.md]: crate::guide::periodic\n\
          [postgres.md]: crate::guide::postgres\n\
@@ -43,6 +44,7 @@ macro_rules! guide_links {
          [schema.md#ids-are-never-reused]: crate::guide::schema#ids-are-never-reused\n\
          [schema.md#postgresql]: crate::guide::schema#postgresql\n\
          [serve-protocol.md]: crate::guide::serve_protocol\n\
+         [serve-protocol.md#a-cancelled-job-one-line-in-the-jobs-answer-out]: crate::guide::serve_protocol#a-cancelled-job-one-line-in-the-jobs-answer-out\n\
          [webhooks.md#circuit-breaker-and-rate-limit]: crate::guide::webhooks#circuit-breaker-and-rate-limit\n\
          [webhooks.md#webhook-endpoints-from-the-command-line]: crate::guide::webhooks#webhook-endpoints-from-the-command-line\n\n"
     };

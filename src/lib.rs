@@ -117,7 +117,7 @@
 //!                                   ├─permanent error, or attempts spent ───────► dead
 //!                                   │ (or the reaper: lease expired, spent)       │
 //!                                   │                 requeue: a new queued job ◄─┘
-//!                                   └─JobError::cancel ─────────────────────────► cancelled
+//!                                   └─JobError::cancel, or a person ────────────► cancelled
 //! ```
 //!
 //! | transition | who writes it |
@@ -126,7 +126,7 @@
 //! | running → succeeded, failed, dead, cancelled; queued (a snooze, or given back at shutdown) | the completer, in the dispatcher's next round, fenced by the job's lease |
 //! | running (lease expired: its worker died or hung) → failed, due now, or dead | the reaper, in any worker's dispatcher, every reap interval |
 //! | queued or failed → dead (a row no claim can use) | the claim, and the stray sweep |
-//! | queued or failed → cancelled, or due now | a person: [`Queue::cancel`], [`Queue::retry_now`] |
+//! | queued, failed or running → cancelled; queued or failed → due now | a person: [`Queue::cancel`] (a running attempt's later outcome is fenced off), [`Queue::retry_now`] |
 //! | dead → failed with one more attempt; dead → a new queued job; dead → deleted | a person: [`Queue::retry_now`], [`Queue::requeue_dead`], [`Queue::discard_dead`] |
 //! | succeeded, cancelled → deleted | retention: [`Queue::prune`], a worker's pruner |
 //!

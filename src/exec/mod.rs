@@ -36,6 +36,9 @@
 //! at once. A command that exits but leaves processes of its group holding its output has
 //! them stopped the same way after 0.5 s; output held by processes outside the group (a
 //! `setsid` daemon) is read for 0.5 s after the command exits, then no longer waited for.
+//! A job cancelled while its command runs ([`Queue::cancel`](crate::Queue::cancel)) has its
+//! process group stopped the same way (SIGTERM, then SIGKILL after the kill grace), and the
+//! slot runs the next job; whatever the command reports is discarded.
 //! If the worker's own process is killed with SIGKILL, its commands run on as orphans;
 //! their jobs are reaped when the lease expires.
 //!
@@ -60,7 +63,14 @@
 //! job's attempt fails and is retried by its policy, and a new process takes the next job.
 //! A second answer for one of its earlier jobs is logged and dropped. A result over
 //! [`MAX_STDOUT_BYTES`] is not kept (the job succeeds), as with [`Command`]. When the worker
-//! stops, idle processes see their stdin close and should exit. `docs/serve-protocol.md` has the protocol for implementers, and
+//! stops, idle processes see their stdin close and should exit.
+//!
+//! A job cancelled while a process works on it is passed on as a line of its own,
+//! `{"cancel": 12}`: the process should end that job and answer it (any outcome; an answer
+//! of `cancel` says it understood, and the process keeps its slot). One that does not answer
+//! within the kill grace is stopped and replaced, as is one that answers otherwise (the
+//! cancel line may still wait unread in its input), so a program written before cancel
+//! lines keeps working. `docs/serve-protocol.md` has the protocol for implementers, and
 //! `examples/serve_worker.py` is a worker in 20 lines of Python.
 
 mod command;

@@ -76,7 +76,8 @@ impl JobError {
         )
     }
 
-    /// The job is no longer wanted: it becomes `cancelled` with `reason` as its last error.
+    /// The job is no longer wanted: it becomes `cancelled` with `reason` as its last error,
+    /// kept as cancelled by `handler` for that reason.
     pub fn cancel(reason: impl Into<String>) -> JobError {
         JobError::new(Action::Cancel, reason.into())
     }

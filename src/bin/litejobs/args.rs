@@ -108,7 +108,11 @@ pub enum Command {
     /// {"id","type","queue","attempt","max_attempts","deadline_ms","payload"}, and answer
     /// one line on stdout, {"id","outcome":"ok|retry|permanent|snooze|cancel","result",
     /// "error","delay"}; logs go to stderr. An answer line may be up to 2 MiB; a result is
-    /// kept up to 1 MiB, an error up to 2 KiB. See docs/serve-protocol.md.
+    /// kept up to 1 MiB, an error up to 2 KiB. A job cancelled while a process works on it
+    /// comes as a line {"cancel": ID}: end that job and answer it (outcome cancel keeps the
+    /// process); one not answered within --kill-grace gets its process stopped and replaced.
+    /// A cancelled --exec command's process group gets SIGTERM, then SIGKILL after
+    /// --kill-grace. See docs/serve-protocol.md.
     #[command(verbatim_doc_comment)]
     Work(WorkArgs),
     /// Serve the web dashboard until SIGINT or SIGTERM.

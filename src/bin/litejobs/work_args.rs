@@ -47,7 +47,8 @@ pub struct WorkArgs {
     )]
     pub retries: Vec<TypeRetry>,
     /// Time between SIGTERM and SIGKILL for a command's process group that must stop (past
-    /// its timeout, or at shutdown past --grace).
+    /// its timeout, its job cancelled, or at shutdown past --grace); for an --serve process,
+    /// also how long it has to end a cancelled job before it is stopped.
     #[arg(long, value_parser = duration::parse, default_value = "5s", value_name = "DURATION")]
     pub kill_grace: Duration,
     /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`.
