@@ -14,6 +14,8 @@ mod cli;
 mod crash;
 // worker runtime: dead jobs and requeue
 mod dead_letter;
+// deadlines: jobs not started by their expires_at end cancelled; retries, snoozes and reaped attempts after it; the API's checks
+mod deadlines;
 // worker runtime: testing::drain, ctx.once and remembered keys
 mod drain;
 // email against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use super::expiry::Expiry;
 use crate::error::{Error, Result};
 use crate::system::clock::{duration_to_ms, system_time_to_ms};
 
@@ -44,6 +45,8 @@ pub struct NewJob {
     pub(crate) timeout_ms: Option<i64>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) group_key: Option<String>,
+    /// The deadline ([`NewJob::expires_at`], [`NewJob::expire_after`]).
+    pub(crate) expires: Option<Expiry>,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +151,7 @@ impl NewJob {
             timeout_ms: None,
             idempotency_key: None,
             group_key: None,
+            expires: None,
         }
     }
 

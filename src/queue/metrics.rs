@@ -7,11 +7,14 @@
 //! | `litejobs_oldest_due_age_seconds` | gauge | `queue` | how long the oldest due job has waited past its run time; 0 when none is due |
 //! | `litejobs_dead_jobs` | gauge | | dead jobs waiting for a person (not requeued or discarded) |
 //! | `litejobs_dead_last_hour` | gauge | | jobs that became dead in the last hour |
+//! | `litejobs_expired_jobs` | gauge | `queue`, `job_type` | jobs cancelled because they were not started by their deadline, still kept |
+//! | `litejobs_expired_last_hour` | gauge | | jobs that expired in the last hour |
 //! | `litejobs_attempts` | gauge | `job_type`, `outcome` | attempts recorded, by outcome (`succeeded`, `failed`, `timed_out`, `lost`, `released`, `cancelled`) |
 //! | `litejobs_queue_paused` | gauge | `queue` | 1 for a paused queue, 0 otherwise |
 //!
-//! `litejobs_attempts` is a gauge, not a `_total` counter: it is counted from the rows in
-//! the file, and pruning removes rows, which a counter must never show.
+//! `litejobs_attempts` and `litejobs_expired_jobs` are gauges, not `_total` counters: they
+//! are counted from the rows in the file, and pruning removes rows, which a counter must
+//! never show.
 //!
 //! ```
 //! use litejobs::{metrics, NewJob, Queue};
@@ -34,6 +37,7 @@ use crate::job::JobStatus;
 use crate::Queue;
 
 pub use super::reads::{AttemptCount, MetricsSnapshot};
+pub use crate::storage::reads::ExpiredCount;
 
 /// The queue's metrics as Prometheus text.
 pub fn prometheus_text(queue: &Queue) -> Result<String> {
@@ -126,6 +130,32 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
         "litejobs_dead_last_hour",
         &[],
         &snapshot.health.dead_last_hour.to_string(),
+    );
+
+    family(
+        &mut out,
+        "litejobs_expired_jobs",
+        "Jobs cancelled because they were not started by their deadline, by queue and job type (pruning lowers it).",
+    );
+    for e in &snapshot.expired {
+        sample(
+            &mut out,
+            "litejobs_expired_jobs",
+            &[("queue", &e.queue), ("job_type", &e.job_type)],
+            &e.count.to_string(),
+        );
+    }
+
+    family(
+        &mut out,
+        "litejobs_expired_last_hour",
+        "Jobs that expired (not started by their deadline) in the last hour.",
+    );
+    sample(
+        &mut out,
+        "litejobs_expired_last_hour",
+        &[],
+        &snapshot.health.expired_last_hour.to_string(),
     );
 
     family(
@@ -252,6 +282,7 @@ mod tests {
                 }],
                 oldest_due_age_ms: None,
                 dead_last_hour: 1,
+                expired_last_hour: 3,
             },
             health: Health {
                 at_ms: 0,
@@ -261,6 +292,8 @@ mod tests {
                 oldest_due_age_ms: None,
                 dead: 2,
                 dead_last_hour: 1,
+                expired: 5,
+                expired_last_hour: 3,
                 window_ms: 3_600_000,
                 failed_attempts: 0,
                 succeeded: 0,
@@ -272,6 +305,12 @@ mod tests {
                 job_type: "t\\x\ny".into(),
                 outcome: "failed".into(),
                 count: 4,
+            }],
+            expired: vec![ExpiredCount {
+                queue: "mail".into(),
+                job_type: "reset\"email".into(),
+                count: 5,
+                last_hour: 3,
             }],
         }
     }
@@ -287,6 +326,10 @@ mod tests {
         ));
         assert!(text.contains("litejobs_attempts{job_type=\"t\\\\x\\ny\",outcome=\"failed\"} 4\n"));
         assert!(text.contains("litejobs_queue_paused{queue=\"paused\"} 1\n"));
+        assert!(
+            text.contains("litejobs_expired_jobs{queue=\"mail\",job_type=\"reset\\\"email\"} 5\n")
+        );
+        assert!(text.contains("litejobs_expired_last_hour 3\n"));
         assert!(text.contains("litejobs_queue_paused{queue=\"q\\\"1\"} 0\n"));
         assert!(text.contains("litejobs_dead_jobs 2\n"));
         // Every line is a comment or a sample on one line: no raw newline leaked.

@@ -23,6 +23,7 @@ use crate::storage::jobs::AttemptRow;
 use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Success};
 use crate::storage::Tx;
 use crate::system::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
+use crate::worker::deadline::{self, Expiry};
 use crate::Queue;
 
 /// How an attempt ended.
@@ -46,6 +47,9 @@ pub(crate) enum Outcome {
     },
     /// Given back unfinished (shutdown): due again at once, attempt not spent.
     Released,
+    /// The retry or snooze the attempt asked for would fall at or after the job's deadline:
+    /// the job ends cancelled as expired instead (see `worker/deadline.rs`).
+    Expired(Expiry),
 }
 
 impl Outcome {
@@ -62,7 +66,7 @@ impl Outcome {
                 ..
             } => JobStatus::Dead,
             Outcome::Snoozed { .. } | Outcome::Released => JobStatus::Queued,
-            Outcome::Cancelled { .. } => JobStatus::Cancelled,
+            Outcome::Cancelled { .. } | Outcome::Expired(_) => JobStatus::Cancelled,
         }
     }
 }
@@ -462,6 +466,10 @@ pub(crate) fn write_completion(
                 Some(reason),
             ))?;
         }
+        Outcome::Expired(expiry) => {
+            let attempt = attempt_row(c, worker_id, AttemptOutcome::Cancelled, None);
+            return deadline::write_expired(tx, lease, &attempt, expiry, now);
+        }
         Outcome::Released => {
             if !tx.put_back(lease, now, now)? {
                 return Ok(false);
@@ -490,6 +498,7 @@ pub(crate) fn announce(events: &EventHub, c: &Completion) {
     let error = match &c.outcome {
         Outcome::Failed { error, .. } => Some(error.clone()),
         Outcome::Cancelled { reason } => Some(reason.clone()),
+        Outcome::Expired(expiry) => Some(expiry.reason.clone()),
         _ => None,
     };
     events.send(Event::Finished {

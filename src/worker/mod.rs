@@ -7,6 +7,7 @@
 mod activity;
 mod change_watch;
 pub(crate) mod completer;
+mod deadline;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
 pub mod maintenance;

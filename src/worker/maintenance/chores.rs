@@ -1,12 +1,12 @@
 //! The upkeep a worker's dispatcher does between its claim rounds, each step in short
 //! transactions of its own (never inside a round: the write gate is not re-entrant):
-//! scheduled pruning, one chunk at a time, and the stray sweep. The sweep reads the whole
+//! scheduled pruning, one chunk at a time, the expiry sweep, and the stray sweep. The sweep reads the whole
 //! jobs table, so it waits for a moment when the worker has nothing to do (at start-up on a
 //! quiet queue, at once), unless it is an interval late; measured, a sweep at the start of a
 //! worker facing a million queued jobs took its first 10 000 jobs from 180 000 to 32 000 a
 //! second.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::every::Every;
 use super::pruner::Pruner;
@@ -21,14 +21,18 @@ pub(crate) struct Chores {
     pruner: Option<Pruner>,
     /// When the stray sweep is next due.
     strays: Every,
+    /// When the expiry sweep is next due (on the reaper's schedule).
+    expiry: Every,
 }
 
 impl Chores {
-    /// Pruning when a schedule is given; the stray sweep always (at once, then hourly).
-    pub(crate) fn new(pruner: Option<Pruner>) -> Chores {
+    /// Pruning when a schedule is given; the stray sweep always (at once, then hourly); the
+    /// expiry sweep at once, then every `expiry_interval`.
+    pub(crate) fn new(pruner: Option<Pruner>, expiry_interval: Duration) -> Chores {
         Chores {
             pruner,
             strays: Every::new(STRAY_SWEEP_INTERVAL),
+            expiry: Every::new(expiry_interval),
         }
     }
 
@@ -48,6 +52,19 @@ impl Chores {
                 Err(e) => {
                     log::warn!("litejobs: scheduled prune step failed ({e}); it will be retried")
                 }
+            }
+        }
+        if self.expiry.due(now) {
+            // It reads an index of the few jobs with a deadline: no need to wait for a quiet
+            // moment. Tried again an interval later also when it failed.
+            self.expiry.ran(now);
+            match queue.cancel_expired() {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
+                Err(e) => log::warn!(
+                    "litejobs: cancelling jobs past their deadline failed ({e}); tried again \
+                     at the next reap interval"
+                ),
             }
         }
         if self.strays.due(now) && (idle || now >= self.strays.overdue_at()) {
@@ -72,9 +89,10 @@ impl Chores {
         } else {
             self.strays.overdue_at()
         };
+        let sweeps = strays.min(self.expiry.next());
         self.pruner
             .as_ref()
-            .map_or(strays, |p| p.next().min(strays))
+            .map_or(sweeps, |p| p.next().min(sweeps))
     }
 }
 
@@ -98,7 +116,7 @@ mod tests {
             Ok(conn.query_row("SELECT status FROM jobs", [], |r| r.get(0))?)
         };
         let start = Instant::now();
-        let mut chores = Chores::new(None);
+        let mut chores = Chores::new(None, STRAY_SWEEP_INTERVAL * 2);
         chores.step(&queue, false)?;
         assert_eq!(status()?, "bogus", "a busy worker does not sweep");
         assert!(
