@@ -10,7 +10,7 @@ mod retry;
 mod typed;
 
 pub(crate) use expiry::{
-    not_started_reason, resolve_expiry, retry_reason, rfc3339, snooze_reason, EXPIRED_BY,
+    not_started_reason, resolve_expiry, retry_reason, snooze_reason, EXPIRED_BY,
 };
 pub(crate) use new::{clamp_run_at, validate, Payload, RunAt, MAX_RUN_AT_MS};
 pub use new::{NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE};
