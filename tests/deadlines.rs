@@ -20,7 +20,7 @@ use crate::support::scripted::{
     at_ms, history, job, stop, wait_event, wait_finished, wait_status, Runner, ScriptedHandler,
     Step, MODES,
 };
-use crate::support::{setup, TestEnv, START_MS};
+use crate::support::{setup, sqlite_only, TestEnv, START_MS};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -588,4 +588,42 @@ fn events_tell_of_each_expired_job() {
     }
     assert_eq!(seen, ids[..2].to_vec(), "earliest deadline first");
     assert_eq!(job(&env.queue, ids[2]).status, JobStatus::Queued);
+}
+
+#[test]
+fn enqueue_in_the_callers_transaction_stores_the_deadline() {
+    // `enqueue_in` takes the caller's rusqlite transaction: SQLite only (PostgreSQL's
+    // `enqueue_in_pg` is in tests/postgres/enqueue_in.rs).
+    if sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    let by_queue = env
+        .queue
+        .enqueue_in(&tx, NewJob::new("t", json!({})).expire_after(minutes(15)))
+        .expect("Queue::enqueue_in");
+    let free = litejobs::enqueue_in(&tx, NewJob::new("t", json!({})).expire_after(minutes(15)))
+        .expect("enqueue_in");
+    let refused = env
+        .queue
+        .enqueue_in(
+            &tx,
+            NewJob::new("t", json!({})).expires_at(at_ms(START_MS - 1)),
+        )
+        .expect_err("a deadline already past");
+    assert_eq!(refused.kind(), ErrorKind::InvalidJob);
+    tx.commit().expect("commit");
+    assert_eq!(
+        job(&env.queue, by_queue).expires_at,
+        Some(START_MS + 15 * 60_000),
+        "by the queue's clock"
+    );
+    let j = job(&env.queue, free);
+    assert_eq!(
+        j.expires_at.map(|at| at - j.run_at),
+        Some(15 * 60_000),
+        "by the wall clock"
+    );
 }
