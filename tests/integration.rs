@@ -36,6 +36,8 @@ mod exec;
 mod faults;
 // rows from outside: CHECK rules at the door, bad rows dead at the claim, safe readers, migration 4, read-only opens
 mod foreign_rows;
+// deadlines for rows from other languages: the guide's plain-SQL insert with expires_at, from Python's sqlite3
+mod foreign_expiry;
 // dedupe for rows from other languages: the README's plain-SQL insert once per key, remembered keys, the partial index's conflict target
 mod foreign_dedupe;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
