@@ -414,6 +414,30 @@ mod tests {
             ),
             (
                 ClaimedValues {
+                    expires_at: RawValue::Text(b"tomorrow"),
+                    ..good()
+                },
+                "column expires_at holds TEXT 'tomorrow', not NULL or integer milliseconds \
+                 since 1970",
+            ),
+            (
+                ClaimedValues {
+                    expires_at: RawValue::Integer(T0 / 1000),
+                    ..good()
+                },
+                "column expires_at holds 1700000000, which looks like seconds, not \
+                 milliseconds since 1970",
+            ),
+            (
+                ClaimedValues {
+                    expires_at: RawValue::Integer(MAX_RUN_AT_MS + 1),
+                    ..good()
+                },
+                "column expires_at holds 100000000000000, past the year 5000: microseconds or \
+                 nanoseconds, not milliseconds",
+            ),
+            (
+                ClaimedValues {
                     priority: RawValue::Text(b"high"),
                     ..good()
                 },

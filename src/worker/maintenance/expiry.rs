@@ -28,7 +28,7 @@ impl crate::Queue {
                 .db()
                 .write(|tx| tx.cancel_expired(now, EXPIRED_PER_TRANSACTION))?;
             total += expired.len();
-            if expired.len() > 0 {
+            if !expired.is_empty() {
                 log::debug!("litejobs: {} jobs expired", expired.len());
             }
             if self.events().has_subscribers() {
