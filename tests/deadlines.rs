@@ -627,3 +627,33 @@ fn enqueue_in_the_callers_transaction_stores_the_deadline() {
         "by the wall clock"
     );
 }
+
+#[test]
+fn each_slot_of_a_periodic_template_with_a_window_gets_its_own_deadline() {
+    let env = setup();
+    let digest = litejobs::maintenance::Periodic::every(
+        HOUR,
+        NewJob::new("digest", json!({})).expire_after(minutes(30)),
+    )
+    .expect("a schedule");
+    let scheduler =
+        litejobs::maintenance::Scheduler::new(&env.queue, vec![digest]).expect("a scheduler");
+    scheduler.tick().expect("tick");
+    let mut deadlines = Vec::new();
+    for _ in 0..2 {
+        env.clock.advance(HOUR);
+        let report = scheduler.tick().expect("tick");
+        let slot = &report.enqueued[0];
+        deadlines.push((
+            job(&env.queue, slot.job_id).expires_at,
+            env.clock.now() + 30 * 60_000,
+        ));
+    }
+    for (got, want) in deadlines {
+        assert_eq!(
+            got,
+            Some(want),
+            "each slot's job: 30 minutes from its enqueue"
+        );
+    }
+}
