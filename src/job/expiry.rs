@@ -6,20 +6,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::new::{NewJob, MAX_RUN_AT_MS};
+use super::new::{Expiry, NewJob, MAX_RUN_AT_MS};
 use super::record::{JobRecord, JobStatus};
 use crate::error::{Error, Result};
 use crate::system::clock::{duration_to_ms, system_time_to_ms};
 
 /// The `cancelled_by` of a job that expired.
 pub(crate) const EXPIRED_BY: &str = "deadline";
-
-/// A deadline as given to a [`NewJob`]: a time, or a span counted from when the job is due.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Expiry {
-    At(i64),
-    After(i64),
-}
 
 impl NewJob {
     /// The job must start by `when`: one not started by then never starts, and ends

@@ -5,7 +5,6 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::expiry::Expiry;
 use crate::error::{Error, Result};
 use crate::system::clock::{duration_to_ms, system_time_to_ms};
 
@@ -91,6 +90,14 @@ impl RunAt {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RunAt {
+    At(i64),
+    After(i64),
+}
+
+/// A deadline as given to a [`NewJob`] (`job/expiry.rs`): a time, or a span counted from
+/// when the job is due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expiry {
     At(i64),
     After(i64),
 }

@@ -80,8 +80,8 @@ pub(crate) trait ClaimStore {
     /// moving them to `running` under a lease; skips a paused queue, types the worker cannot
     /// run, jobs whose deadline (`expires_at`) is not after `now`, and jobs whose group key
     /// has a running job or an earlier due job (one job per key at a time, in order). Never
-    /// fails on a row another program wrote: unusable rows
-    /// come back [`Claimed::refused`] (made dead) or with a [`ClaimedRow::defect`].
+    /// fails on a row another program wrote: unusable rows come back [`Claimed::refused`]
+    /// (made dead) or with a [`ClaimedRow::defect`].
     fn claim(&self, req: &ClaimRequest<'_>, now: i64) -> Result<Claimed>;
 
     /// True when a claim could find work: some job of these types in this queue is due and

@@ -164,8 +164,9 @@ pub(crate) struct ClaimedValues<'a> {
 /// the queue and type), whole numbers where numbers belong, a run time in milliseconds
 /// (not seconds, not past the year 5000), attempts of at least 0 with one more still
 /// countable, at least one attempt in all, a timeout of at least 1 ms, a deadline that is
-/// NULL or in milliseconds as the run time, a payload of at most `max_payload_bytes`. A value that breaks a rule is replaced by one a handler can be given
-/// (the job goes dead without running anyway). Each value is read once: this runs per job.
+/// NULL or in milliseconds as the run time, a payload of at most `max_payload_bytes`. A
+/// value that breaks a rule is replaced by one a handler can be given (the job goes dead
+/// without running anyway). Each value is read once: this runs per job.
 pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> ClaimedRow {
     let mut problems = Vec::new();
     let p = &mut problems;
