@@ -56,9 +56,11 @@ impl Chores {
         }
         if self.expiry.due(now) {
             // It reads an index of the few jobs with a deadline: no need to wait for a quiet
-            // moment. Tried again an interval later also when it failed.
+            // moment. One batch per step; due again at once while more may wait, else an
+            // interval later (also when it failed).
             self.expiry.ran(now);
-            match queue.cancel_expired() {
+            match queue.cancel_expired_batch() {
+                Ok((_, true)) => self.expiry.again(),
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
                 Err(e) => log::warn!(
@@ -127,6 +129,37 @@ mod tests {
         chores.step(&queue, true)?;
         assert_eq!(status()?, "dead");
         assert!(chores.next(true) >= start + STRAY_SWEEP_INTERVAL);
+        Ok(())
+    }
+
+    /// A backlog of expired jobs is swept one transaction per step, the next step at once,
+    /// so the worker's rounds go on between them.
+    #[test]
+    fn the_expiry_sweep_takes_one_batch_per_step() -> Result<()> {
+        use std::time::Duration;
+        let clock = crate::ManualClock::new(1_700_000_000_000);
+        let queue = Queue::builder().clock(clock.clone()).open_in_memory()?;
+        let jobs: Vec<crate::NewJob> = (0..1001)
+            .map(|_| {
+                crate::NewJob::new("t", serde_json::json!({})).expire_after(Duration::from_secs(1))
+            })
+            .collect();
+        queue.enqueue_batch(jobs)?;
+        clock.advance(Duration::from_secs(2));
+        let hour = Duration::from_secs(3600);
+        let start = Instant::now();
+        let mut chores = Chores::new(None, hour);
+        let cancelled = || -> Result<i64> { Ok(queue.stats()?.count(crate::JobStatus::Cancelled)) };
+        chores.step(&queue, false)?;
+        assert_eq!(cancelled()?, 1000);
+        assert!(
+            chores.next(false) <= Instant::now(),
+            "more wait: due again at once"
+        );
+        chores.step(&queue, false)?;
+        assert_eq!(cancelled()?, 1001);
+        // The busy worker's next upkeep: the stray sweep's, an hour after its start.
+        assert!(chores.next(false) >= start + hour, "then an interval later");
         Ok(())
     }
 }

@@ -23,28 +23,36 @@ impl crate::Queue {
     pub fn cancel_expired(&self) -> Result<usize> {
         let mut total = 0;
         loop {
-            let now = self.now_ms();
-            let expired = self
-                .db()
-                .write(|tx| tx.cancel_expired(now, EXPIRED_PER_TRANSACTION))?;
-            total += expired.len();
-            if !expired.is_empty() {
-                log::debug!("litejobs: {} jobs expired", expired.len());
-            }
-            if self.events().has_subscribers() {
-                for job in &expired {
-                    self.events().send(Event::Finished {
-                        id: job.id,
-                        job_type: job.job_type.clone(),
-                        attempt: job.attempts,
-                        status: JobStatus::Cancelled,
-                        error: Some(job.reason.clone()),
-                    });
-                }
-            }
-            if expired.len() < EXPIRED_PER_TRANSACTION {
+            let (n, more) = self.cancel_expired_batch()?;
+            total += n;
+            if !more {
                 return Ok(total);
             }
         }
+    }
+
+    /// One transaction of the sweep: how many jobs it cancelled, and whether more may wait
+    /// (a worker takes the next batch after its next round, so a backlog of expired jobs
+    /// never holds its writes up for long).
+    pub(crate) fn cancel_expired_batch(&self) -> Result<(usize, bool)> {
+        let now = self.now_ms();
+        let expired = self
+            .db()
+            .write(|tx| tx.cancel_expired(now, EXPIRED_PER_TRANSACTION))?;
+        if !expired.is_empty() {
+            log::debug!("litejobs: {} jobs expired", expired.len());
+        }
+        if self.events().has_subscribers() {
+            for job in &expired {
+                self.events().send(Event::Finished {
+                    id: job.id,
+                    job_type: job.job_type.clone(),
+                    attempt: job.attempts,
+                    status: JobStatus::Cancelled,
+                    error: Some(job.reason.clone()),
+                });
+            }
+        }
+        Ok((expired.len(), expired.len() == EXPIRED_PER_TRANSACTION))
     }
 }
