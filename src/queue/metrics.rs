@@ -7,14 +7,13 @@
 //! | `litejobs_oldest_due_age_seconds` | gauge | `queue` | how long the oldest due job has waited past its run time; 0 when none is due |
 //! | `litejobs_dead_jobs` | gauge | | dead jobs waiting for a person (not requeued or discarded) |
 //! | `litejobs_dead_last_hour` | gauge | | jobs that became dead in the last hour |
-//! | `litejobs_expired_jobs` | gauge | `queue`, `job_type` | jobs cancelled because they were not started by their deadline, still kept |
-//! | `litejobs_expired_last_hour` | gauge | | jobs that expired in the last hour |
+//! | `litejobs_expired_last_hour` | gauge | `queue`, `job_type` | jobs cancelled in the last hour because they were not started by their deadline |
 //! | `litejobs_attempts` | gauge | `job_type`, `outcome` | attempts recorded, by outcome (`succeeded`, `failed`, `timed_out`, `lost`, `released`, `cancelled`) |
 //! | `litejobs_queue_paused` | gauge | `queue` | 1 for a paused queue, 0 otherwise |
 //!
-//! `litejobs_attempts` and `litejobs_expired_jobs` are gauges, not `_total` counters: they
-//! are counted from the rows in the file, and pruning removes rows, which a counter must
-//! never show.
+//! `litejobs_attempts` is a gauge, not a `_total` counter: it is counted from the rows in
+//! the file, and pruning removes rows, which a counter must never show. Expired jobs are
+//! counted over the last hour for the same reason, as dead ones are.
 //!
 //! ```
 //! use litejobs::{metrics, NewJob, Queue};
@@ -134,29 +133,17 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
 
     family(
         &mut out,
-        "litejobs_expired_jobs",
-        "Jobs cancelled because they were not started by their deadline, by queue and job type (pruning lowers it).",
+        "litejobs_expired_last_hour",
+        "Jobs cancelled in the last hour because they were not started by their deadline, by queue and job type.",
     );
     for e in &snapshot.expired {
         sample(
             &mut out,
-            "litejobs_expired_jobs",
+            "litejobs_expired_last_hour",
             &[("queue", &e.queue), ("job_type", &e.job_type)],
             &e.count.to_string(),
         );
     }
-
-    family(
-        &mut out,
-        "litejobs_expired_last_hour",
-        "Jobs that expired (not started by their deadline) in the last hour.",
-    );
-    sample(
-        &mut out,
-        "litejobs_expired_last_hour",
-        &[],
-        &snapshot.health.expired_last_hour.to_string(),
-    );
 
     family(
         &mut out,
@@ -292,7 +279,6 @@ mod tests {
                 oldest_due_age_ms: None,
                 dead: 2,
                 dead_last_hour: 1,
-                expired: 5,
                 expired_last_hour: 3,
                 window_ms: 3_600_000,
                 failed_attempts: 0,
@@ -309,8 +295,7 @@ mod tests {
             expired: vec![ExpiredCount {
                 queue: "mail".into(),
                 job_type: "reset\"email".into(),
-                count: 5,
-                last_hour: 3,
+                count: 3,
             }],
         }
     }
@@ -326,10 +311,9 @@ mod tests {
         ));
         assert!(text.contains("litejobs_attempts{job_type=\"t\\\\x\\ny\",outcome=\"failed\"} 4\n"));
         assert!(text.contains("litejobs_queue_paused{queue=\"paused\"} 1\n"));
-        assert!(
-            text.contains("litejobs_expired_jobs{queue=\"mail\",job_type=\"reset\\\"email\"} 5\n")
-        );
-        assert!(text.contains("litejobs_expired_last_hour 3\n"));
+        assert!(text.contains(
+            "litejobs_expired_last_hour{queue=\"mail\",job_type=\"reset\\\"email\"} 3\n"
+        ));
         assert!(text.contains("litejobs_queue_paused{queue=\"q\\\"1\"} 0\n"));
         assert!(text.contains("litejobs_dead_jobs 2\n"));
         // Every line is a comment or a sample on one line: no raw newline leaked.

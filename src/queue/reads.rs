@@ -41,10 +41,8 @@ pub struct Health {
     pub dead: i64,
     /// Jobs that became dead in the last hour (requeued ones included).
     pub dead_last_hour: i64,
-    /// Jobs that expired (cancelled because they were not started by their deadline) and
-    /// are still kept; not failures.
-    pub expired: i64,
-    /// Of those, jobs that expired in the last hour.
+    /// Jobs that expired (cancelled because they were not started by their deadline) in the
+    /// last hour; not failures.
     pub expired_last_hour: i64,
     /// The window of the attempt figures below (ms).
     pub window_ms: i64,
@@ -122,7 +120,7 @@ struct Figures {
     /// caller counts them in its health row) and the oldest due job per queue.
     live: LiveSummary,
     dead_last_hour: i64,
-    /// Expired jobs kept, by queue and type.
+    /// Jobs that expired in the last hour, by queue and type.
     expired: Vec<ExpiredCount>,
 }
 
@@ -153,11 +151,9 @@ impl Figures {
         })
     }
 
-    /// Expired jobs kept, and of those the last hour's.
-    fn expired_totals(&self) -> (i64, i64) {
-        self.expired
-            .iter()
-            .fold((0, 0), |(n, h), e| (n + e.count, h + e.last_hour))
+    /// Jobs that expired in the last hour.
+    fn expired_last_hour(&self) -> i64 {
+        self.expired.iter().map(|e| e.count).sum()
     }
 
     /// The health row from `since`, with the live counts this reading already has.
@@ -189,7 +185,7 @@ impl Figures {
             counts: self.counts.clone(),
             oldest_due_age_ms: self.oldest_due_age_ms(now),
             dead_last_hour: self.dead_last_hour,
-            expired_last_hour: self.expired_totals().1,
+            expired_last_hour: self.expired_last_hour(),
         }
     }
 
@@ -203,8 +199,7 @@ impl Figures {
             oldest_due_age_ms: self.oldest_due_age_ms(now),
             dead: row.dead_awaiting,
             dead_last_hour: self.dead_last_hour,
-            expired: self.expired_totals().0,
-            expired_last_hour: self.expired_totals().1,
+            expired_last_hour: self.expired_last_hour(),
             window_ms,
             failed_attempts: row.failed_attempts,
             succeeded: row.succeeded,
@@ -239,7 +234,7 @@ pub struct MetricsSnapshot {
     pub oldest_due_age_ms: Vec<(String, i64)>,
     /// Attempt outcomes by job type.
     pub attempts: Vec<AttemptCount>,
-    /// Expired jobs kept, by queue and type.
+    /// Jobs that expired in the last hour, by queue and type.
     pub expired: Vec<ExpiredCount>,
 }
 

@@ -124,9 +124,9 @@ impl Stats {
     }
 }
 
-/// Jobs of one queue and type that expired: cancelled because they were not started by
-/// their deadline ([`NewJob::expires_at`](crate::NewJob::expires_at)). Counted from the
-/// cancelled rows still kept, so pruning lowers it.
+/// Jobs of one queue and type that expired in the last hour: cancelled because they were
+/// not started by their deadline ([`NewJob::expires_at`](crate::NewJob::expires_at)).
+/// Counted from the jobs cancelled in the hour, so the cost follows them, not the table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ExpiredCount {
@@ -134,10 +134,8 @@ pub struct ExpiredCount {
     pub queue: String,
     /// Job type.
     pub job_type: String,
-    /// Expired jobs kept in the database.
+    /// Jobs that expired in the last hour.
     pub count: i64,
-    /// Of those, jobs that expired in the last hour.
-    pub last_hour: i64,
 }
 
 /// Jobs failing with the same last error: the usual sign of one real outage rather than many
@@ -228,8 +226,8 @@ pub(crate) trait ReadStore {
     /// Jobs that became dead at `since` or later (requeued ones included).
     fn dead_since(&self, since: i64) -> Result<i64>;
 
-    /// Expired jobs kept (cancelled by their deadline) by queue and type, in that order,
-    /// with how many of them finished at `since` or later. Reads the cancelled rows only.
+    /// Jobs that expired (cancelled by their deadline) at `since` or later, by queue and
+    /// type, in that order. Reads the jobs cancelled since then only.
     fn expired_counts(&self, since: i64) -> Result<Vec<ExpiredCount>>;
 
     /// The most common last errors among failed and dead jobs (requeued dead jobs left out).

@@ -219,8 +219,6 @@ struct ExpiredRow {
     job_type: String,
     #[diesel(sql_type = BigInt)]
     n: i64,
-    #[diesel(sql_type = BigInt)]
-    recent: i64,
 }
 
 #[derive(QueryableByName)]
@@ -399,11 +397,8 @@ impl ReadStore for PgTx<'_> {
     fn expired_counts(&self, since: i64) -> Result<Vec<ExpiredCount>> {
         let rows = self.rows::<ExpiredRow>(
             query(
-                "SELECT queue, job_type, COUNT(*) AS n,
-                        COUNT(*) FILTER (WHERE finished_at >= $1) AS recent
-                 FROM jobs
-                 WHERE status = 'cancelled' AND finished_at IS NOT NULL
-                   AND cancelled_by = 'deadline'
+                "SELECT queue, job_type, COUNT(*) AS n FROM jobs
+                 WHERE status = 'cancelled' AND finished_at >= $1 AND cancelled_by = 'deadline'
                  GROUP BY queue, job_type ORDER BY queue, job_type",
             )
             .int(since),
@@ -414,7 +409,6 @@ impl ReadStore for PgTx<'_> {
                 queue: r.queue,
                 job_type: r.job_type,
                 count: r.n,
-                last_hour: r.recent,
             })
             .collect())
     }

@@ -245,8 +245,8 @@ impl ReadStore for SqliteTx<'_> {
     /// labels.
     fn expired_counts(&self, since: i64) -> Result<Vec<ExpiredCount>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT queue, job_type, COUNT(*), SUM(finished_at >= ?1) FROM jobs
-             WHERE status = 'cancelled' AND finished_at IS NOT NULL AND cancelled_by = 'deadline'
+            "SELECT queue, job_type, COUNT(*) FROM jobs
+             WHERE status = 'cancelled' AND finished_at >= ?1 AND cancelled_by = 'deadline'
              GROUP BY queue, job_type ORDER BY queue, job_type",
         )?;
         let counts = stmt
@@ -255,7 +255,6 @@ impl ReadStore for SqliteTx<'_> {
                     queue: lenient::label(row, 0)?,
                     job_type: lenient::label(row, 1)?,
                     count: row.get(2)?,
-                    last_hour: row.get::<_, Option<i64>>(3)?.unwrap_or(0),
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;

@@ -131,7 +131,6 @@ fn live_from(reading: &Reading) -> Live {
     put("dead_last_hour".into(), count(h.dead_last_hour));
     put("succeeded_window".into(), count(h.succeeded));
     put("expired_last_hour".into(), count(h.expired_last_hour));
-    put("expired".into(), count(h.expired));
     let (rate, detail) = failure_text(h);
     put("failure_rate".into(), rate);
     put("failure_detail".into(), detail);
@@ -276,10 +275,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx) -> Result<Response> {
         &live,
         "Expired, last hour",
         "expired_last_hour",
-        &format!(
-            "{} kept · not started by their deadline",
-            live_span(&live, "expired")
-        ),
+        "not started by their deadline",
         Some("/jobs?status=cancelled"),
         false,
     );

@@ -73,12 +73,12 @@ pub fn write_summary(
         )
     };
     writeln!(out, "failing   {retrying} retrying, {dead}; {rate}")?;
-    if h.expired > 0 {
+    if h.expired_last_hour > 0 {
         writeln!(
             out,
-            "expired   {} not started by their deadline ({} in the last hour; cancelled, not \
+            "expired   {} in the last hour, not started by their deadline (cancelled, not \
              failures)",
-            h.expired, h.expired_last_hour
+            h.expired_last_hour
         )?;
     }
     if !h.paused_queues.is_empty() {
