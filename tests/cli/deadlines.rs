@@ -84,6 +84,7 @@ fn enqueue_takes_a_deadline_and_the_views_tell_of_an_expired_job() {
         show.contains(&format!("cancelled  by deadline: {reason}")),
         "{show}"
     );
+    assert!(show.contains("no attempt has run"), "{show}");
     let list = fx.run(&["list"]).ok().stdout;
     let line = |id: i64| {
         list.lines()

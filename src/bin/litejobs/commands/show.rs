@@ -117,10 +117,14 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     write_json_field(out, "progress", job.progress.as_ref())?;
     writeln!(out)?;
     if attempts.is_empty() {
-        writeln!(
-            out,
-            "no attempt history (a first-try success is recorded on the job row only)"
-        )?;
+        if job.attempts == 0 {
+            writeln!(out, "no attempt has run")?;
+        } else {
+            writeln!(
+                out,
+                "no attempt history (a first-try success is recorded on the job row only)"
+            )?;
+        }
         return Ok(Exit::Ok);
     }
     writeln!(out, "attempts:")?;
