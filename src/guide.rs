@@ -34,12 +34,15 @@ macro_rules! guide_links {
          [dashboard.md]: crate::guide::dashboard\n\
          [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
          [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
+         [jobs.md]: crate::guide::jobs\n\
+         [jobs.md#deadlines]: crate::guide::jobs#deadlines\n\
          [jobs.md#rate-limits-and-circuit-breakers]: crate::guide::jobs#rate-limits-and-circuit-breakers\n\
          [jobs.md#when-a-running-job-is-cancelled]: crate::guide::jobs#when-a-running-job-is-cancelled\n\
          [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
          [periodic.md]: crate::guide::periodic\n\
          [postgres.md]: crate::guide::postgres\n\
          [schema.md]: crate::guide::schema\n\
+         [schema.md#deadlines-expires_at]: crate::guide::schema#deadlines-expires_at\n\
          [schema.md#dedupe-needs-idempotency_key]: crate::guide::schema#dedupe-needs-idempotency_key\n\
          [schema.md#ids-are-never-reused]: crate::guide::schema#ids-are-never-reused\n\
          [schema.md#postgresql]: crate::guide::schema#postgresql\n\

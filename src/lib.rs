@@ -80,8 +80,8 @@
 //!   writes the finished attempts, reaps expired leases when due, renews the leases of
 //!   prefetched jobs, and claims for every queue with free threads plus a prefetch sized by
 //!   how long its jobs take, in one transaction on SQLite (on PostgreSQL the claim is a
-//!   statement of its own). Between rounds it does the upkeep: scheduled pruning and the
-//!   sweep of rows no claim can take.
+//!   statement of its own). Between rounds it does the upkeep: scheduled pruning, the expiry
+//!   sweep of jobs past their deadline, and the sweep of rows no claim can take.
 //! - **Executor threads**, as many per queue as its concurrency, each run one attempt at a
 //!   time. A heartbeat ([`JobContext::heartbeat`]) travels the writer channel too, and waits
 //!   for its answer.
@@ -118,6 +118,8 @@
 //!                                   │ (or the reaper: lease expired, spent)       │
 //!                                   │                 requeue: a new queued job ◄─┘
 //!                                   └─JobError::cancel, or a person ────────────► cancelled
+//!  queued or failed, past its deadline (expires_at) ──expiry sweep──────────────► cancelled
+//!  running, its retry or snooze at or after the deadline ──the completer───────► cancelled
 //! ```
 //!
 //! | transition | who writes it |
@@ -126,6 +128,8 @@
 //! | running → succeeded, failed, dead, cancelled; queued (a snooze, or given back at shutdown) | the completer, in the dispatcher's next round, fenced by the job's lease |
 //! | running (lease expired: its worker died or hung) → failed, due now, or dead | the reaper, in any worker's dispatcher, every reap interval |
 //! | queued or failed → dead (a row no claim can use) | the claim, and the stray sweep |
+//! | queued or failed, past its deadline → cancelled (`cancelled_by` `deadline`; the claim never starts it) | the expiry sweep, in any worker's dispatcher every reap interval; [`testing::drain`]; [`Queue::cancel_expired`] |
+//! | running → cancelled by `deadline`, when the retry or snooze it asks for would fall at or after its deadline | the completer, fenced by the lease |
 //! | queued, failed or running → cancelled; queued or failed → due now | a person: [`Queue::cancel`] (a running attempt's later outcome is fenced off), [`Queue::retry_now`] |
 //! | dead → failed with one more attempt; dead → a new queued job; dead → deleted | a person: [`Queue::retry_now`], [`Queue::requeue_dead`], [`Queue::discard_dead`] |
 //! | succeeded, cancelled → deleted | retention: [`Queue::prune`], a worker's pruner |

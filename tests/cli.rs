@@ -30,6 +30,7 @@ mod actions; // cancel, retry, pause/resume with a running worker
 #[cfg(unix)]
 mod cancel; // cancel by type and text (dry run, all or nothing); running commands in two other worker processes
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard
+mod deadlines; // enqueue --expire-after / --expires-at; show, list, stats, metrics and check of expired jobs
 #[cfg(unix)]
 mod exec; // work --exec/--serve: scripts per job, shutdown mid-job, refusals, the Python example
 mod foreign; // rows from outside next to a running worker, read commands that never write

@@ -16,6 +16,8 @@ mod cli;
 mod crash;
 // worker runtime: dead jobs and requeue
 mod dead_letter;
+// deadlines: jobs not started by their expires_at end cancelled; retries, snoozes and reaped attempts after it; the API's checks
+mod deadlines;
 // worker runtime: testing::drain, ctx.once and remembered keys
 mod drain;
 // email against a loopback SMTP server: headers, 451 retried, 550 dead, bad addresses, no double send, dev mailer
@@ -36,6 +38,8 @@ mod exec;
 mod faults;
 // rows from outside: CHECK rules at the door, bad rows dead at the claim, safe readers, migration 4, read-only opens
 mod foreign_rows;
+// deadlines for rows from other languages: the guide's plain-SQL insert with expires_at, from Python's sqlite3
+mod foreign_expiry;
 // dedupe for rows from other languages: the README's plain-SQL insert once per key, remembered keys, the partial index's conflict target
 mod foreign_dedupe;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI

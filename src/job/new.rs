@@ -44,6 +44,8 @@ pub struct NewJob {
     pub(crate) timeout_ms: Option<i64>,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) group_key: Option<String>,
+    /// The deadline ([`NewJob::expires_at`], [`NewJob::expire_after`]).
+    pub(crate) expires: Option<Expiry>,
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +90,14 @@ impl RunAt {
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RunAt {
+    At(i64),
+    After(i64),
+}
+
+/// A deadline as given to a [`NewJob`] (`job/expiry.rs`): a time, or a span counted from
+/// when the job is due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Expiry {
     At(i64),
     After(i64),
 }
@@ -148,6 +158,7 @@ impl NewJob {
             timeout_ms: None,
             idempotency_key: None,
             group_key: None,
+            expires: None,
         }
     }
 

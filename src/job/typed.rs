@@ -62,8 +62,8 @@ pub trait Job: Serialize + DeserializeOwned + 'static {
     /// enqueued carry it.
     const TYPE: &'static str;
 
-    /// The type's defaults: queue, priority and max attempts are stored with each job at
-    /// enqueue; timeout and retry policy are applied by the worker that registers the type.
+    /// The type's defaults: queue, priority, max attempts and the deadline's window are
+    /// stored with each job at enqueue; timeout and retry policy are applied by the worker that registers the type.
     /// Defaults to [`JobOptions::new`] (the string API's defaults).
     fn options() -> JobOptions {
         JobOptions::new()
@@ -82,7 +82,8 @@ pub trait Job: Serialize + DeserializeOwned + 'static {
 ///     .priority(5)
 ///     .max_attempts(3)
 ///     .timeout(Duration::from_secs(20))
-///     .retry_policy(RetryPolicy::exponential(Duration::from_secs(30)));
+///     .retry_policy(RetryPolicy::exponential(Duration::from_secs(30)))
+///     .expire_after(Duration::from_secs(15 * 60));
 /// # let _ = options;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -93,6 +94,7 @@ pub struct JobOptions {
     max_attempts: Option<u32>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry_policy: Option<RetryPolicy>,
+    expire_after: Option<Duration>,
 }
 
 impl JobOptions {
@@ -135,6 +137,14 @@ impl JobOptions {
         self
     }
 
+    /// Each job of this type must start within `window` of being due, or it expires (see
+    /// [`NewJob::expire_after`], stored with each job at enqueue); a job's own
+    /// [`NewJob::expires_at`] or `expire_after` wins.
+    pub fn expire_after(mut self, window: Duration) -> JobOptions {
+        self.expire_after = Some(window);
+        self
+    }
+
     /// The options stored with each job, applied to `job`.
     fn apply_to(&self, mut job: NewJob) -> NewJob {
         if let Some(queue) = &self.queue {
@@ -146,13 +156,16 @@ impl JobOptions {
         if let Some(max_attempts) = self.max_attempts {
             job = job.max_attempts(max_attempts);
         }
+        if let Some(window) = self.expire_after {
+            job = job.expire_after(window);
+        }
         job
     }
 }
 
 impl NewJob {
     /// A job of `J`'s type with `job` as its payload and `J`'s stored defaults (queue,
-    /// priority, max attempts), to change before enqueueing.
+    /// priority, max attempts, the deadline's window), to change before enqueueing.
     ///
     /// ```
     /// # use litejobs::{Job, NewJob, Queue};

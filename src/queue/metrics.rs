@@ -7,11 +7,13 @@
 //! | `litejobs_oldest_due_age_seconds` | gauge | `queue` | how long the oldest due job has waited past its run time; 0 when none is due |
 //! | `litejobs_dead_jobs` | gauge | | dead jobs waiting for a person (not requeued or discarded) |
 //! | `litejobs_dead_last_hour` | gauge | | jobs that became dead in the last hour |
+//! | `litejobs_expired_last_hour` | gauge | `queue`, `job_type` | jobs cancelled in the last hour because they were not started by their deadline |
 //! | `litejobs_attempts` | gauge | `job_type`, `outcome` | attempts recorded, by outcome (`succeeded`, `failed`, `timed_out`, `lost`, `released`, `cancelled`) |
 //! | `litejobs_queue_paused` | gauge | `queue` | 1 for a paused queue, 0 otherwise |
 //!
 //! `litejobs_attempts` is a gauge, not a `_total` counter: it is counted from the rows in
-//! the file, and pruning removes rows, which a counter must never show.
+//! the file, and pruning removes rows, which a counter must never show. Expired jobs are
+//! counted over the last hour for the same reason, as dead ones are.
 //!
 //! ```
 //! use litejobs::{metrics, NewJob, Queue};
@@ -34,6 +36,7 @@ use crate::job::JobStatus;
 use crate::Queue;
 
 pub use super::reads::{AttemptCount, MetricsSnapshot};
+pub use crate::storage::reads::ExpiredCount;
 
 /// The queue's metrics as Prometheus text.
 pub fn prometheus_text(queue: &Queue) -> Result<String> {
@@ -127,6 +130,20 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
         &[],
         &snapshot.health.dead_last_hour.to_string(),
     );
+
+    family(
+        &mut out,
+        "litejobs_expired_last_hour",
+        "Jobs cancelled in the last hour because they were not started by their deadline, by queue and job type.",
+    );
+    for e in &snapshot.expired {
+        sample(
+            &mut out,
+            "litejobs_expired_last_hour",
+            &[("queue", &e.queue), ("job_type", &e.job_type)],
+            &e.count.to_string(),
+        );
+    }
 
     family(
         &mut out,
@@ -252,6 +269,7 @@ mod tests {
                 }],
                 oldest_due_age_ms: None,
                 dead_last_hour: 1,
+                expired_last_hour: 3,
             },
             health: Health {
                 at_ms: 0,
@@ -261,6 +279,7 @@ mod tests {
                 oldest_due_age_ms: None,
                 dead: 2,
                 dead_last_hour: 1,
+                expired_last_hour: 3,
                 window_ms: 3_600_000,
                 failed_attempts: 0,
                 succeeded: 0,
@@ -272,6 +291,11 @@ mod tests {
                 job_type: "t\\x\ny".into(),
                 outcome: "failed".into(),
                 count: 4,
+            }],
+            expired: vec![ExpiredCount {
+                queue: "mail".into(),
+                job_type: "reset\"email".into(),
+                count: 3,
             }],
         }
     }
@@ -287,6 +311,9 @@ mod tests {
         ));
         assert!(text.contains("litejobs_attempts{job_type=\"t\\\\x\\ny\",outcome=\"failed\"} 4\n"));
         assert!(text.contains("litejobs_queue_paused{queue=\"paused\"} 1\n"));
+        assert!(text.contains(
+            "litejobs_expired_last_hour{queue=\"mail\",job_type=\"reset\\\"email\"} 3\n"
+        ));
         assert!(text.contains("litejobs_queue_paused{queue=\"q\\\"1\"} 0\n"));
         assert!(text.contains("litejobs_dead_jobs 2\n"));
         // Every line is a comment or a sample on one line: no raw newline leaked.

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::job::JobRecord;
-use crate::storage::reads::{ErrorGroup, HealthRow, JobFilter, LiveSummary, Stats, StatusCount};
+use crate::storage::reads::{
+    ErrorGroup, ExpiredCount, HealthRow, JobFilter, LiveSummary, Stats, StatusCount,
+};
 use crate::storage::Tx;
 use crate::system::clock::duration_to_ms;
 use crate::Queue;
@@ -39,6 +41,9 @@ pub struct Health {
     pub dead: i64,
     /// Jobs that became dead in the last hour (requeued ones included).
     pub dead_last_hour: i64,
+    /// Jobs that expired (cancelled because they were not started by their deadline) in the
+    /// last hour; not failures.
+    pub expired_last_hour: i64,
     /// The window of the attempt figures below (ms).
     pub window_ms: i64,
     /// Attempts that failed, timed out or were lost in the window.
@@ -115,6 +120,8 @@ struct Figures {
     /// caller counts them in its health row) and the oldest due job per queue.
     live: LiveSummary,
     dead_last_hour: i64,
+    /// Jobs that expired in the last hour, by queue and type.
+    expired: Vec<ExpiredCount>,
 }
 
 impl Figures {
@@ -125,6 +132,7 @@ impl Figures {
             counts,
             live,
             dead_last_hour: tx.dead_since(now - HOUR_MS)?,
+            expired: tx.expired_counts(now - HOUR_MS)?,
         })
     }
 
@@ -139,7 +147,13 @@ impl Figures {
                 ..LiveSummary::default()
             },
             dead_last_hour: tx.dead_since(now - HOUR_MS)?,
+            expired: tx.expired_counts(now - HOUR_MS)?,
         })
+    }
+
+    /// Jobs that expired in the last hour.
+    fn expired_last_hour(&self) -> i64 {
+        self.expired.iter().map(|e| e.count).sum()
     }
 
     /// The health row from `since`, with the live counts this reading already has.
@@ -171,6 +185,7 @@ impl Figures {
             counts: self.counts.clone(),
             oldest_due_age_ms: self.oldest_due_age_ms(now),
             dead_last_hour: self.dead_last_hour,
+            expired_last_hour: self.expired_last_hour(),
         }
     }
 
@@ -184,6 +199,7 @@ impl Figures {
             oldest_due_age_ms: self.oldest_due_age_ms(now),
             dead: row.dead_awaiting,
             dead_last_hour: self.dead_last_hour,
+            expired_last_hour: self.expired_last_hour(),
             window_ms,
             failed_attempts: row.failed_attempts,
             succeeded: row.succeeded,
@@ -218,6 +234,8 @@ pub struct MetricsSnapshot {
     pub oldest_due_age_ms: Vec<(String, i64)>,
     /// Attempt outcomes by job type.
     pub attempts: Vec<AttemptCount>,
+    /// Jobs that expired in the last hour, by queue and type.
+    pub expired: Vec<ExpiredCount>,
 }
 
 impl Queue {
@@ -226,7 +244,8 @@ impl Queue {
         self.db().read(|tx| tx.list_jobs(filter))
     }
 
-    /// Counts by queue, type and status; the oldest due job's age; dead jobs in the last hour.
+    /// Counts by queue, type and status; the oldest due job's age; dead and expired jobs in
+    /// the last hour.
     pub fn stats(&self) -> Result<Stats> {
         let now = self.now_ms();
         self.db().read(|tx| Ok(Figures::read(tx, now)?.stats(now)))
@@ -345,6 +364,7 @@ impl Queue {
                 stats: figures.stats(now),
                 health,
                 oldest_due_age_ms: figures.oldest_due_ages(now),
+                expired: figures.expired.clone(),
                 attempts: tx
                     .attempt_outcomes()?
                     .into_iter()

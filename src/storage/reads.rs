@@ -109,6 +109,8 @@ pub struct Stats {
     pub oldest_due_age_ms: Option<i64>,
     /// Jobs that became dead in the last hour.
     pub dead_last_hour: i64,
+    /// Jobs that expired (cancelled, not started by their deadline) in the last hour.
+    pub expired_last_hour: i64,
 }
 
 impl Stats {
@@ -120,6 +122,20 @@ impl Stats {
             .map(|c| c.count)
             .sum()
     }
+}
+
+/// Jobs of one queue and type that expired in the last hour: cancelled because they were
+/// not started by their deadline ([`NewJob::expires_at`](crate::NewJob::expires_at)).
+/// Counted from the jobs cancelled in the hour, so the cost follows them, not the table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ExpiredCount {
+    /// Queue name.
+    pub queue: String,
+    /// Job type.
+    pub job_type: String,
+    /// Jobs that expired in the last hour.
+    pub count: i64,
 }
 
 /// Jobs failing with the same last error: the usual sign of one real outage rather than many
@@ -209,6 +225,10 @@ pub(crate) trait ReadStore {
 
     /// Jobs that became dead at `since` or later (requeued ones included).
     fn dead_since(&self, since: i64) -> Result<i64>;
+
+    /// Jobs that expired (cancelled by their deadline) at `since` or later, by queue and
+    /// type, in that order. Reads the jobs cancelled since then only.
+    fn expired_counts(&self, since: i64) -> Result<Vec<ExpiredCount>>;
 
     /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>>;

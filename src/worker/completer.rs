@@ -23,6 +23,7 @@ use crate::storage::jobs::AttemptRow;
 use crate::storage::jobs::{AfterFailure, ClaimedRow, Lease, Success};
 use crate::storage::Tx;
 use crate::system::outage::{Backoff, RETRY_CAP, RETRY_FIRST};
+use crate::worker::deadline::{self, Expiry};
 use crate::Queue;
 
 /// How an attempt ended.
@@ -49,6 +50,9 @@ pub(crate) enum Outcome {
     /// Not run: the job was cancelled while it waited in this worker. Nothing is written;
     /// the job's slot in the worker's counts is freed.
     Dropped,
+    /// The retry or snooze the attempt asked for would fall at or after the job's deadline:
+    /// the job ends cancelled as expired instead (see `worker/deadline.rs`).
+    Expired(Expiry),
 }
 
 impl Outcome {
@@ -65,7 +69,9 @@ impl Outcome {
                 ..
             } => JobStatus::Dead,
             Outcome::Snoozed { .. } | Outcome::Released => JobStatus::Queued,
-            Outcome::Cancelled { .. } | Outcome::Dropped => JobStatus::Cancelled,
+            Outcome::Cancelled { .. } | Outcome::Dropped | Outcome::Expired(_) => {
+                JobStatus::Cancelled
+            }
         }
     }
 }
@@ -466,6 +472,10 @@ pub(crate) fn write_completion(
             ))?;
         }
         Outcome::Dropped => return Ok(false),
+        Outcome::Expired(expiry) => {
+            let attempt = attempt_row(c, worker_id, AttemptOutcome::Cancelled, None);
+            return deadline::write_expired(tx, lease, &attempt, expiry, now);
+        }
         Outcome::Released => {
             if !tx.put_back(lease, now, now)? {
                 return Ok(false);
@@ -494,6 +504,7 @@ pub(crate) fn announce(events: &EventHub, c: &Completion) {
     let error = match &c.outcome {
         Outcome::Failed { error, .. } => Some(error.clone()),
         Outcome::Cancelled { reason } => Some(reason.clone()),
+        Outcome::Expired(expiry) => Some(expiry.reason.clone()),
         _ => None,
     };
     events.send(Event::Finished {

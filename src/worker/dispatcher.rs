@@ -65,7 +65,7 @@ pub(crate) struct Dispatcher {
     completer: Completer,
     /// When the reaper is next due.
     reaper: Every,
-    /// Scheduled pruning and the stray sweep.
+    /// Scheduled pruning, the expiry sweep and the stray sweep.
     chores: Chores,
     /// Commits by other connections; `None` when it could not be made (polling still works).
     change: Option<ChangeWatch>,
@@ -91,7 +91,8 @@ impl Dispatcher {
             shared.lease_grace_ms,
             shared.queue.max_payload_bytes(),
         );
-        let reaper = Every::new(config.reap_interval);
+        let reap_interval = config.reap_interval;
+        let reaper = Every::new(reap_interval);
         let config_pruner = config.pruner.take();
         let db = shared.queue.db();
         let change = match db.change_signal() {
@@ -120,7 +121,7 @@ impl Dispatcher {
             claimer,
             completer: Completer::default(),
             reaper,
-            chores: Chores::new(config_pruner),
+            chores: Chores::new(config_pruner, reap_interval),
             change,
             activity,
         }

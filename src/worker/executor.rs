@@ -18,6 +18,7 @@ use crate::storage::jobs::{AfterFailure, ClaimedRow};
 use crate::system::clock::duration_to_ms;
 use crate::worker::cancel_board::CancelBoard;
 use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterHandle, WriterMsg};
+use crate::worker::deadline::{self, Expiry};
 use crate::worker::registry::Registry;
 use crate::Queue;
 
@@ -446,25 +447,32 @@ fn outcome_of_error(registry: &Registry, row: &ClaimedRow, err: JobError, now: i
     } = err;
     match action {
         Action::Retry => failure(registry, row, now, message, status_code, false),
-        Action::RetryAfter(delay) => Outcome::Failed {
-            after: if row.attempt >= row.max_attempts {
+        Action::RetryAfter(delay) => {
+            let after = if row.attempt >= row.max_attempts {
                 AfterFailure::Dead
             } else {
                 AfterFailure::RetryAt(now.saturating_add(duration_to_ms(delay)))
-            },
-            error: message,
-            status_code,
-            timed_out: false,
-        },
+            };
+            failed(row, after, message, status_code, false)
+        }
         Action::Permanent => Outcome::Failed {
             after: AfterFailure::Dead,
             error: message,
             status_code,
             timed_out: false,
         },
-        Action::Snooze(delay) => Outcome::Snoozed {
-            until: now.saturating_add(duration_to_ms(delay)),
-        },
+        Action::Snooze(delay) => {
+            let until = now.saturating_add(duration_to_ms(delay));
+            match deadline::snooze_expires(row, until) {
+                Some(reason) => Outcome::Expired(Expiry {
+                    reason,
+                    error: None,
+                    status_code: None,
+                    timed_out: false,
+                }),
+                None => Outcome::Snoozed { until },
+            }
+        }
         Action::Cancel => Outcome::Cancelled { reason: message },
     }
 }
@@ -487,11 +495,35 @@ pub(crate) fn failure(
             .delay(attempt, jitter_sample());
         AfterFailure::RetryAt(now.saturating_add(duration_to_ms(delay)))
     };
-    Outcome::Failed {
-        after,
-        error,
-        status_code,
-        timed_out,
+    failed(row, after, error, status_code, timed_out)
+}
+
+/// A failed attempt's outcome: as `after` says, unless its retry would fall at or after the
+/// job's deadline, which ends the job expired instead.
+fn failed(
+    row: &ClaimedRow,
+    after: AfterFailure,
+    error: String,
+    status_code: Option<i64>,
+    timed_out: bool,
+) -> Outcome {
+    let expired = match after {
+        AfterFailure::RetryAt(at) => deadline::retry_expires(row, at),
+        AfterFailure::Dead => None,
+    };
+    match expired {
+        Some(reason) => Outcome::Expired(Expiry {
+            reason,
+            error: Some(error),
+            status_code,
+            timed_out,
+        }),
+        None => Outcome::Failed {
+            after,
+            error,
+            status_code,
+            timed_out,
+        },
     }
 }
 
@@ -525,6 +557,7 @@ mod tests {
             locked_until: 0,
             idempotency_key: None,
             group_key: None,
+            expires_at: None,
             defect: None,
         })
     }

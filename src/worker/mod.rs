@@ -9,6 +9,7 @@ mod cancel_board;
 mod cancels;
 mod change_watch;
 pub(crate) mod completer;
+mod deadline;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
 pub mod maintenance;
@@ -315,7 +316,8 @@ impl WorkerBuilder {
         self
     }
 
-    /// How often expired leases are reaped. Defaults to
+    /// How often expired leases are reaped, and jobs past their deadline cancelled (the
+    /// expiry sweep, [`Queue::cancel_expired`](crate::Queue::cancel_expired)). Defaults to
     /// [`DEFAULT_REAP_INTERVAL`](crate::defaults::DEFAULT_REAP_INTERVAL) (15 s).
     pub fn reap_interval(mut self, interval: Duration) -> Self {
         self.reap_interval = interval;

@@ -32,12 +32,16 @@ pub struct DrainReport {
     pub dead: usize,
     /// Attempts that snoozed (or were released) back to queued.
     pub snoozed: usize,
-    /// Attempts that cancelled their job.
+    /// Attempts that cancelled their job (an attempt whose retry or snooze would have
+    /// fallen after the job's deadline included: its job ended cancelled as expired).
     pub cancelled: usize,
+    /// Waiting jobs cancelled because their deadline had passed before they started
+    /// ([`NewJob::expires_at`](crate::NewJob::expires_at)); not attempts.
+    pub expired: usize,
 }
 
 impl DrainReport {
-    /// All attempts run.
+    /// All attempts run (jobs that [`expired`](DrainReport::expired) ran none).
     pub fn attempts(&self) -> usize {
         self.succeeded + self.failed + self.dead + self.snoozed + self.cancelled
     }
@@ -45,7 +49,8 @@ impl DrainReport {
 
 /// Runs every due job of the builder's queues and types on the calling thread, through the
 /// same claim, executor and completer code as a started worker, until none is due by the
-/// queue's clock. Retries scheduled in the future stay: advance the
+/// queue's clock. Jobs past their deadline are cancelled first, as a worker's expiry sweep
+/// would. Retries scheduled in the future stay: advance the
 /// [`ManualClock`](crate::ManualClock) and drain again. Timeouts are not enforced (the
 /// handler runs inline).
 ///
@@ -82,6 +87,8 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     let window_ms = duration_to_ms(queue.idempotency_window());
     let mut report = DrainReport::default();
     for _ in 0..DRAIN_MAX_ROUNDS {
+        // What a worker's expiry sweep would have cancelled by now (the claim skips it).
+        report.expired += queue.cancel_expired()?;
         let now = queue.now_ms();
         let mut refused = Vec::new();
         // The worker's own path: the rules are checked by the claim's reading.

@@ -76,8 +76,20 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     clock.advance(std::time::Duration::from_secs(3600));
     litejobs::testing::drain(&worker(q)).expect("second attempts");
     let queued = q
-        .enqueue(NewJob::new("later", json!({"x": "y"})).idempotency_key("k-1"))
+        .enqueue(
+            NewJob::new("later", json!({"x": "y"}))
+                .idempotency_key("k-1")
+                .expire_after(std::time::Duration::from_secs(7200)),
+        )
         .expect("enqueue");
+    // Who ended a job and why travel with it too (set here on the dead row, as a program
+    // that cancels by plain SQL would on a live one).
+    raw_conn(&path)
+        .execute(
+            "UPDATE jobs SET cancelled_by = 'ops', cancel_reason = 'no longer wanted' WHERE id = ?1",
+            [dead],
+        )
+        .expect("who and why");
     let grouped = q
         .enqueue(NewJob::new("later", json!({})).queue("mail").group_key("g"))
         .expect("enqueue");
@@ -133,6 +145,25 @@ fn copy_to_moves_the_live_state_with_its_ids() {
         "the succeeded job {done} stays behind, the rest keep their ids"
     );
     assert_eq!(jobs[0].attempts, 2);
+    assert_eq!(
+        count(
+            &mut conn,
+            &format!("SELECT expires_at AS n FROM jobs WHERE id = {queued}")
+        ),
+        START_MS + 3 * 3_600_000,
+        "the deadline is copied"
+    );
+    assert_eq!(
+        count(
+            &mut conn,
+            &format!(
+                "SELECT count(*) AS n FROM jobs WHERE id = {dead} AND cancelled_by = 'ops' \
+                 AND cancel_reason = 'no longer wanted'"
+            )
+        ),
+        1,
+        "who cancelled it and why are copied"
+    );
     assert_eq!(
         count(
             &mut conn,

@@ -111,3 +111,27 @@ fn a_sqlite_queue_refuses_a_postgres_connection() {
         .expect_err("a file queue has no schema on the server");
     assert_eq!(err.kind(), ErrorKind::InvalidState, "{err}");
 }
+
+#[test]
+fn a_job_enqueued_in_the_callers_transaction_keeps_its_deadline() {
+    let Some((schema, queue, _clock)) = setup() else {
+        return;
+    };
+    let mut conn = app_connection(&schema);
+    let id = conn
+        .transaction(|c| {
+            queue
+                .enqueue_in_pg(
+                    c,
+                    NewJob::new("reset_email", json!({}))
+                        .expire_after(std::time::Duration::from_secs(900)),
+                )
+                .map_err(|e| diesel::result::Error::QueryBuilderError(e.into()))
+        })
+        .expect("the caller's transaction commits");
+    assert_eq!(
+        queue.job(id).expect("job").and_then(|j| j.expires_at),
+        Some(crate::support::START_MS + 900_000)
+    );
+    drop_app(&schema);
+}

@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use diesel::connection::SimpleConnection;
-use litejobs::{testing, JobContext, JobStatus, Queue, Worker};
+use litejobs::{testing, Clock, JobContext, JobStatus, ManualClock, Queue, SystemClock, Worker};
 
 use crate::support::pg::{server, PgSchema};
 
@@ -170,4 +170,61 @@ fn a_version_1_schema_is_migrated_so_that_plain_sql_works() {
         );
         plain_sql_works(&url, &schema.name);
     }
+}
+
+/// The guide's insert with a deadline (docs/schema.md, "Deadlines: `expires_at`"), in a
+/// fresh `psql -X` session: the job gets a deadline 15 minutes out by the server's clock,
+/// and past it never runs and ends cancelled by `deadline`.
+#[test]
+fn a_deadline_inserted_by_psql_expires_the_job() {
+    let Some(url) = server() else { return };
+    let schema = PgSchema::new(&url);
+    let before = SystemClock.now_ms();
+    let clock = ManualClock::new(before);
+    let queue = Queue::builder()
+        .clock(clock.clone())
+        .pg_schema(&schema.name)
+        .open(&url)
+        .expect("the queue creates the schema");
+    let [insert] = <[String; 1]>::try_from(crate::foreign_expiry::guide_statements(
+        "tests/postgres/plain_sql.rs runs this",
+    ))
+    .expect("one insert");
+    let insert = insert.replace("litejobs.", &format!("\"{}\".", schema.name));
+    if run_psql(&url, &insert).is_none() {
+        return;
+    }
+    let after = SystemClock.now_ms();
+    let job = &queue.list(&litejobs::JobFilter::new()).expect("list")[0];
+    let deadline = job.expires_at.expect("a deadline");
+    // The server's clock, which may stand a little apart from ours.
+    assert!(
+        (before + 14 * 60_000..=after + 16 * 60_000).contains(&deadline),
+        "about 15 minutes from the insert: {deadline}, inserted between {before} and {after}"
+    );
+    clock.set(deadline + 60_000);
+    let builder = Worker::builder(&queue).handler(
+        "password_reset_email",
+        |_: &JobContext| -> Result<(), litejobs::JobError> {
+            panic!("an expired job must not run")
+        },
+    );
+    let report = testing::drain(&builder).expect("drain");
+    assert_eq!((report.expired, report.attempts()), (1, 0), "{report:?}");
+    let stored = queue.job(job.id).expect("job").expect("kept");
+    assert_eq!(
+        (stored.status, stored.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("deadline"))
+    );
+    let found = run_psql(
+        &url,
+        &format!(
+            "SELECT count(*) FROM \"{}\".jobs WHERE status = 'cancelled' AND cancelled_by = 'deadline'",
+            schema.name
+        ),
+    );
+    assert!(
+        found.is_some_and(|out| out.contains(" 1\n")),
+        "the guide's query finds it"
+    );
 }

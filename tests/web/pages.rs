@@ -477,3 +477,38 @@ fn the_dead_card_and_the_queue_table_say_how_requeued_dead_jobs_count() {
     assert_eq!(live["values"]["dead"], json!("4"));
     assert_eq!(live["values"]["dead_requeued"], json!("1"));
 }
+
+#[test]
+fn the_overview_counts_expired_jobs_and_the_job_page_shows_the_deadline_and_reason() {
+    let web = Web::open();
+    let q = web.queue();
+    let late = q
+        .enqueue(NewJob::new("reset_email", json!({})).expire_after(Duration::from_secs(900)))
+        .expect("enqueue");
+    let waiting = q
+        .enqueue(NewJob::new("reset_email", json!({})).expire_after(Duration::from_secs(3600)))
+        .expect("enqueue");
+    web.env.clock.advance(Duration::from_secs(1000));
+    assert_eq!(q.cancel_expired().expect("sweep"), 1);
+    let body = web.client().get("/").expect(200).body;
+    assert!(body.contains("Expired, last hour"), "{body}");
+    assert!(
+        body.contains("<span data-key=\"expired_last_hour\">1</span>"),
+        "{body}"
+    );
+    assert!(body.contains("not started by their deadline"), "{body}");
+    let live = web.client().get("/api/overview").expect(200).json();
+    assert_eq!(live["values"]["expired_last_hour"], json!("1"));
+
+    let reason = "expired: not started by its deadline 2023-11-14T22:28:20Z";
+    let page = web.client().get(&format!("/jobs/{late}")).expect(200).body;
+    assert!(page.contains("<dt>Expires</dt>"), "{page}");
+    assert!(
+        page.contains(&format!("<dt>Cancelled</dt><dd>by deadline: {reason}</dd>")),
+        "{page}"
+    );
+    let list = web.client().get("/jobs?status=cancelled").expect(200).body;
+    assert!(list.contains(reason), "{list}");
+    let queued = web.client().get("/jobs?status=queued").expect(200).body;
+    assert!(queued.contains("expires in 43m"), "job {waiting}: {queued}");
+}

@@ -171,6 +171,14 @@ pub struct EnqueueArgs {
     /// At most one job per group key runs at a time.
     #[arg(long, value_name = "KEY")]
     pub group_key: Option<String>,
+    /// Deadline: a job not started within this long of being due (after --delay, if any)
+    /// never starts and ends cancelled as expired, e.g. 15m.
+    #[arg(long, value_parser = duration::parse, value_name = "DURATION", conflicts_with = "expires_at")]
+    pub expire_after: Option<Duration>,
+    /// Deadline as a time, RFC 3339 (e.g. 2026-12-05T03:15:00Z): a job not started by then
+    /// never starts and ends cancelled as expired.
+    #[arg(long, value_parser = crate::duration::parse_rfc3339, value_name = "TIME")]
+    pub expires_at: Option<std::time::SystemTime>,
 }
 
 /// `stats`.

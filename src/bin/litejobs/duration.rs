@@ -8,6 +8,19 @@ use litejobs::RetryPolicy;
 pub use litejobs::human::parse_duration as parse;
 pub use litejobs::human::{ago, duration_ms as human_ms, utc};
 
+/// A time as RFC 3339 with its offset, e.g. `2026-12-05T03:15:00Z` or
+/// `2026-12-05T04:15:00+01:00`.
+///
+/// # Errors
+/// One line naming the text and the form expected.
+pub fn parse_rfc3339(text: &str) -> Result<std::time::SystemTime, String> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .map(std::time::SystemTime::from)
+        .map_err(|e| {
+            format!("invalid time {text:?} ({e}): write RFC 3339, e.g. 2026-12-05T03:15:00Z")
+        })
+}
+
 /// The first `n` delays of `policy` without jitter, in the form the
 /// `LITEJOBS_*_RETRY_SCHEDULE` variables take: `5s,5m,30m,2h`.
 pub fn schedule_text(policy: &RetryPolicy, n: u32) -> String {
@@ -43,6 +56,19 @@ pub fn compact(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_times_need_their_offset() {
+        let utc = parse_rfc3339("2026-12-05T03:15:00Z");
+        let paris = parse_rfc3339("2026-12-05T04:15:00+01:00");
+        assert!(utc.is_ok());
+        assert_eq!(utc, paris);
+        let err = parse_rfc3339("2026-12-05 03:15").unwrap_err();
+        assert!(
+            err.contains("write RFC 3339, e.g. 2026-12-05T03:15:00Z"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn compact_durations_read_back_as_schedules() {

@@ -32,6 +32,8 @@ pub(crate) struct ClaimedRow {
     pub(crate) locked_until: i64,
     pub(crate) idempotency_key: Option<String>,
     pub(crate) group_key: Option<String>,
+    /// The job's deadline (ms): a retry or snooze at or after it ends the job expired.
+    pub(crate) expires_at: Option<i64>,
     /// Why the row cannot be handed to a handler (a value another program wrote that
     /// litejobs cannot use, e.g. a BLOB payload; see [`super::row_rules`]): the job goes dead
     /// without running. The claim never fails on such a row, so one bad row cannot stop
@@ -76,12 +78,14 @@ pub(crate) fn claim_order_key(priority: i64, run_at: i64, id: i64) -> (Reverse<i
 pub(crate) trait ClaimStore {
     /// Claims up to `req.limit` due jobs of one queue in claim order ([`claim_order_sql`]),
     /// moving them to `running` under a lease; skips a paused queue, types the worker cannot
-    /// run, and jobs whose group key has a running job or an earlier due job (one job per
-    /// key at a time, in order). Never fails on a row another program wrote: unusable rows
-    /// come back [`Claimed::refused`] (made dead) or with a [`ClaimedRow::defect`].
+    /// run, jobs whose deadline (`expires_at`) is not after `now`, and jobs whose group key
+    /// has a running job or an earlier due job (one job per key at a time, in order). Never
+    /// fails on a row another program wrote: unusable rows come back [`Claimed::refused`]
+    /// (made dead) or with a [`ClaimedRow::defect`].
     fn claim(&self, req: &ClaimRequest<'_>, now: i64) -> Result<Claimed>;
 
-    /// True when a claim could find work: some job of these types in this queue is due. A
-    /// cheap read that spares an idle worker the write lock on every poll.
+    /// True when a claim could find work: some job of these types in this queue is due and
+    /// not past its deadline. A cheap read that spares an idle worker the write lock on
+    /// every poll.
     fn any_due(&self, queue: &str, job_types: &[String], now: i64) -> Result<bool>;
 }

@@ -155,6 +155,7 @@ pub(crate) struct ClaimedValues<'a> {
     pub(crate) idempotency_key: RawValue<'a>,
     pub(crate) group_key: RawValue<'a>,
     pub(crate) created_at: RawValue<'a>,
+    pub(crate) expires_at: RawValue<'a>,
 }
 
 /// The claimed row a handler gets, with a [`ClaimedRow::defect`] naming every rule the
@@ -162,9 +163,10 @@ pub(crate) struct ClaimedValues<'a> {
 /// writes anew; and the worker's payload limit): text where text belongs (not empty for
 /// the queue and type), whole numbers where numbers belong, a run time in milliseconds
 /// (not seconds, not past the year 5000), attempts of at least 0 with one more still
-/// countable, at least one attempt in all, a timeout of at least 1 ms, a payload of at most
-/// `max_payload_bytes`. A value that breaks a rule is replaced by one a handler can be given
-/// (the job goes dead without running anyway). Each value is read once: this runs per job.
+/// countable, at least one attempt in all, a timeout of at least 1 ms, a deadline that is
+/// NULL or in milliseconds as the run time, a payload of at most `max_payload_bytes`. A
+/// value that breaks a rule is replaced by one a handler can be given (the job goes dead
+/// without running anyway). Each value is read once: this runs per job.
 pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> ClaimedRow {
     let mut problems = Vec::new();
     let p = &mut problems;
@@ -226,6 +228,30 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
         p,
     );
     let group_key = text(v.group_key, "group_key", "NULL or text", true, p);
+    let expires_at = match v.expires_at {
+        RawValue::Null => None,
+        RawValue::Integer(at) => {
+            if created_at.is_some_and(|created| at < created / 100) {
+                p.push(format!(
+                    "column expires_at holds {at}, which looks like seconds, not milliseconds \
+                     since 1970"
+                ));
+            } else if at > MAX_RUN_AT_MS {
+                p.push(format!(
+                    "column expires_at holds {at}, past the year 5000: microseconds or \
+                     nanoseconds, not milliseconds"
+                ));
+            }
+            Some(at)
+        }
+        value => {
+            p.push(format!(
+                "column expires_at holds {}, not NULL or integer milliseconds since 1970",
+                value.describe()
+            ));
+            None
+        }
+    };
     let size = match v.payload {
         RawValue::Text(bytes) | RawValue::Blob(bytes) => bytes.len(),
         _ => 0,
@@ -247,6 +273,7 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
         locked_until,
         idempotency_key,
         group_key,
+        expires_at,
         defect: (!problems.is_empty()).then(|| problems.join("; ")),
     }
 }
@@ -307,6 +334,7 @@ mod tests {
             idempotency_key: RawValue::Null,
             group_key: RawValue::Null,
             created_at: RawValue::Integer(T0),
+            expires_at: RawValue::Null,
         }
     }
 
@@ -384,6 +412,30 @@ mod tests {
                     ..good()
                 },
                 "column queue holds TEXT '', not a queue name",
+            ),
+            (
+                ClaimedValues {
+                    expires_at: RawValue::Text(b"tomorrow"),
+                    ..good()
+                },
+                "column expires_at holds TEXT 'tomorrow', not NULL or integer milliseconds \
+                 since 1970",
+            ),
+            (
+                ClaimedValues {
+                    expires_at: RawValue::Integer(T0 / 1000),
+                    ..good()
+                },
+                "column expires_at holds 1700000000, which looks like seconds, not \
+                 milliseconds since 1970",
+            ),
+            (
+                ClaimedValues {
+                    expires_at: RawValue::Integer(MAX_RUN_AT_MS + 1),
+                    ..good()
+                },
+                "column expires_at holds 100000000000000, past the year 5000: microseconds or \
+                 nanoseconds, not milliseconds",
             ),
             (
                 ClaimedValues {

@@ -73,6 +73,9 @@ const JOB_COLUMNS: Columns = &[
     ("requeued_at", true),
     ("requeue_reason", false),
     ("requeued_as", true),
+    ("cancelled_by", false),
+    ("cancel_reason", false),
+    ("expires_at", true),
 ];
 
 const ATTEMPT_COLUMNS: Columns = &[

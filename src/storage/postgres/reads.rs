@@ -217,6 +217,16 @@ struct CountRow {
 }
 
 #[derive(QueryableByName)]
+struct ExpiredRow {
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+#[derive(QueryableByName)]
 struct GroupRow {
     #[diesel(sql_type = Text)]
     last_error: String,
@@ -387,6 +397,25 @@ impl ReadStore for PgTx<'_> {
                     .int(since),
             )?
             .map_or(0, |r| r.v))
+    }
+
+    fn expired_counts(&self, since: i64) -> Result<Vec<ExpiredCount>> {
+        let rows = self.rows::<ExpiredRow>(
+            query(
+                "SELECT queue, job_type, COUNT(*) AS n FROM jobs
+                 WHERE status = 'cancelled' AND finished_at >= $1 AND cancelled_by = 'deadline'
+                 GROUP BY queue, job_type ORDER BY queue, job_type",
+            )
+            .int(since),
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ExpiredCount {
+                queue: r.queue,
+                job_type: r.job_type,
+                count: r.n,
+            })
+            .collect())
     }
 
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {

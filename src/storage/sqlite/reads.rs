@@ -8,7 +8,8 @@ use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
 use crate::storage::reads::{
-    BucketCounts, ErrorGroup, HealthRow, JobFilter, LiveSummary, ReadStore, StatusCount,
+    BucketCounts, ErrorGroup, ExpiredCount, HealthRow, JobFilter, LiveSummary, ReadStore,
+    StatusCount,
 };
 
 /// Adds one live row (queue, job type, status, run time or NULL when running) to `live`.
@@ -238,6 +239,26 @@ impl ReadStore for SqliteTx<'_> {
                 "SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND finished_at >= ?1",
             )?
             .query_row([since], |row| row.get(0))?)
+    }
+
+    /// Rows another program finished may hold any value: their queue and type are read as
+    /// labels.
+    fn expired_counts(&self, since: i64) -> Result<Vec<ExpiredCount>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT queue, job_type, COUNT(*) FROM jobs
+             WHERE status = 'cancelled' AND finished_at >= ?1 AND cancelled_by = 'deadline'
+             GROUP BY queue, job_type ORDER BY queue, job_type",
+        )?;
+        let counts = stmt
+            .query_map([since], |row| {
+                Ok(ExpiredCount {
+                    queue: lenient::label(row, 0)?,
+                    job_type: lenient::label(row, 1)?,
+                    count: row.get(2)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(counts)
     }
 
     /// The most common last errors among failed and dead jobs (requeued dead jobs left out).

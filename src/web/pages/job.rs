@@ -71,6 +71,19 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     if let Some(ms) = job.timeout_ms {
         fields.push(("Timeout", esc(&human_ms(ms))));
     }
+    if let Some(ms) = job.expires_at {
+        fields.push(("Expires", at(ms)));
+    }
+    if job.cancelled_by.is_some() || job.cancel_reason.is_some() {
+        fields.push((
+            "Cancelled",
+            format!(
+                "by {}: {}",
+                esc(job.cancelled_by.as_deref().unwrap_or("–")),
+                esc(job.cancel_reason.as_deref().unwrap_or("–"))
+            ),
+        ));
+    }
     if let Some(key) = &job.idempotency_key {
         fields.push(("Idempotency key", format!("<code>{}</code>", esc(key))));
     }

@@ -185,9 +185,15 @@ pub(crate) fn jobs_table(out: &mut String, app: &App, ctx: &Ctx, jobs: &[JobReco
     for job in jobs {
         let masked = app.redactor.mask(&job.payload).to_string();
         // A succeeded job's last_error is an earlier attempt's failure (the job page keeps
-        // it); in a list it would read as if the job had failed.
+        // it); in a list it would read as if the job had failed. A cancelled job shows why
+        // (an expired one, its deadline).
         let error = match job.status {
             JobStatus::Succeeded => "",
+            JobStatus::Cancelled => job
+                .cancel_reason
+                .as_deref()
+                .or(job.last_error.as_deref())
+                .unwrap_or(""),
             _ => job.last_error.as_deref().unwrap_or(""),
         };
         let _ = write!(

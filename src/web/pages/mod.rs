@@ -12,17 +12,23 @@ pub(crate) mod overview;
 pub(crate) mod schedules;
 
 use crate::error::{Error, ErrorKind};
-use crate::job::JobRecord;
+use crate::job::{JobRecord, JobStatus};
 
 use super::app::Ctx;
 use super::format::ago;
 use super::html::error_page;
 use super::server::http::Response;
 
-/// The time that matters for a job in its status, relative to now (as `litejobs list`).
+/// The time that matters for a job in its status, relative to now, and a waiting job's
+/// deadline (as `litejobs list`).
 pub(crate) fn when(job: &JobRecord, now: i64) -> String {
     let (word, at) = job.status_time();
-    format!("{word} {}", ago(at, now))
+    match job.expires_at {
+        Some(deadline) if matches!(job.status, JobStatus::Queued | JobStatus::Failed) => {
+            format!("{word} {}, expires {}", ago(at, now), ago(deadline, now))
+        }
+        _ => format!("{word} {}", ago(at, now)),
+    }
 }
 
 /// A library error as a page: 404 for an unknown id, 409 for an action the job's status

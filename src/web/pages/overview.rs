@@ -130,6 +130,7 @@ fn live_from(reading: &Reading) -> Live {
     put("dead_requeued".into(), count(requeued_dead(reading)));
     put("dead_last_hour".into(), count(h.dead_last_hour));
     put("succeeded_window".into(), count(h.succeeded));
+    put("expired_last_hour".into(), count(h.expired_last_hour));
     let (rate, detail) = failure_text(h);
     put("failure_rate".into(), rate);
     put("failure_detail".into(), detail);
@@ -267,6 +268,15 @@ pub(crate) fn render(app: &App, ctx: &Ctx) -> Result<Response> {
         "succeeded_window",
         "jobs finished",
         Some("/jobs?status=succeeded"),
+        false,
+    );
+    card(
+        &mut body,
+        &live,
+        "Expired, last hour",
+        "expired_last_hour",
+        "not started by their deadline",
+        Some("/jobs?status=cancelled"),
         false,
     );
     body.push_str("</section>\n");

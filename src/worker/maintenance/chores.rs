@@ -1,12 +1,12 @@
 //! The upkeep a worker's dispatcher does between its claim rounds, each step in short
 //! transactions of its own (never inside a round: the write gate is not re-entrant):
-//! scheduled pruning, one chunk at a time, and the stray sweep. The sweep reads the whole
+//! scheduled pruning, one chunk at a time, the expiry sweep, and the stray sweep. The sweep reads the whole
 //! jobs table, so it waits for a moment when the worker has nothing to do (at start-up on a
 //! quiet queue, at once), unless it is an interval late; measured, a sweep at the start of a
 //! worker facing a million queued jobs took its first 10 000 jobs from 180 000 to 32 000 a
 //! second.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::every::Every;
 use super::pruner::Pruner;
@@ -21,14 +21,18 @@ pub(crate) struct Chores {
     pruner: Option<Pruner>,
     /// When the stray sweep is next due.
     strays: Every,
+    /// When the expiry sweep is next due (on the reaper's schedule).
+    expiry: Every,
 }
 
 impl Chores {
-    /// Pruning when a schedule is given; the stray sweep always (at once, then hourly).
-    pub(crate) fn new(pruner: Option<Pruner>) -> Chores {
+    /// Pruning when a schedule is given; the stray sweep always (at once, then hourly); the
+    /// expiry sweep at once, then every `expiry_interval`.
+    pub(crate) fn new(pruner: Option<Pruner>, expiry_interval: Duration) -> Chores {
         Chores {
             pruner,
             strays: Every::new(STRAY_SWEEP_INTERVAL),
+            expiry: Every::new(expiry_interval),
         }
     }
 
@@ -48,6 +52,21 @@ impl Chores {
                 Err(e) => {
                     log::warn!("litejobs: scheduled prune step failed ({e}); it will be retried")
                 }
+            }
+        }
+        if self.expiry.due(now) {
+            // It reads an index of the few jobs with a deadline: no need to wait for a quiet
+            // moment. One batch per step; due again at once while more may wait, else an
+            // interval later (also when it failed).
+            self.expiry.ran(now);
+            match queue.cancel_expired_batch() {
+                Ok((_, true)) => self.expiry.again(),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
+                Err(e) => log::warn!(
+                    "litejobs: cancelling jobs past their deadline failed ({e}); tried again \
+                     at the next reap interval"
+                ),
             }
         }
         if self.strays.due(now) && (idle || now >= self.strays.overdue_at()) {
@@ -72,9 +91,10 @@ impl Chores {
         } else {
             self.strays.overdue_at()
         };
+        let sweeps = strays.min(self.expiry.next());
         self.pruner
             .as_ref()
-            .map_or(strays, |p| p.next().min(strays))
+            .map_or(sweeps, |p| p.next().min(sweeps))
     }
 }
 
@@ -98,7 +118,7 @@ mod tests {
             Ok(conn.query_row("SELECT status FROM jobs", [], |r| r.get(0))?)
         };
         let start = Instant::now();
-        let mut chores = Chores::new(None);
+        let mut chores = Chores::new(None, STRAY_SWEEP_INTERVAL * 2);
         chores.step(&queue, false)?;
         assert_eq!(status()?, "bogus", "a busy worker does not sweep");
         assert!(
@@ -109,6 +129,37 @@ mod tests {
         chores.step(&queue, true)?;
         assert_eq!(status()?, "dead");
         assert!(chores.next(true) >= start + STRAY_SWEEP_INTERVAL);
+        Ok(())
+    }
+
+    /// A backlog of expired jobs is swept one transaction per step, the next step at once,
+    /// so the worker's rounds go on between them.
+    #[test]
+    fn the_expiry_sweep_takes_one_batch_per_step() -> Result<()> {
+        use std::time::Duration;
+        let clock = crate::ManualClock::new(1_700_000_000_000);
+        let queue = Queue::builder().clock(clock.clone()).open_in_memory()?;
+        let jobs: Vec<crate::NewJob> = (0..1001)
+            .map(|_| {
+                crate::NewJob::new("t", serde_json::json!({})).expire_after(Duration::from_secs(1))
+            })
+            .collect();
+        queue.enqueue_batch(jobs)?;
+        clock.advance(Duration::from_secs(2));
+        let hour = Duration::from_secs(3600);
+        let start = Instant::now();
+        let mut chores = Chores::new(None, hour);
+        let cancelled = || -> Result<i64> { Ok(queue.stats()?.count(crate::JobStatus::Cancelled)) };
+        chores.step(&queue, false)?;
+        assert_eq!(cancelled()?, 1000);
+        assert!(
+            chores.next(false) <= Instant::now(),
+            "more wait: due again at once"
+        );
+        chores.step(&queue, false)?;
+        assert_eq!(cancelled()?, 1001);
+        // The busy worker's next upkeep: the stray sweep's, an hour after its start.
+        assert!(chores.next(false) >= start + hour, "then an interval later");
         Ok(())
     }
 }

@@ -35,4 +35,9 @@ impl Every {
     pub(crate) fn ran(&mut self, now: Instant) {
         self.next = now + self.interval;
     }
+
+    /// The chore has more to do: due again at once.
+    pub(crate) fn again(&mut self) {
+        self.next = Instant::now();
+    }
 }

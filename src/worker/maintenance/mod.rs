@@ -3,10 +3,13 @@
 //! [`Periodic`]), the reaper that every worker runs
 //! ([`Queue::reap_expired_leases`](crate::Queue::reap_expired_leases)), and the sweep of stray
 //! rows (live rows another program wrote that no claim can take) that every worker runs when
-//! it is first quiet, then hourly.
+//! it is first quiet, then hourly; the expiry sweep
+//! ([`Queue::cancel_expired`](crate::Queue::cancel_expired)) that every worker runs on the
+//! reaper's schedule.
 
 pub(crate) mod chores;
 pub(crate) mod every;
+pub(crate) mod expiry;
 pub(crate) mod pruner;
 pub(crate) mod reaper;
 pub(crate) mod scheduler;

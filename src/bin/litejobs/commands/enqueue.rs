@@ -48,6 +48,12 @@ pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, C
     if let Some(key) = &args.group_key {
         job = job.group_key(key);
     }
+    if let Some(window) = args.expire_after {
+        job = job.expire_after(window);
+    }
+    if let Some(at) = args.expires_at {
+        job = job.expires_at(at);
+    }
     if !ctx.is_server() && !ctx.db_path()?.exists() {
         // Let the library refuse a bad job (empty type, oversized payload, ...) before the
         // file is created, so a refused enqueue leaves nothing behind.

@@ -73,16 +73,24 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
 
 /// The error the LAST ERROR column shows: none for a succeeded job, whose `last_error` is
 /// an earlier attempt's failure (kept for `show` and the JSON) and would read as if the
-/// job had failed.
+/// job had failed; why a cancelled job was cancelled, when that is kept (an expired job's
+/// reason names its deadline).
 fn current_error(job: &JobRecord) -> Option<&str> {
     match job.status {
         JobStatus::Succeeded => None,
+        JobStatus::Cancelled => job.cancel_reason.as_deref().or(job.last_error.as_deref()),
         _ => job.last_error.as_deref(),
     }
 }
 
-/// The time that matters for a job in its status, relative to now.
+/// The time that matters for a job in its status, relative to now; for a waiting job with
+/// a deadline, the deadline too.
 pub fn when(job: &JobRecord, now: i64) -> String {
     let (word, at) = job.status_time();
-    format!("{word} {}", ago(at, now))
+    match job.expires_at {
+        Some(deadline) if matches!(job.status, JobStatus::Queued | JobStatus::Failed) => {
+            format!("{word} {}, expires {}", ago(at, now), ago(deadline, now))
+        }
+        _ => format!("{word} {}", ago(at, now)),
+    }
 }

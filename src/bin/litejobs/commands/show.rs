@@ -65,6 +65,9 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     if let Some(ms) = job.timeout_ms {
         fields.push(("timeout", human_ms(ms)));
     }
+    if let Some(ms) = job.expires_at {
+        fields.push(("expires", at(ms)));
+    }
     if let Some(key) = &job.idempotency_key {
         fields.push(("idempotency key", key.clone()));
     }
@@ -79,6 +82,16 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     }
     if let Some(code) = job.last_status_code {
         fields.push(("status code", code.to_string()));
+    }
+    if job.cancelled_by.is_some() || job.cancel_reason.is_some() {
+        fields.push((
+            "cancelled",
+            format!(
+                "by {}: {}",
+                or_dash(job.cancelled_by.as_deref()),
+                or_dash(job.cancel_reason.as_deref())
+            ),
+        ));
     }
     if let Some(new_id) = job.requeued_as {
         fields.push((
@@ -114,10 +127,14 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     write_json_field(out, "progress", job.progress.as_ref())?;
     writeln!(out)?;
     if attempts.is_empty() {
-        writeln!(
-            out,
-            "no attempt history (a first-try success is recorded on the job row only)"
-        )?;
+        if job.attempts == 0 {
+            writeln!(out, "no attempt has run")?;
+        } else {
+            writeln!(
+                out,
+                "no attempt history (a first-try success is recorded on the job row only)"
+            )?;
+        }
         return Ok(Exit::Ok);
     }
     writeln!(out, "attempts:")?;

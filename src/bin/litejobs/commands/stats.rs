@@ -73,6 +73,14 @@ pub fn write_summary(
         )
     };
     writeln!(out, "failing   {retrying} retrying, {dead}; {rate}")?;
+    if h.expired_last_hour > 0 {
+        writeln!(
+            out,
+            "expired   {} in the last hour, not started by their deadline (cancelled, not \
+             failures)",
+            h.expired_last_hour
+        )?;
+    }
     if !h.paused_queues.is_empty() {
         writeln!(out, "paused    {}", h.paused_queues.join(", "))?;
     }

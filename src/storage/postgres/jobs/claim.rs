@@ -64,6 +64,7 @@ impl ClaimStore for PgTx<'_> {
             query(
                 "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1
                                   AND status IN ('queued', 'failed') AND run_at <= $2
+                                  AND (expires_at IS NULL OR expires_at > $2)
                                   AND job_type = ANY($3))
                         AND NOT EXISTS (SELECT 1 FROM queues WHERE name = $1 AND paused = 1)
                         AS v",
@@ -95,6 +96,7 @@ impl PgTx<'_> {
             "WITH picked AS (
                 SELECT j.id, j.attempts FROM jobs j
                 WHERE j.queue = $1 AND j.status IN ('queued', 'failed') AND j.run_at <= $2
+                  AND (j.expires_at IS NULL OR j.expires_at > $2)
                   AND j.job_type = ANY($3)
                   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = $1 AND paused = 1)
                   AND (j.group_key IS NULL OR ($4 AND
@@ -103,6 +105,7 @@ impl PgTx<'_> {
                        AND j.id = (SELECT g.id FROM jobs g
                                    WHERE g.group_key = j.group_key
                                      AND g.status IN ('queued', 'failed') AND g.run_at <= $2
+                                     AND (g.expires_at IS NULL OR g.expires_at > $2)
                                    ORDER BY {group_order} LIMIT 1)))
                 ORDER BY {order}
                 LIMIT $5
@@ -119,7 +122,8 @@ impl PgTx<'_> {
              FROM picked WHERE jobs.id = picked.id
              RETURNING jobs.id, jobs.queue, jobs.job_type, jobs.payload, jobs.priority,
                        jobs.run_at, picked.attempts, jobs.max_attempts, jobs.timeout_ms,
-                       jobs.locked_until, jobs.idempotency_key, jobs.group_key, jobs.created_at",
+                       jobs.locked_until, jobs.idempotency_key, jobs.group_key, jobs.created_at,
+                       jobs.expires_at",
             group_order = claim_order_sql("g"),
             order = claim_order_sql("j"),
         );

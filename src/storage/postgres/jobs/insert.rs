@@ -4,7 +4,7 @@
 use super::super::sql::{query, BoolRow, IntRow, Query};
 use super::super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
-use crate::job::{NewJob, RunAt};
+use crate::job::{resolve_expiry, NewJob, RunAt};
 use crate::storage::jobs::{batch_error, InsertStore, Inserted};
 
 /// The statuses whose jobs hold their idempotency key (the predicate of
@@ -22,7 +22,9 @@ impl InsertStore for PgTx<'_> {
     fn insert_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
         let Some(key) = job.idempotency_key.as_deref() else {
             let run_at = RunAt::resolve(job.run_at, now)?;
-            let id = self.row::<IntRow>(insert_query(job, payload, run_at, now, ""))?;
+            let expires_at = resolve_expiry(job, run_at, now)?;
+            let id =
+                self.row::<IntRow>(insert_query(job, payload, (run_at, expires_at), now, ""))?;
             return match id {
                 Some(row) => Ok(Inserted {
                     id: row.v,
@@ -35,6 +37,7 @@ impl InsertStore for PgTx<'_> {
             return Ok(Inserted { id, created: false });
         }
         let run_at = RunAt::resolve(job.run_at, now)?;
+        let times = (run_at, resolve_expiry(job, run_at, now)?);
         let on_conflict = format!(
             "ON CONFLICT (idempotency_key)
                WHERE idempotency_key IS NOT NULL AND status IN {KEY_HOLDING} DO NOTHING"
@@ -43,7 +46,7 @@ impl InsertStore for PgTx<'_> {
         // key is free again, and the insert is tried once more.
         for _ in 0..3 {
             if let Some(row) =
-                self.row::<IntRow>(insert_query(job, payload, run_at, now, &on_conflict))?
+                self.row::<IntRow>(insert_query(job, payload, times, now, &on_conflict))?
             {
                 return Ok(Inserted {
                     id: row.v,
@@ -148,14 +151,17 @@ impl PgTx<'_> {
         let mut run_ats = Vec::with_capacity(jobs.len());
         let mut timeouts = Vec::with_capacity(jobs.len());
         let mut group_keys = Vec::with_capacity(jobs.len());
+        let mut expires = Vec::with_capacity(jobs.len());
         for job in jobs {
             queues.push(job.queue.clone());
             types.push(job.job_type.clone());
             priorities.push(job.priority);
             max_attempts.push(job.max_attempts);
-            run_ats.push(RunAt::resolve(job.run_at, now)?);
+            let run_at = RunAt::resolve(job.run_at, now)?;
+            run_ats.push(run_at);
             timeouts.push(job.timeout_ms);
             group_keys.push(job.group_key.clone());
+            expires.push(resolve_expiry(job, run_at, now)?);
         }
         let mut ids: Vec<i64> = self
             .rows::<IntRow>(
@@ -165,12 +171,13 @@ impl PgTx<'_> {
                          FROM generate_series(1, $1)),
                      numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS ord FROM ids)
                      INSERT INTO jobs (id, queue, job_type, payload, priority, max_attempts,
-                                       run_at, timeout_ms, group_key, created_at, updated_at)
+                                       run_at, timeout_ms, group_key, expires_at, created_at,
+                                       updated_at)
                      SELECT n.id, u.queue, u.job_type, u.payload, u.priority, u.max_attempts,
-                            u.run_at, u.timeout_ms, u.group_key, $2, $2
-                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10) WITH ORDINALITY
+                            u.run_at, u.timeout_ms, u.group_key, u.expires_at, $2, $2
+                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10, $11) WITH ORDINALITY
                           AS u(queue, job_type, payload, priority, max_attempts, run_at,
-                               timeout_ms, group_key, ord)
+                               timeout_ms, group_key, expires_at, ord)
                      JOIN numbered n ON n.ord = u.ord
                      RETURNING id AS v",
                 )
@@ -183,7 +190,8 @@ impl PgTx<'_> {
                 .ints(&max_attempts)
                 .ints(&run_ats)
                 .opt_ints(&timeouts)
-                .opt_texts(&group_keys),
+                .opt_texts(&group_keys)
+                .opt_ints(&expires),
             )?
             .into_iter()
             .map(|row| row.v)
@@ -203,18 +211,19 @@ impl PgTx<'_> {
     }
 }
 
-/// The statement inserting one job, with `conflict` (an `ON CONFLICT` clause, or nothing).
+/// The statement inserting one job due at `run_at` with deadline `expires_at` (`times`),
+/// with `conflict` (an `ON CONFLICT` clause, or nothing).
 fn insert_query(
     job: &NewJob,
     payload: &str,
-    run_at: i64,
+    (run_at, expires_at): (i64, Option<i64>),
     now: i64,
     conflict: &str,
 ) -> Query<'static> {
     query(&format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
-                           updated_at, timeout_ms, idempotency_key, group_key)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10)
+                           updated_at, timeout_ms, idempotency_key, group_key, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
          {conflict}
          RETURNING id AS v"
     ))
@@ -228,6 +237,7 @@ fn insert_query(
     .opt_int(job.timeout_ms)
     .opt_text(job.idempotency_key.as_deref())
     .opt_text(job.group_key.as_deref())
+    .opt_int(expires_at)
 }
 
 /// An insert that wrote nothing and found no holder of its key.

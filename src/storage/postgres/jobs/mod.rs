@@ -1,7 +1,7 @@
 //! The job stores of [`crate::storage::jobs`] on PostgreSQL, one concern per file, each a
 //! trait implemented on [`PgTx`](super::PgTx) where its SQL is: [`insert`] (with idempotency
 //! keys), [`claim`], the claimed-row rules' reading of a claimed row ([`row_rules`]), the
-//! lease-fenced writes ([`complete`]) and the reaper ([`reap`]).
+//! lease-fenced writes ([`complete`]), the reaper ([`reap`]) and deadlines ([`expire`]).
 //!
 //! Unlike SQLite, many processes write at once (READ COMMITTED), so each read-then-write is
 //! one statement or guarded by a unique index: an idempotency key by
@@ -14,6 +14,7 @@
 
 mod claim;
 mod complete;
+mod expire;
 mod insert;
 mod reap;
 mod row_rules;

@@ -39,6 +39,8 @@ pub(super) struct ClaimRow {
     group_key: Option<String>,
     #[diesel(sql_type = BigInt)]
     created_at: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    expires_at: Option<i64>,
 }
 
 impl ClaimRow {
@@ -58,6 +60,7 @@ impl ClaimRow {
             idempotency_key: RawValue::opt_text(self.idempotency_key.as_deref()),
             group_key: RawValue::opt_text(self.group_key.as_deref()),
             created_at: RawValue::Integer(self.created_at),
+            expires_at: RawValue::opt_int(self.expires_at),
         };
         check_claimed(&values, max_payload_bytes)
     }

@@ -38,7 +38,8 @@ impl ClaimStore for SqliteTx<'_> {
             .collect();
         let sql = format!(
             "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status IN ('queued', 'failed')
-                            AND run_at <= ?2 AND job_type IN ({}))
+                            AND run_at <= ?2 AND job_type IN ({})
+                            AND (expires_at IS NULL OR expires_at > ?2))
                     AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused = 1)",
             type_params.join(", ")
         );
@@ -164,6 +165,7 @@ fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
     let choice = format!(
         "FROM jobs j
             WHERE j.queue = ?5 AND j.status IN ('queued', 'failed') AND j.run_at <= ?2
+              AND (j.expires_at IS NULL OR j.expires_at > ?2)
               AND j.job_type IN ({types})
               AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
               AND (j.group_key IS NULL OR (
@@ -172,6 +174,7 @@ fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
                    AND j.id = (SELECT g.id FROM jobs g
                                WHERE g.group_key = j.group_key
                                  AND g.status IN ('queued', 'failed') AND g.run_at <= ?2
+                                 AND (g.expires_at IS NULL OR g.expires_at > ?2)
                                ORDER BY {group_order} LIMIT 1)))
             ORDER BY {order}
             LIMIT CAST(?6 AS INTEGER)",

@@ -5,14 +5,14 @@ use rusqlite::{params, OptionalExtension};
 
 use super::{value_rows, value_rows_from, RowStatements};
 use crate::error::Result;
-use crate::job::{NewJob, RunAt};
+use crate::job::{resolve_expiry, NewJob, RunAt};
 use crate::storage::jobs::insert::skips_the_rules;
 use crate::storage::jobs::{batch_error, InsertStore, Inserted};
 use crate::storage::sqlite::SqliteTx;
 
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
-        run_at, created_at, updated_at, timeout_ms, idempotency_key, group_key)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10)
+        run_at, created_at, updated_at, timeout_ms, idempotency_key, group_key, expires_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11)
      ON CONFLICT DO NOTHING";
 
 /// Jobs without an idempotency key go in by statements of up to this many rows: a
@@ -20,25 +20,25 @@ const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, 
 /// doubled a batch's speed (measured with 25, 50, 100 and 200 rows: the gain stops at 25).
 const ROWS_PER_INSERT: usize = 32;
 
-/// Inserts of jobs without idempotency keys: `?1` is the time of the enqueue, then eight
+/// Inserts of jobs without idempotency keys: `?1` is the time of the enqueue, then nine
 /// parameters per row. No `RETURNING`: the ids follow from the newest id before the
 /// statement ([`SqliteTx::insert_rows`]), which spares SQLite a table of returned rows per statement.
 static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
-            run_at, timeout_ms, group_key, created_at, updated_at) VALUES {}",
-        value_rows(rows, 8, ",?1,?1")
+            run_at, timeout_ms, group_key, expires_at, created_at, updated_at) VALUES {}",
+        value_rows(rows, 9, ",?1,?1")
     )
 });
 
 /// [`INSERTS`] for rows of one queue and one job type (`?2`, `?3`: bound once, not per row),
-/// then six parameters per row. Most batches are one kind of job: measured with callgrind,
+/// then seven parameters per row. Most batches are one kind of job: measured with callgrind,
 /// binding the two texts per row (SQLite copies each) cost 5 % of a batched insert.
 static INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     format!(
         "INSERT INTO jobs (payload, priority, max_attempts, run_at, timeout_ms, group_key,
-            queue, job_type, created_at, updated_at) VALUES {}",
-        value_rows_from(4, rows, 6, ",?2,?3,?1,?1")
+            expires_at, queue, job_type, created_at, updated_at) VALUES {}",
+        value_rows_from(4, rows, 7, ",?2,?3,?1,?1")
     )
 });
 
@@ -52,6 +52,7 @@ impl InsertStore for SqliteTx<'_> {
             }
         }
         let run_at = RunAt::resolve(job.run_at, now)?;
+        let expires_at = resolve_expiry(job, run_at, now)?;
         let changed = self.conn.prepare_cached(INSERT_SQL)?.execute(params![
             job.queue,
             job.job_type,
@@ -63,6 +64,7 @@ impl InsertStore for SqliteTx<'_> {
             job.timeout_ms,
             job.idempotency_key,
             job.group_key,
+            expires_at,
         ])?;
         if changed == 1 {
             return Ok(Inserted {
@@ -199,9 +201,9 @@ impl SqliteTx<'_> {
         stmt.raw_bind_parameter(1, now)?;
         for (row, (job, payload)) in jobs.iter().zip(payloads).enumerate() {
             let p = if one_kind {
-                4 + row * 6
+                4 + row * 7
             } else {
-                let p = 2 + row * 8;
+                let p = 2 + row * 9;
                 stmt.raw_bind_parameter(p, &job.queue)?;
                 stmt.raw_bind_parameter(p + 1, &job.job_type)?;
                 p + 2
@@ -209,7 +211,8 @@ impl SqliteTx<'_> {
             stmt.raw_bind_parameter(p, payload)?;
             stmt.raw_bind_parameter(p + 1, job.priority)?;
             stmt.raw_bind_parameter(p + 2, job.max_attempts)?;
-            stmt.raw_bind_parameter(p + 3, RunAt::resolve(job.run_at, now)?)?;
+            let run_at = RunAt::resolve(job.run_at, now)?;
+            stmt.raw_bind_parameter(p + 3, run_at)?;
             // A statement comes from the cache with every parameter NULL (rusqlite clears
             // them when it goes back): NULLs need no binding.
             if let Some(ms) = job.timeout_ms {
@@ -217,6 +220,9 @@ impl SqliteTx<'_> {
             }
             if let Some(key) = &job.group_key {
                 stmt.raw_bind_parameter(p + 5, key)?;
+            }
+            if job.expires.is_some() {
+                stmt.raw_bind_parameter(p + 6, resolve_expiry(job, run_at, now)?)?;
             }
         }
         let added = stmt.raw_execute()?;

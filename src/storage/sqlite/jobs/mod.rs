@@ -1,8 +1,8 @@
 //! The job stores of [`crate::storage::jobs`] on SQLite, one concern per file, each a trait
 //! implemented on [`SqliteTx`](super::SqliteTx) where its SQL is: [`insert`] (with
 //! idempotency keys), [`claim`], the claimed-row rules' SQL side ([`row_rules`]), the
-//! lease-fenced writes ([`complete`]) and the reaper ([`reap`]). Here: the multi-row
-//! statements that inserts and successes share.
+//! lease-fenced writes ([`complete`]), the reaper ([`reap`]) and deadlines ([`expire`]).
+//! Here: the multi-row statements that inserts and successes share.
 //!
 //! A worker's claims and outcomes run on a connection with the schema's CHECK rules off
 //! (`SqliteDb::write_validated_tx`): every value they write was made or checked in code,
@@ -10,6 +10,7 @@
 
 mod claim;
 mod complete;
+mod expire;
 mod insert;
 mod reap;
 mod row_rules;

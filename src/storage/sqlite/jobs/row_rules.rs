@@ -15,7 +15,7 @@ use crate::storage::sqlite::{lenient, SqliteTx};
 pub(super) const CLAIMED_COLUMNS: &str =
     "j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at,
     j.attempts, j.max_attempts, j.timeout_ms, LEASE, j.idempotency_key, j.group_key,
-    j.created_at";
+    j.created_at, j.expires_at";
 
 /// Reads a row of the claim's SELECT ([`CLAIMED_COLUMNS`]), whatever its columns hold, and
 /// checks it against every rule ([`check_claimed`], which a test holds to
@@ -41,6 +41,7 @@ pub(super) fn read_claimed(
         idempotency_key: value(10)?,
         group_key: value(11)?,
         created_at: value(12)?,
+        expires_at: value(13)?,
     };
     Ok(check_claimed(&values, max_payload_bytes))
 }
@@ -81,6 +82,13 @@ pub(super) const RULE_BROKEN_SQL: &str = "CASE
     WHEN typeof(group_key) = 'blob' THEN 'column group_key holds '
         || upper(typeof(group_key)) || ' ' || substr(quote(group_key), 1, 64)
         || ', not NULL or text'
+    WHEN expires_at IS NOT NULL AND typeof(expires_at) <> 'integer' THEN 'column expires_at holds '
+        || upper(typeof(expires_at)) || ' ' || substr(quote(expires_at), 1, 64)
+        || ', not NULL or integer milliseconds since 1970'
+    WHEN expires_at < created_at / 100 THEN 'column expires_at holds ' || expires_at
+        || ', which looks like seconds, not milliseconds since 1970'
+    WHEN expires_at >= 100000000000000 THEN 'column expires_at holds ' || expires_at
+        || ', past the year 5000: microseconds or nanoseconds, not milliseconds'
 END";
 
 impl SqliteTx<'_> {

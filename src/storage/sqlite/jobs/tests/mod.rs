@@ -3,6 +3,7 @@
 
 mod claim;
 mod complete;
+mod expire;
 mod insert;
 mod reap;
 mod row_rules;

@@ -28,6 +28,17 @@ fn rule_broken_sql_agrees_with_the_check_rules() {
         ("timeout_ms", &["NULL", "0", "'10s'", "2.5", "100"]),
         ("idempotency_key", &["NULL", "'k'", "x'6b'"]),
         ("group_key", &["NULL", "'g'", "x'67'"]),
+        (
+            "expires_at",
+            &[
+                "NULL",
+                "1767225600001",
+                "1767225600",
+                "'tomorrow'",
+                "2.5",
+                "1.5e15",
+            ],
+        ),
     ];
     write(&db, |tx| {
         tx.conn

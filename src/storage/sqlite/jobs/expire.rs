@@ -1,0 +1,78 @@
+//! [`ExpireStore`] on SQLite: the sweep reads the waiting jobs past their deadline from
+//! `jobs_expiring_idx` and cancels them one statement each (the write transaction keeps
+//! them as read); the finished-job counts are kept in code, as every litejobs write keeps them.
+
+use rusqlite::params;
+
+use crate::error::Result;
+use crate::job::{not_started_reason, EXPIRED_BY};
+use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
+use crate::storage::sqlite::{lenient, SqliteTx};
+
+impl ExpireStore for SqliteTx<'_> {
+    /// Rows another program wrote are read leniently: a queue or type that is not text is
+    /// shown as its value, never a failure of the sweep.
+    fn cancel_expired(&self, now: i64, limit: usize) -> Result<Vec<Expired>> {
+        // The terms of jobs_expiring_idx's WHERE, as written there, so SQLite uses it.
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, queue, job_type, attempts, expires_at FROM jobs
+             WHERE expires_at IS NOT NULL AND status IN ('queued', 'failed') AND expires_at <= ?1
+             ORDER BY expires_at LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let found = stmt
+            .query_map(params![now, limit], |row| {
+                let mut ignored = Vec::new();
+                let p = &mut ignored;
+                let (attempts, deadline) = (
+                    lenient::int(row, 3, "attempts", p)?,
+                    lenient::int(row, 4, "expires_at", p)?,
+                );
+                Ok(Expired {
+                    id: row.get(0)?,
+                    queue: lenient::text(row, 1, "queue", p)?,
+                    job_type: lenient::text(row, 2, "job_type", p)?,
+                    attempts,
+                    reason: not_started_reason(deadline, attempts),
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut update = self.conn.prepare_cached(
+            "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
+                    finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL
+             WHERE id = ?4 AND status IN ('queued', 'failed')",
+        )?;
+        for job in &found {
+            update.execute(params![EXPIRED_BY, job.reason, now, job.id])?;
+            self.count_row(job.id, 1)?;
+        }
+        Ok(found)
+    }
+
+    fn expire_running(&self, attempt: &ExpiredAttempt<'_>, now: i64) -> Result<bool> {
+        let lease = attempt.lease;
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
+                        last_error = COALESCE(?3, last_error),
+                        last_status_code = CASE WHEN ?3 IS NULL THEN last_status_code ELSE ?4 END,
+                        finished_at = ?5, updated_at = ?5, locked_by = NULL, locked_until = NULL
+                 WHERE id = ?6 AND status = 'running' AND locked_by = ?7 AND attempts = ?8",
+            )?
+            .execute(params![
+                EXPIRED_BY,
+                attempt.reason,
+                attempt.error,
+                attempt.status_code,
+                now,
+                lease.job_id,
+                lease.worker_id,
+                lease.attempt
+            ])?;
+        if n == 1 {
+            self.count_row(lease.job_id, 1)?;
+        }
+        Ok(n == 1)
+    }
+}
