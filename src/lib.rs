@@ -141,6 +141,7 @@
 //! | `system` | what litejobs meets outside its code: the time ([`Clock`]), the machine's name, a database server that cannot be reached |
 //! | [`human`] | times, durations and long texts as people read and write them (the one duration grammar) |
 //! | `job` | a job as data: [`NewJob`], [`JobRecord`], [`JobStatus`], typed [`Job`]s, [`RetryPolicy`] |
+//! | [`encryption`] | payloads, results and progress encrypted at rest: the [`Keyring`](encryption::Keyring), the envelope |
 //! | [`redact`] | secret payload fields masked in every view |
 //! | `storage` | SQLite and PostgreSQL behind one interface: all the SQL |
 //! | `queue` | [`Queue`]: open, enqueue, read, act, the dead letter, [`metrics`], events |
@@ -182,6 +183,7 @@
 
 pub mod builtin;
 pub mod defaults;
+pub mod encryption;
 mod error;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
@@ -207,6 +209,7 @@ pub use job::{
 pub use queue::events::Event;
 pub use queue::metrics;
 pub use queue::reads::{ActivityBucket, Health, Overview};
+pub use queue::rotation::RotationReport;
 pub use queue::{enqueue_in, Queue, QueueBuilder};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;

@@ -5,9 +5,11 @@
 
 mod admin;
 mod dead_letter;
+pub(crate) mod encryption;
 pub(crate) mod events;
 pub mod metrics;
 pub(crate) mod reads;
+pub(crate) mod rotation;
 pub(crate) mod wake;
 
 use std::path::Path;
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::encryption::Keyring;
 use crate::error::{Error, Result};
 use crate::job::{
     validate, AttemptRecord, IntoNewJob, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES,
@@ -65,6 +68,7 @@ struct Inner {
     idempotency_window: Duration,
     wake: WakeList,
     events: EventHub,
+    encryption: encryption::Encryption,
 }
 
 impl std::fmt::Debug for Queue {
@@ -88,6 +92,7 @@ pub struct QueueBuilder {
     application_name: Option<String>,
     /// Set by [`QueueBuilder::clock`]: a given clock is used as is, also on a server.
     clock_given: bool,
+    keys: Keyring,
 }
 
 impl std::fmt::Debug for QueueBuilder {
@@ -97,6 +102,7 @@ impl std::fmt::Debug for QueueBuilder {
             .field("busy_timeout", &self.busy_timeout)
             .field("pool_size", &self.pool_size)
             .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("keys", &self.keys)
             .finish()
     }
 }
@@ -114,6 +120,7 @@ impl Default for QueueBuilder {
             pg_schema: None,
             application_name: None,
             clock_given: false,
+            keys: Keyring::new(),
         }
     }
 }
@@ -189,6 +196,32 @@ impl QueueBuilder {
         self
     }
 
+    /// The keys of encrypted payloads (feature `encryption`): the first encrypts what this
+    /// queue enqueues and its workers write back; every one decrypts, for workers and
+    /// views. Defaults to none: a job marked encrypted is then refused at enqueue, and a
+    /// view shows an envelope as `encrypted (key NAME)`. See
+    /// [`encryption`](crate::encryption).
+    ///
+    /// ```
+    /// use litejobs::encryption::Keyring;
+    /// use litejobs::{NewJob, Queue};
+    /// use serde_json::json;
+    /// # fn main() -> litejobs::Result<()> {
+    /// let keys = Keyring::parse(&Keyring::generate("k1")?)?; // or Keyring::from_env()?
+    /// let queue = Queue::builder().encryption_keys(keys).open_in_memory()?;
+    /// let id = queue.enqueue(NewJob::new("charge", json!({"card": "4111 1111"})).encrypted())?;
+    /// let job = queue.job(id)?.expect("just enqueued");
+    /// assert_eq!(job.payload["card"], "4111 1111"); // decrypted for this queue's views
+    /// assert_eq!(job.encryption_key.as_deref(), Some("k1"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "encryption")]
+    pub fn encryption_keys(mut self, keys: Keyring) -> Self {
+        self.keys = keys;
+        self
+    }
+
     fn db_config(&self) -> Result<DbConfig> {
         if self.pool_size == 0 {
             return Err(Error::invalid_config("pool_size must be at least 1, got 0"));
@@ -256,6 +289,7 @@ impl QueueBuilder {
                 idempotency_window: self.idempotency_window,
                 wake: WakeList::default(),
                 events: EventHub::default(),
+                encryption: encryption::Encryption::new(self.keys),
             }),
         }
     }
@@ -316,6 +350,7 @@ impl Queue {
     pub fn enqueue(&self, job: impl IntoNewJob) -> Result<i64> {
         let job = job.into_new_job()?;
         let payload = validate(&job, self.inner.max_payload_bytes)?;
+        let payload = self.stored_payload(None, &job, payload)?;
         let now = self.now_ms();
         // One insert (a key's races settled by the insert itself): no transaction around it
         // where that saves round trips.
@@ -342,6 +377,7 @@ impl Queue {
             .enumerate()
             .map(|(i, job)| {
                 validate(job, self.inner.max_payload_bytes)
+                    .and_then(|payload| self.stored_payload(None, job, payload))
                     .map_err(|e| e.prefixed(&format!("job {i} of the batch")))
             })
             .collect::<Result<Vec<String>>>()?;
@@ -407,6 +443,7 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
+            let payload = self.stored_payload(Some(tx), &job, payload)?;
             Ok(crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?.id)
         })
     }
@@ -415,6 +452,7 @@ impl Queue {
     /// periodic slot), with this queue's payload limit and clock.
     pub(crate) fn enqueue_on(&self, tx: &dyn Tx, job: NewJob) -> Result<i64> {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
+        let payload = self.stored_payload(Some(tx), &job, payload)?;
         Ok(tx.insert_job(&job, &payload, self.now_ms())?.id)
     }
 
@@ -445,9 +483,11 @@ impl Queue {
         self.inner.wake.wake_all();
     }
 
-    /// One job by id, or `None`.
+    /// One job by id, or `None`. An encrypted payload, result or progress is shown
+    /// decrypted when this queue holds its key, and as `encrypted (key NAME)` otherwise.
     pub fn job(&self, id: i64) -> Result<Option<JobRecord>> {
-        self.inner.db.read(|conn| conn.job(id))
+        let job = self.inner.db.read(|conn| conn.job(id))?;
+        Ok(job.map(|job| self.reveal(job)))
     }
 
     /// A job's attempt history, oldest first: every failed, timed-out or released attempt,
@@ -523,5 +563,16 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     let job = job.into_new_job()?;
     let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
     let tx: &dyn Tx = &SqliteTx::new(conn);
+    // Without a queue there are no keys: a job that must be encrypted is refused.
+    if job.encrypted || tx.is_type_encrypted(&job.job_type)? {
+        return Err(Error::new(
+            crate::ErrorKind::InvalidConfig,
+            format!(
+                "job of type {} must be encrypted, and enqueue_in has no keys: use \
+                 Queue::enqueue_in on a queue with encryption keys; nothing was written",
+                job.job_type
+            ),
+        ));
+    }
     Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
 }
