@@ -23,6 +23,8 @@ mod email;
 mod docs;
 // retention: a worker's scheduled prune deletes old finished jobs only
 mod retention;
+// encrypted payloads at rest: envelopes, keys, marked types, views, bad envelopes, rotation, bytes at rest
+mod encryption;
 // enqueue, batch, transactional enqueue, validation, idempotency, busy, events
 mod enqueue;
 // runs the examples and checks what they print

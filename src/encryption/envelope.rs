@@ -101,6 +101,22 @@ pub(crate) fn may_be_sealed(text: &[u8]) -> bool {
     text.windows(needle.len()).any(|w| w == needle)
 }
 
+/// The key name written in text that holds the envelope marker but is not JSON any more (an
+/// envelope cut short or altered), so that the error can still name the key.
+pub(crate) fn key_in_damaged(text: &str) -> Option<&str> {
+    if !may_be_sealed(text.as_bytes()) {
+        return None;
+    }
+    let after = &text[text.find("\"key\"")? + 5..];
+    let after = after
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?;
+    let key = &after[..after.find('"')?];
+    (!key.is_empty()).then_some(key)
+}
+
 /// The longest envelope a plain text of `plain_bytes` can become (base64 of the text and
 /// its tag, plus the fields and the longest key name), so that the claim's size rule lets
 /// through the envelope of a payload the enqueue accepted.
@@ -227,6 +243,14 @@ mod tests {
         assert_eq!(sealed_by(&json!("litejobs_envelope")), None);
         assert!(may_be_sealed(br#"{"a":1, "litejobs_envelope": 1}"#));
         assert!(!may_be_sealed(b"{}"));
+    }
+
+    #[test]
+    fn a_damaged_envelope_still_names_its_key() {
+        let cut = r#"{"litejobs_envelope":1,"alg":"A256GCMSIV","key": "k7","nonce":"AAAA"#;
+        assert_eq!(key_in_damaged(cut), Some("k7"));
+        assert_eq!(key_in_damaged(r#"{"key":"k7""#), None);
+        assert_eq!(key_in_damaged(r#"{"litejobs_envelope":1,"ke"#), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use crate::encryption::envelope::key_in_damaged;
 use crate::encryption::Column;
 use crate::handler::context::{Heartbeat, JobContext};
 use crate::handler::{Action, JobError};
@@ -354,7 +355,15 @@ pub(crate) fn run_attempt(
     }
     let payload = match serde_json::from_str(&row.payload) {
         Ok(payload) => payload,
-        Err(e) => return unusable(format!("column payload is not valid JSON ({e})")),
+        Err(e) => {
+            return unusable(match key_in_damaged(&row.payload) {
+                Some(key) => format!(
+                    "payload is a damaged envelope (key {key}), cut short or altered: not \
+                     valid JSON ({e})"
+                ),
+                None => format!("column payload is not valid JSON ({e})"),
+            })
+        }
     };
     // An envelope is opened here, on the executor's thread, before the handler runs; one
     // that cannot be opened (no key, a wrong one, altered, moved) makes the job dead.
