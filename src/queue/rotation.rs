@@ -43,7 +43,8 @@ pub struct RotationReport {
     /// Columns this queue cannot read (an envelope under a key it does not hold, or one
     /// that does not decrypt; text in clear that is not JSON): left as they were.
     pub unreadable: u64,
-    /// The first few of those, each as `job ID COLUMN: why`.
+    /// The first few of those, each as `job ID COLUMN why` (`job 12 payload does not
+    /// decrypt with key k1: …`).
     pub unreadable_examples: Vec<String>,
 }
 
@@ -157,7 +158,7 @@ impl Queue {
                 report.unreadable += 1;
                 if report.unreadable_examples.len() < MAX_EXAMPLES {
                     report.unreadable_examples.push(format!(
-                        "job {} {}: {why}",
+                        "job {} {} {why}",
                         row.id,
                         column.name()
                     ));
@@ -165,7 +166,7 @@ impl Queue {
             };
             let Ok(value) = serde_json::from_str::<Value>(text) else {
                 if of_marked_type {
-                    unreadable("in clear, and not JSON text".to_string());
+                    unreadable("is in clear, and not JSON text".to_string());
                 }
                 continue;
             };
