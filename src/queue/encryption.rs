@@ -17,6 +17,9 @@ use crate::storage::jobs::ClaimedRow;
 use crate::storage::Tx;
 use crate::Queue;
 
+/// Waiting jobs of each type a worker's start looks at for keys it lacks: those due first.
+pub(crate) const KEYS_CHECKED_JOBS: usize = 1000;
+
 /// How long a queue trusts its copy of the encrypted types: a type marked in another
 /// process is encrypted by this one's enqueues within this time.
 pub(crate) const TYPES_REFRESH: Duration = Duration::from_secs(1);
@@ -176,7 +179,10 @@ impl Queue {
         }
         serde_json::from_str(&plain)
             .map(|v| (v, true))
-            .map_err(|e| format!("payload decrypts to text that is not valid JSON ({e})"))
+            .map_err(|e| {
+                let key = sealed_by(&value).unwrap_or("?").to_string();
+                format!("payload {} ({e})", OpenError::NotJson { key })
+            })
     }
 
     /// The text a worker writes into `column` of `row`'s job, sealed.
@@ -213,8 +219,13 @@ impl Queue {
                 job_type: &job_type,
                 queue: &queue,
             };
-            *value = match self.keyring().open(value, binding) {
-                Ok(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            let opened = self.keyring().open(value, binding).and_then(|text| {
+                serde_json::from_str(&text).map_err(|_| OpenError::NotJson {
+                    key: name.to_string(),
+                })
+            });
+            *value = match opened {
+                Ok(opened) => opened,
                 Err(e) => Value::String(shown_sealed(&e)),
             };
         };
@@ -236,15 +247,26 @@ impl Queue {
 
     /// Refuses a worker that would serve `job_types` when some are marked encrypted and it
     /// holds no key, or when waiting jobs of theirs are sealed with keys it does not hold:
-    /// it would only make them dead. A database error here is logged, not fatal: each such
-    /// job still goes dead on its own, with an error naming its key.
+    /// it would only make them dead. It reads the [`KEYS_CHECKED_JOBS`] waiting jobs of each
+    /// type that a claim takes first, so a start costs the same whatever the backlog. A
+    /// database error here is logged, not fatal: each such job still goes dead on its own,
+    /// with an error naming its key.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidConfig`] naming the job types (and keys).
     pub(crate) fn check_keys_for(&self, job_types: &[String]) -> Result<()> {
         let found = self.db().read(|tx| {
             let marked = tx.encrypted_types()?;
-            Ok((marked, tx.waiting_envelope_keys(job_types)?))
+            let mut sealed = std::collections::BTreeSet::new();
+            for job_type in job_types {
+                for payload in tx.waiting_payloads(job_type, KEYS_CHECKED_JOBS)? {
+                    let value = payload.and_then(|p| serde_json::from_str::<Value>(&p).ok());
+                    if let Some(key) = value.as_ref().and_then(sealed_by) {
+                        sealed.insert((job_type.clone(), key.to_string()));
+                    }
+                }
+            }
+            Ok((marked, sealed))
         });
         let (marked, sealed) = match found {
             Ok(found) => found,

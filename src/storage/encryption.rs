@@ -49,10 +49,11 @@ pub(crate) trait EncryptionStore {
     /// anything.
     fn set_type_encrypted(&self, job_type: &str, encrypted: bool, now: i64) -> Result<bool>;
 
-    /// `(job type, key name)` of every envelope in the payload of a queued, running or
-    /// failed job of one of `job_types`, each pair once (`?` for an envelope without a key
-    /// name). Reads the payloads of those jobs that hold the envelope marker.
-    fn waiting_envelope_keys(&self, job_types: &[String]) -> Result<Vec<(String, String)>>;
+    /// The payloads of up to `limit` waiting (queued or failed) jobs of `job_type`, those a
+    /// claim takes first, as stored (`None` for a value that is not text). A bounded
+    /// sample, read through the due-jobs index: a worker's start looks at it, whatever the
+    /// backlog.
+    fn waiting_payloads(&self, job_type: &str, limit: usize) -> Result<Vec<Option<String>>>;
 
     /// Up to `limit` rows with an id above `after_id`, in id order, whose payload, result or
     /// progress holds the envelope marker, or whose job type is marked encrypted.

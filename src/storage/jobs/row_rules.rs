@@ -228,17 +228,18 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
         p,
     );
     let group_key = text(v.group_key, "group_key", "NULL or text", true, p);
-    let (size, sealed) = match v.payload {
-        RawValue::Text(bytes) => (bytes.len(), may_be_sealed(bytes)),
-        RawValue::Blob(bytes) => (bytes.len(), false),
-        _ => (0, false),
+    let size = match v.payload {
+        RawValue::Text(bytes) | RawValue::Blob(bytes) => bytes.len(),
+        _ => 0,
     };
     // An envelope is longer than the payload it holds (which the worker checks against the
-    // limit once decrypted): it may be as long as that of a payload at the limit.
-    let limit = if sealed {
-        max_sealed_len(max_payload_bytes)
-    } else {
-        max_payload_bytes
+    // limit once decrypted): it may be as long as that of a payload at the limit. Looked
+    // for only past the limit: this runs on the dispatcher's thread, for every job.
+    let limit = match v.payload {
+        RawValue::Text(bytes) if size > max_payload_bytes && may_be_sealed(bytes) => {
+            max_sealed_len(max_payload_bytes)
+        }
+        _ => max_payload_bytes,
     };
     if size > limit {
         p.push(format!(

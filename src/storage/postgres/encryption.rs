@@ -1,11 +1,10 @@
-//! [`EncryptionStore`] on PostgreSQL: the `encrypted_types` table, and envelopes found by
-//! pattern (a payload is `text` there, and casting one that is not JSON would fail the
-//! statement).
+//! [`EncryptionStore`] on PostgreSQL: the `encrypted_types` table, the waiting payloads a
+//! worker checks at start, and the rows a rotation reads and rewrites.
 
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::QueryableByName;
 
-use super::sql::{query, IntRow};
+use super::sql::{query, IntRow, TextRow};
 use super::PgTx;
 use crate::encryption::{Column, EncryptedType};
 use crate::error::Result;
@@ -17,14 +16,6 @@ struct TypeRow {
     job_type: String,
     #[diesel(sql_type = BigInt)]
     created_at: i64,
-}
-
-#[derive(QueryableByName)]
-struct KeyRow {
-    #[diesel(sql_type = Text)]
-    job_type: String,
-    #[diesel(sql_type = Text)]
-    key: String,
 }
 
 #[derive(QueryableByName)]
@@ -85,27 +76,21 @@ impl EncryptionStore for PgTx<'_> {
         Ok(changed > 0)
     }
 
-    fn waiting_envelope_keys(&self, job_types: &[String]) -> Result<Vec<(String, String)>> {
-        // An object whose first field is the marker, as every envelope writer puts it, or
-        // that has it at the top level after other fields; its key field's text.
-        let mut pairs: Vec<(String, String)> = self
-            .rows::<KeyRow>(
-                query(&format!(
-                    "SELECT DISTINCT job_type,
-                            coalesce(substring(payload from '\"key\"\\s*:\\s*\"([^\"\\\\]*)\"'), '?')
-                                AS key
-                     FROM jobs
-                     WHERE status IN ('queued', 'running', 'failed') AND job_type = ANY($1)
-                       AND strpos(payload, {MARKER_LITERAL}) > 0
-                       AND payload ~ '^\\s*\\{{.*\"litejobs_envelope\"\\s*:'"
-                ))
-                .texts(job_types),
+    fn waiting_payloads(&self, job_type: &str, limit: usize) -> Result<Vec<Option<String>>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        Ok(self
+            .rows::<TextRow>(
+                query(
+                    "SELECT payload AS v FROM jobs
+                     WHERE status IN ('queued', 'failed') AND job_type = $1
+                     ORDER BY queue, priority DESC, run_at, id LIMIT $2",
+                )
+                .text(job_type)
+                .int(limit),
             )?
             .into_iter()
-            .map(|r| (r.job_type, r.key))
-            .collect();
-        pairs.sort();
-        Ok(pairs)
+            .map(|r| Some(r.v))
+            .collect())
     }
 
     fn sealable_rows(&self, after_id: i64, limit: usize) -> Result<Vec<SealableRow>> {

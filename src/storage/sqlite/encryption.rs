@@ -1,5 +1,5 @@
-//! [`EncryptionStore`] on SQLite: the `encrypted_types` table, and envelopes found with
-//! SQLite's JSON functions.
+//! [`EncryptionStore`] on SQLite: the `encrypted_types` table, the waiting payloads a worker
+//! checks at start, and the rows a rotation reads and rewrites.
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension};
@@ -59,25 +59,19 @@ impl EncryptionStore for SqliteTx<'_> {
         Ok(changed > 0)
     }
 
-    fn waiting_envelope_keys(&self, job_types: &[String]) -> Result<Vec<(String, String)>> {
-        let types = serde_json::to_string(job_types)
-            .map_err(|e| crate::error::Error::invalid_config(e.to_string()))?;
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT DISTINCT job_type,
-                    CASE WHEN json_type(payload, '$.key') = 'text'
-                         THEN json_extract(payload, '$.key') ELSE '?' END
-             FROM jobs
-             WHERE status IN ('queued', 'running', 'failed')
-               AND job_type IN (SELECT value FROM json_each(?1))
-               AND typeof(payload) = 'text' AND instr(payload, {MARKER_LITERAL}) > 0
-               AND CASE WHEN json_valid(payload)
-                        THEN json_type(payload, '$.litejobs_envelope') END IS NOT NULL
-             ORDER BY 1, 2"
-        ))?;
-        let pairs = stmt
-            .query_map([types], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<rusqlite::Result<Vec<(String, String)>>>()?;
-        Ok(pairs)
+    fn waiting_payloads(&self, job_type: &str, limit: usize) -> Result<Vec<Option<String>>> {
+        // In the due index's order, so that the index (which holds the type) is what is read,
+        // and only the matching rows are looked up.
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT payload FROM jobs
+             WHERE status IN ('queued', 'failed') AND job_type = ?1
+             ORDER BY queue, priority DESC, run_at, id LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let payloads = stmt
+            .query_map(params![job_type, limit], |row| Ok(text_of(row.get_ref(0)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(payloads)
     }
 
     fn sealable_rows(&self, after_id: i64, limit: usize) -> Result<Vec<SealableRow>> {
