@@ -28,6 +28,7 @@ use crate::support::{count_rows, raw_conn, temp_dir};
 
 mod actions; // cancel, retry, pause/resume with a running worker
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard
+#[cfg(feature = "encryption")]
 mod encryption; // enqueue --encrypt, keys encrypt-type, views with and without keys, work's refusal, keys new and rotate, the Python example
 #[cfg(unix)]
 mod exec; // work --exec/--serve: scripts per job, shutdown mid-job, refusals, the Python example

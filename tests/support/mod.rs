@@ -46,6 +46,7 @@ impl TestEnv {
 
     /// Another queue on the same database and clock, opened with `builder`'s options (its
     /// encryption keys, say), as another process would open it.
+    #[cfg_attr(not(feature = "encryption"), allow(dead_code))]
     pub fn open_with(&self, builder: litejobs::QueueBuilder) -> Queue {
         builder
             .clock(self.clock.clone())
