@@ -112,3 +112,42 @@ impl EncryptionStore for SqliteTx<'_> {
         Ok(n == 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+    /// A rotation's write lands only over the text it read: a worker's write in between
+    /// wins, and a row that is gone is no error.
+    #[test]
+    fn a_replacement_lands_only_over_the_text_it_read() -> Result<()> {
+        let conn = Connection::open_in_memory()?;
+        crate::storage::sqlite::migrate::check_and_migrate(
+            &conn,
+            false,
+            std::time::Duration::from_secs(5),
+            true,
+        )?;
+        conn.execute_batch(
+            "INSERT INTO jobs (id, job_type, payload, result) VALUES (1, 't', '{\"old\":1}', '{\"r\":1}')",
+        )?;
+        let tx = Transaction::new_unchecked(&conn, TransactionBehavior::Immediate)?;
+        let store = SqliteTx::new(&tx);
+        let first = store.replace_sealed(1, Column::Result, "{\"r\":1}", "{\"r\":2}")?;
+        let stale = store.replace_sealed(1, Column::Result, "{\"r\":1}", "{\"r\":3}")?;
+        let gone = store.replace_sealed(9, Column::Payload, "{}", "{\"x\":1}")?;
+        drop(store);
+        tx.commit()?;
+        assert_eq!((first, stale, gone), (true, false, false));
+        let (payload, result): (String, String) =
+            conn.query_row("SELECT payload, result FROM jobs WHERE id = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        assert_eq!(
+            (payload.as_str(), result.as_str()),
+            ("{\"old\":1}", "{\"r\":2}")
+        );
+        Ok(())
+    }
+}
