@@ -22,6 +22,7 @@ use litejobs::{JobContext, JobError, NewJob, Queue, Synchronous, Worker};
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
+#[cfg(feature = "encryption")]
 #[path = "bench/encryption.rs"]
 mod encryption;
 
@@ -189,7 +190,10 @@ fn main() -> Res<()> {
 fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Value>> {
     // 9. encrypted 1 KiB payloads against plain ones (the rest is skipped with
     // --encryption-only).
+    #[cfg(feature = "encryption")]
     let mut f = encryption::figures(c, sync, dir)?;
+    #[cfg(not(feature = "encryption"))]
+    let mut f = BTreeMap::<String, Value>::new();
     if c.encryption_only {
         return Ok(f);
     }
@@ -862,6 +866,7 @@ fn print_table(report: &BTreeMap<String, Value>) {
             continue;
         };
         println!("\n{key}");
+        #[cfg(feature = "encryption")]
         encryption::print(figures);
         if figures.contains_key("enqueue_single_1kib_plain_per_s")
             && !figures.contains_key("rounds")

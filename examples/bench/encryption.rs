@@ -65,7 +65,7 @@ fn job(i: usize, kind: Kind) -> NewJob {
             .collect()
     };
     let payload = json!({ "i": i, "text": text(1000) });
-    let job = match kind {
+    match kind {
         Kind::Plain => NewJob::new("charge", payload),
         Kind::Encrypted => NewJob::new("charge", payload).encrypted(),
         Kind::Padded => {
@@ -75,8 +75,7 @@ fn job(i: usize, kind: Kind) -> NewJob {
                 json!({ "i": i, "text": text(1000), "pad": text(grow - 9) }),
             )
         }
-    };
-    job
+    }
 }
 
 fn enqueue_single(path: &Path, sync: Synchronous, n: usize, kind: Kind) -> Res<f64> {
