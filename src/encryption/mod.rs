@@ -24,6 +24,8 @@
 //! envelope when it meets one: views say `encrypted (key k1)`, and a worker makes such a job
 //! dead with an error that says this build has no encryption.
 
+#[cfg(feature = "encryption")]
+mod cipher;
 pub(crate) mod envelope;
 mod keyring;
 
