@@ -16,6 +16,8 @@ use crate::support::{on_postgres, setup, TestEnv};
 
 mod at_rest; // no byte of a secret in the file, its WAL or a VACUUM INTO copy
 mod bad_envelopes; // wrong, missing key; altered, cut short, moved: that job dead, others run
+#[cfg(all(unix, feature = "exec"))]
+mod commands; // --exec and --serve get the payload decrypted; their results are stored encrypted
 #[cfg(feature = "postgres")]
 mod copy; // copy-to moves envelopes and marks as they are
 mod rotation; // keys rotate while a worker runs: nothing lost, nothing left under the old key
