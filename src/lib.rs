@@ -27,7 +27,8 @@
 //!   [`Queue::error_groups`] answer what waits and what fails; [`Queue::cancel`],
 //!   [`Queue::retry_now`], [`Queue::pause_queue`], [`Queue::requeue_dead_matching`] and
 //!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`](maintenance::Pruner) keep the file small;
-//!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view.
+//!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view;
+//!   [`encryption`] keeps them out of the database file ([`NewJob::encrypted`]).
 //!
 //! ```
 //! use litejobs::{NewJob, Queue, JobStatus};
@@ -159,7 +160,10 @@
 //! - `webhook`: `builtin::webhook`, signed webhook delivery over HTTPS (ureq, rustls).
 //! - `email`: `builtin::email`, SMTP (lettre) and development mailers.
 //! - `web`: `litejobs::web`, the dashboard and its small blocking HTTP server.
-//! - `cli`: the `litejobs` binary (implies `webhook` and `email`, which `litejobs work` runs).
+//! - `encryption`: payloads, results and progress encrypted at rest ([`encryption`]):
+//!   AES-256-GCM-SIV (aes-gcm-siv), named keys, `litejobs keys`.
+//! - `cli`: the `litejobs` binary (implies `webhook` and `email`, which `litejobs work` runs,
+//!   and `encryption`).
 //!
 //! The README's "Cargo features" has what each one pulls in.
 //!
