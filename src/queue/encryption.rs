@@ -17,7 +17,8 @@ use crate::storage::jobs::ClaimedRow;
 use crate::storage::Tx;
 use crate::Queue;
 
-/// Waiting jobs of each type a worker's start looks at for keys it lacks: those due first.
+/// Waiting jobs of each queue a worker's start looks at for keys it lacks: those its claim
+/// takes first.
 pub(crate) const KEYS_CHECKED_JOBS: usize = 1000;
 
 /// How long a queue trusts its copy of the encrypted types: a type marked in another
@@ -245,24 +246,27 @@ impl Queue {
         jobs.into_iter().map(|job| self.reveal(job)).collect()
     }
 
-    /// Refuses a worker that would serve `job_types` when some are marked encrypted and it
-    /// holds no key, or when waiting jobs of theirs are sealed with keys it does not hold:
-    /// it would only make them dead. It reads the [`KEYS_CHECKED_JOBS`] waiting jobs of each
-    /// type that a claim takes first, so a start costs the same whatever the backlog. A
-    /// database error here is logged, not fatal: each such job still goes dead on its own,
-    /// with an error naming its key.
+    /// Refuses a worker that would serve `job_types` from `queues` when some types are
+    /// marked encrypted and it holds no key, or when waiting jobs of theirs are sealed with
+    /// keys it does not hold: it would only make them dead. It reads the
+    /// [`KEYS_CHECKED_JOBS`] waiting jobs of each queue that its claim takes first, so a
+    /// start costs the same whatever the backlog. A database error here is logged, not
+    /// fatal: each such job still goes dead on its own, with an error naming its key.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidConfig`] naming the job types (and keys).
-    pub(crate) fn check_keys_for(&self, job_types: &[String]) -> Result<()> {
+    pub(crate) fn check_keys_for(&self, job_types: &[String], queues: &[&str]) -> Result<()> {
         let found = self.db().read(|tx| {
             let marked = tx.encrypted_types()?;
             let mut sealed = std::collections::BTreeSet::new();
-            for job_type in job_types {
-                for payload in tx.waiting_payloads(job_type, KEYS_CHECKED_JOBS)? {
+            for queue in queues {
+                for (job_type, payload) in tx.waiting_payloads(queue, KEYS_CHECKED_JOBS)? {
+                    if !job_types.contains(&job_type) {
+                        continue;
+                    }
                     let value = payload.and_then(|p| serde_json::from_str::<Value>(&p).ok());
                     if let Some(key) = value.as_ref().and_then(sealed_by) {
-                        sealed.insert((job_type.clone(), key.to_string()));
+                        sealed.insert((job_type, key.to_string()));
                     }
                 }
             }

@@ -49,11 +49,11 @@ pub(crate) trait EncryptionStore {
     /// anything.
     fn set_type_encrypted(&self, job_type: &str, encrypted: bool, now: i64) -> Result<bool>;
 
-    /// The payloads of up to `limit` waiting (queued or failed) jobs of `job_type`, those a
-    /// claim takes first, as stored (`None` for a value that is not text). A bounded
-    /// sample, read through the due-jobs index: a worker's start looks at it, whatever the
-    /// backlog.
-    fn waiting_payloads(&self, job_type: &str, limit: usize) -> Result<Vec<Option<String>>>;
+    /// The job types and payloads of up to `limit` waiting (queued or failed) jobs of
+    /// `queue`, those its claim takes first (priority, run time, id), as stored (`None` for
+    /// a payload that is not text). Read through the due-jobs index, so it costs the same
+    /// with any backlog.
+    fn waiting_payloads(&self, queue: &str, limit: usize) -> Result<Vec<(String, Option<String>)>>;
 
     /// Up to `limit` rows with an id above `after_id`, in id order, whose payload, result or
     /// progress holds the envelope marker, or whose job type is marked encrypted.

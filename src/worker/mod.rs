@@ -403,7 +403,12 @@ impl WorkerBuilder {
             ));
         }
         // Jobs it would only make dead (encrypted with keys it lacks): refused up front.
-        self.queue.check_keys_for(&self.registry.job_types())?;
+        let worked: Vec<&str> = (self.queues.iter())
+            .filter(|(_, threads)| *threads > 0)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        self.queue
+            .check_keys_for(&self.registry.job_types(), &worked)?;
         let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
         // Unbounded in type, bounded in practice: each executor thread sends one outcome per
         // job it was given, and at most one heartbeat at a time (it waits for the answer), so

@@ -4,7 +4,7 @@
 use diesel::sql_types::{BigInt, Nullable, Text};
 use diesel::QueryableByName;
 
-use super::sql::{query, IntRow, TextRow};
+use super::sql::{query, IntRow};
 use super::PgTx;
 use crate::encryption::{Column, EncryptedType};
 use crate::error::Result;
@@ -16,6 +16,14 @@ struct TypeRow {
     job_type: String,
     #[diesel(sql_type = BigInt)]
     created_at: i64,
+}
+
+#[derive(QueryableByName)]
+struct WaitingRow {
+    #[diesel(sql_type = Text)]
+    job_type: String,
+    #[diesel(sql_type = Text)]
+    payload: String,
 }
 
 #[derive(QueryableByName)]
@@ -76,20 +84,20 @@ impl EncryptionStore for PgTx<'_> {
         Ok(changed > 0)
     }
 
-    fn waiting_payloads(&self, job_type: &str, limit: usize) -> Result<Vec<Option<String>>> {
+    fn waiting_payloads(&self, queue: &str, limit: usize) -> Result<Vec<(String, Option<String>)>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         Ok(self
-            .rows::<TextRow>(
+            .rows::<WaitingRow>(
                 query(
-                    "SELECT payload AS v FROM jobs
-                     WHERE status IN ('queued', 'failed') AND job_type = $1
-                     ORDER BY queue, priority DESC, run_at, id LIMIT $2",
+                    "SELECT job_type, payload FROM jobs
+                     WHERE status IN ('queued', 'failed') AND queue = $1
+                     ORDER BY priority DESC, run_at, id LIMIT $2",
                 )
-                .text(job_type)
+                .text(queue)
                 .int(limit),
             )?
             .into_iter()
-            .map(|r| Some(r.v))
+            .map(|r| (r.job_type, Some(r.payload)))
             .collect())
     }
 

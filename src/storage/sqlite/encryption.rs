@@ -59,19 +59,22 @@ impl EncryptionStore for SqliteTx<'_> {
         Ok(changed > 0)
     }
 
-    fn waiting_payloads(&self, job_type: &str, limit: usize) -> Result<Vec<Option<String>>> {
-        // In the due index's order, so that the index (which holds the type) is what is read,
-        // and only the matching rows are looked up.
+    fn waiting_payloads(&self, queue: &str, limit: usize) -> Result<Vec<(String, Option<String>)>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT payload FROM jobs
-             WHERE status IN ('queued', 'failed') AND job_type = ?1
-             ORDER BY queue, priority DESC, run_at, id LIMIT ?2",
+            "SELECT job_type, payload FROM jobs
+             WHERE status IN ('queued', 'failed') AND queue = ?1
+             ORDER BY priority DESC, run_at, id LIMIT ?2",
         )?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let payloads = stmt
-            .query_map(params![job_type, limit], |row| Ok(text_of(row.get_ref(0)?)))?
+        let rows = stmt
+            .query_map(params![queue, limit], |row| {
+                Ok((
+                    text_of(row.get_ref(0)?).unwrap_or_default(),
+                    text_of(row.get_ref(1)?),
+                ))
+            })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(payloads)
+        Ok(rows)
     }
 
     fn sealable_rows(&self, after_id: i64, limit: usize) -> Result<Vec<SealableRow>> {
