@@ -352,3 +352,23 @@ fn errors_about_an_encrypted_payload_leave_its_values_out() {
     );
     assert!(!error.contains("4111"), "{error}");
 }
+
+#[test]
+fn a_queue_follows_a_mark_made_elsewhere_within_a_second_by_its_clock() {
+    let env = setup();
+    let busy = with_keys(&env, K1);
+    busy.enqueue(NewJob::new("charge", json!({"card": "before"})))
+        .expect("its copy of the marks is read now");
+    with_keys(&env, K1)
+        .set_type_encrypted("charge", true)
+        .expect("marked by another process");
+    busy.enqueue(NewJob::new("charge", json!({"card": "within"})))
+        .expect("enqueue");
+    env.clock.advance(std::time::Duration::from_millis(1000));
+    busy.enqueue(NewJob::new("charge", json!({"card": SECRET})))
+        .expect("enqueue");
+    // The documented window: up to a second of the queue's clock in clear, then encrypted.
+    assert_eq!(stored_with(&env, "within"), 1);
+    assert_eq!(stored_with(&env, SECRET), 0);
+    assert_eq!(sealed_under(&env, "k1"), 1);
+}

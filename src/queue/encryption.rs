@@ -4,8 +4,8 @@
 //! writes back, and opening envelopes for the worker and for every view.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::RwLock;
 
 use serde_json::Value;
 
@@ -21,32 +21,30 @@ use crate::Queue;
 /// takes first.
 pub(crate) const KEYS_CHECKED_JOBS: usize = 1000;
 
-/// How long a queue trusts its copy of the encrypted types: a type marked in another
-/// process is encrypted by this one's enqueues within this time.
-pub(crate) const TYPES_REFRESH: Duration = Duration::from_secs(1);
+/// How long a queue trusts its copy of the encrypted types (ms, by the queue's clock): a
+/// type marked in another process is encrypted by this one's enqueues within this time.
+pub(crate) const TYPES_REFRESH_MS: i64 = 1000;
 
-/// A queue's keys and its copy of the encrypted types.
+/// `read_at_ms` before the first read, and after this queue changed a mark.
+const NEVER_READ: i64 = i64::MIN;
+
+/// A queue's keys and its copy of the encrypted types. An enqueue of a type that is not
+/// marked costs an atomic load and a shared lock, and no clock read of its own: it goes by
+/// the time the enqueue read anyway (a monotonic clock read per enqueue measured 1.5 % of a
+/// single enqueue on a virtual machine whose clock reads are system calls).
 pub(crate) struct Encryption {
     keys: Keyring,
-    types: Mutex<TypeCache>,
-}
-
-#[derive(Default)]
-struct TypeCache {
-    types: Arc<HashSet<String>>,
-    read_at: Option<Instant>,
+    types: RwLock<HashSet<String>>,
+    read_at_ms: AtomicI64,
 }
 
 impl Encryption {
     pub(crate) fn new(keys: Keyring) -> Encryption {
         Encryption {
             keys,
-            types: Mutex::new(TypeCache::default()),
+            types: RwLock::new(HashSet::new()),
+            read_at_ms: AtomicI64::new(NEVER_READ),
         }
-    }
-
-    fn cache(&self) -> std::sync::MutexGuard<'_, TypeCache> {
-        self.types.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -78,38 +76,31 @@ impl Queue {
         let changed = self
             .db()
             .write(|tx| tx.set_type_encrypted(job_type, encrypted, now))?;
-        self.inner.encryption.cache().read_at = None;
+        (self.inner.encryption.read_at_ms).store(NEVER_READ, Ordering::Release);
         Ok(changed)
     }
 
     /// True when enqueues encrypt `job_type` without being told: it is marked in the
-    /// database. Read through `tx` when the enqueue runs inside one (a pool connection could
-    /// be the one that transaction holds).
-    fn type_is_encrypted(&self, tx: Option<&dyn Tx>, job_type: &str) -> Result<bool> {
+    /// database. The marks are read again when the copy is older than [`TYPES_REFRESH_MS`]
+    /// at `now_ms` (or the clock went back), through `tx` when the enqueue runs inside one (a
+    /// pool connection could be the one that transaction holds).
+    fn type_is_encrypted(&self, tx: Option<&dyn Tx>, job_type: &str, now_ms: i64) -> Result<bool> {
         let enc = &self.inner.encryption;
-        let types = {
-            let cache = enc.cache();
-            match cache.read_at {
-                Some(at) if at.elapsed() < TYPES_REFRESH => Some(Arc::clone(&cache.types)),
-                _ => None,
-            }
-        };
-        let types = match types {
-            Some(types) => types,
-            None => {
-                let read = match tx {
-                    Some(tx) => tx.encrypted_types()?,
-                    None => self.db().read(|tx| tx.encrypted_types())?,
-                };
-                let types: Arc<HashSet<String>> =
-                    Arc::new(read.into_iter().map(|t| t.job_type).collect());
-                let mut cache = enc.cache();
-                cache.types = Arc::clone(&types);
-                cache.read_at = Some(Instant::now());
-                types
-            }
-        };
-        Ok(types.contains(job_type))
+        let read_at = enc.read_at_ms.load(Ordering::Acquire);
+        let fresh = read_at != NEVER_READ
+            && now_ms >= read_at
+            && now_ms.saturating_sub(read_at) < TYPES_REFRESH_MS;
+        if !fresh {
+            let read = match tx {
+                Some(tx) => tx.encrypted_types()?,
+                None => self.db().read(|tx| tx.encrypted_types())?,
+            };
+            let types: HashSet<String> = read.into_iter().map(|t| t.job_type).collect();
+            *enc.types.write().unwrap_or_else(|p| p.into_inner()) = types;
+            enc.read_at_ms.store(now_ms, Ordering::Release);
+        }
+        let types = enc.types.read().unwrap_or_else(|p| p.into_inner());
+        Ok(!types.is_empty() && types.contains(job_type))
     }
 
     /// The text to store as `job`'s payload: `payload` itself, or its envelope when the job
@@ -123,8 +114,9 @@ impl Queue {
         tx: Option<&dyn Tx>,
         job: &NewJob,
         payload: String,
+        now_ms: i64,
     ) -> Result<String> {
-        if !job.encrypted && !self.type_is_encrypted(tx, &job.job_type)? {
+        if !job.encrypted && !self.type_is_encrypted(tx, &job.job_type, now_ms)? {
             return Ok(payload);
         }
         let binding = Binding {

@@ -350,8 +350,8 @@ impl Queue {
     pub fn enqueue(&self, job: impl IntoNewJob) -> Result<i64> {
         let job = job.into_new_job()?;
         let payload = validate(&job, self.inner.max_payload_bytes)?;
-        let payload = self.stored_payload(None, &job, payload)?;
         let now = self.now_ms();
+        let payload = self.stored_payload(None, &job, payload, now)?;
         // One insert (a key's races settled by the insert itself): no transaction around it
         // where that saves round trips.
         let inserted = self
@@ -372,16 +372,16 @@ impl Queue {
     /// As [`Queue::enqueue`]; a refused job refuses the whole batch, and the message says
     /// which job (by index).
     pub fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<i64>> {
+        let now = self.now_ms();
         let payloads = jobs
             .iter()
             .enumerate()
             .map(|(i, job)| {
                 validate(job, self.inner.max_payload_bytes)
-                    .and_then(|payload| self.stored_payload(None, job, payload))
+                    .and_then(|payload| self.stored_payload(None, job, payload, now))
                     .map_err(|e| e.prefixed(&format!("job {i} of the batch")))
             })
             .collect::<Result<Vec<String>>>()?;
-        let now = self.now_ms();
         let inserted = self.inner.db.insert_jobs(&jobs, &payloads, now)?;
         let created: Vec<(i64, &NewJob)> = inserted
             .iter()
@@ -443,7 +443,7 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
-            let payload = self.stored_payload(Some(tx), &job, payload)?;
+            let payload = self.stored_payload(Some(tx), &job, payload, now)?;
             Ok(crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?.id)
         })
     }
@@ -452,8 +452,9 @@ impl Queue {
     /// periodic slot), with this queue's payload limit and clock.
     pub(crate) fn enqueue_on(&self, tx: &dyn Tx, job: NewJob) -> Result<i64> {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
-        let payload = self.stored_payload(Some(tx), &job, payload)?;
-        Ok(tx.insert_job(&job, &payload, self.now_ms())?.id)
+        let now = self.now_ms();
+        let payload = self.stored_payload(Some(tx), &job, payload, now)?;
+        Ok(tx.insert_job(&job, &payload, now)?.id)
     }
 
     /// After a commit that inserted `jobs`: tells subscribers and wakes this process's
