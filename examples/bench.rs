@@ -22,6 +22,10 @@ use litejobs::{JobContext, JobError, NewJob, Queue, Synchronous, Worker};
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
+#[cfg(feature = "encryption")]
+#[path = "bench/encryption.rs"]
+mod encryption;
+
 #[derive(Debug, Clone)]
 struct Config {
     single: usize,
@@ -35,6 +39,8 @@ struct Config {
     rounds: usize,
     json: bool,
     syncs: Vec<Synchronous>,
+    /// Only the encrypted-against-plain figures (`--encryption-only`).
+    encryption_only: bool,
 }
 
 impl Config {
@@ -53,6 +59,7 @@ impl Config {
             rounds: 5,
             json: false,
             syncs: vec![Synchronous::Normal, Synchronous::Full],
+            encryption_only: false,
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut i = 0;
@@ -77,6 +84,7 @@ impl Config {
                         rounds: 1,
                         json: c.json,
                         syncs: vec![Synchronous::Normal],
+                        encryption_only: c.encryption_only,
                     }
                 }
                 "--single" => {
@@ -116,6 +124,7 @@ impl Config {
                     i += 1
                 }
                 "--normal-only" => c.syncs = vec![Synchronous::Normal],
+                "--encryption-only" => c.encryption_only = true,
                 "--help" | "-h" => usage(""),
                 other => usage(&format!("unknown argument {other}")),
             }
@@ -136,6 +145,7 @@ fn usage(problem: &str) -> ! {
     }
     eprintln!(
         "usage: cargo run --release --example bench -- [--json] [--quick] [--normal-only]\n\
+         \x20 [--encryption-only]\n\
          \x20 [--single N] [--batched N] [--process N] [--steady N] [--latency-samples N]\n\
          \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N]"
     );
@@ -178,7 +188,15 @@ fn main() -> Res<()> {
 }
 
 fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Value>> {
+    // 9. encrypted 1 KiB payloads against plain ones (the rest is skipped with
+    // --encryption-only).
+    #[cfg(feature = "encryption")]
+    let mut f = encryption::figures(c, sync, dir)?;
+    #[cfg(not(feature = "encryption"))]
     let mut f = BTreeMap::<String, Value>::new();
+    if c.encryption_only {
+        return Ok(f);
+    }
     let mut n = 0;
     let mut fresh = |label: &str| -> PathBuf {
         n += 1;
@@ -848,6 +866,13 @@ fn print_table(report: &BTreeMap<String, Value>) {
             continue;
         };
         println!("\n{key}");
+        #[cfg(feature = "encryption")]
+        encryption::print(figures);
+        if figures.contains_key("enqueue_single_1kib_plain_per_s")
+            && !figures.contains_key("rounds")
+        {
+            continue;
+        }
         let rows: [(&str, &str, &str); 8] = [
             (
                 "enqueue, 1 per transaction (jobs/s)",

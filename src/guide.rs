@@ -11,6 +11,8 @@
 //! - [Jobs in any language](any_language): `--exec` and `--serve` command handlers.
 //! - [The `--serve` protocol](serve_protocol), for implementers.
 //! - [The schema, for other languages](schema): plain SQL for SQLite and PostgreSQL.
+//! - [Encrypted payloads](encryption): keys, marking jobs and types, rotation, what stays in
+//!   clear, the threat model.
 //! - [Operating litejobs](operating): the command line, `check`, metrics, retention, the
 //!   dead letter.
 //! - [The web dashboard](dashboard): pages, security model, limits, routes.
@@ -32,6 +34,7 @@ macro_rules! guide_links {
          [benchmarks.md#command-handlers]: crate::guide::benchmarks#command-handlers\n\
          [benchmarks.md#postgresql]: crate::guide::benchmarks#postgresql\n\
          [dashboard.md]: crate::guide::dashboard\n\
+         [encryption.md]: crate::guide::encryption\n\
          [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
          [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
          [jobs.md]: crate::guide::jobs\n\
@@ -44,6 +47,7 @@ macro_rules! guide_links {
          [schema.md]: crate::guide::schema\n\
          [schema.md#deadlines-expires_at]: crate::guide::schema#deadlines-expires_at\n\
          [schema.md#dedupe-needs-idempotency_key]: crate::guide::schema#dedupe-needs-idempotency_key\n\
+         [schema.md#encrypted-payloads]: crate::guide::schema#encrypted-payloads\n\
          [schema.md#ids-are-never-reused]: crate::guide::schema#ids-are-never-reused\n\
          [schema.md#postgresql]: crate::guide::schema#postgresql\n\
          [serve-protocol.md]: crate::guide::serve_protocol\n\
@@ -77,6 +81,7 @@ guide!(periodic, "periodic.md");
 guide!(any_language, "any-language.md", unix, feature = "exec");
 guide!(serve_protocol, "serve-protocol.md");
 guide!(schema, "schema.md");
+guide!(encryption, "encryption.md", feature = "encryption");
 guide!(operating, "operating.md");
 guide!(dashboard, "dashboard.md", feature = "web");
 guide!(postgres, "postgres.md");

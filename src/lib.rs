@@ -27,7 +27,8 @@
 //!   [`Queue::error_groups`] answer what waits and what fails; [`Queue::cancel`],
 //!   [`Queue::retry_now`], [`Queue::pause_queue`], [`Queue::requeue_dead_matching`] and
 //!   [`Queue::discard_dead`] act; [`Queue::prune`] and [`Pruner`](maintenance::Pruner) keep the file small;
-//!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view.
+//!   [`metrics`] speaks Prometheus; [`redact`] masks secret payload fields in every view;
+//!   [`encryption`] keeps them out of the database file ([`NewJob::encrypted`]).
 //!
 //! ```
 //! use litejobs::{NewJob, Queue, JobStatus};
@@ -145,6 +146,7 @@
 //! | `system` | what litejobs meets outside its code: the time ([`Clock`]), the machine's name, a database server that cannot be reached |
 //! | [`human`] | times, durations and long texts as people read and write them (the one duration grammar) |
 //! | `job` | a job as data: [`NewJob`], [`JobRecord`], [`JobStatus`], typed [`Job`]s, [`RetryPolicy`] |
+//! | [`encryption`] | payloads, results and progress encrypted at rest: the [`Keyring`](encryption::Keyring), the envelope |
 //! | [`redact`] | secret payload fields masked in every view |
 //! | `storage` | SQLite and PostgreSQL behind one interface: all the SQL |
 //! | `queue` | [`Queue`]: open, enqueue, read, act, the dead letter, [`metrics`], events |
@@ -162,7 +164,10 @@
 //! - `webhook`: `builtin::webhook`, signed webhook delivery over HTTPS (ureq, rustls).
 //! - `email`: `builtin::email`, SMTP (lettre) and development mailers.
 //! - `web`: `litejobs::web`, the dashboard and its small blocking HTTP server.
-//! - `cli`: the `litejobs` binary (implies `webhook` and `email`, which `litejobs work` runs).
+//! - `encryption`: payloads, results and progress encrypted at rest ([`encryption`]):
+//!   AES-256-GCM-SIV (aes-gcm-siv), named keys, `litejobs keys`.
+//! - `cli`: the `litejobs` binary (implies `webhook` and `email`, which `litejobs work` runs,
+//!   and `encryption`).
 //!
 //! The README's "Cargo features" has what each one pulls in.
 //!
@@ -186,6 +191,7 @@
 
 pub mod builtin;
 pub mod defaults;
+pub mod encryption;
 mod error;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
@@ -211,6 +217,7 @@ pub use job::{
 pub use queue::events::Event;
 pub use queue::metrics;
 pub use queue::reads::{ActivityBucket, Health, Overview};
+pub use queue::rotation::RotationReport;
 pub use queue::{enqueue_in, Queue, QueueBuilder};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::Synchronous;

@@ -31,6 +31,8 @@ mod actions; // cancel, retry, pause/resume with a running worker
 mod cancel; // cancel by type and text (dry run, all or nothing); running commands in two other worker processes
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard
 mod deadlines; // enqueue --expire-after / --expires-at; show, list, stats, metrics and check of expired jobs
+#[cfg(feature = "encryption")]
+mod encryption; // enqueue --encrypt, keys encrypt-type, views with and without keys, work's refusal, keys new and rotate, the Python example
 #[cfg(unix)]
 mod exec; // work --exec/--serve: scripts per job, shutdown mid-job, refusals, the Python example
 mod foreign; // rows from outside next to a running worker, read commands that never write
@@ -99,6 +101,8 @@ fn litejobs(db: &Path) -> Command {
         .env_remove("LITEJOBS_SECRET_FIELDS")
         .env_remove("LITEJOBS_RETRY")
         .env_remove("RUST_LOG")
+        .env_remove("LITEJOBS_ENCRYPTION_KEYS")
+        .env_remove("LITEJOBS_ENCRYPTION_KEYS_FILE")
         .stdin(Stdio::null());
     cmd
 }

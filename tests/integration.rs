@@ -27,6 +27,9 @@ mod email;
 mod docs;
 // retention: a worker's scheduled prune deletes old finished jobs only
 mod retention;
+// encrypted payloads at rest: envelopes, keys, marked types, views, bad envelopes, rotation, bytes at rest
+#[cfg(feature = "encryption")]
+mod encryption;
 // enqueue, batch, transactional enqueue, validation, idempotency, busy, events
 mod enqueue;
 // runs the examples and checks what they print
@@ -69,6 +72,8 @@ mod report;
 mod retry;
 // schema.sql contract, refusals, migration, WAL, the documented defaults
 mod schema;
+// a fixed envelope by plain SQL, read by any build: decrypted with the key, refused or dead without it
+mod sealed_rows;
 // worker runtime: graceful shutdown, reaper, busy database
 mod shutdown;
 // soak (ignored; scripts/soak.sh): a million jobs, worker processes killed with SIGKILL at random

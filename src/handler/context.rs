@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::JobError;
 use super::stop::StopSignal;
+use crate::encryption::Column;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::JobStatus;
 use crate::storage::admin::cancelled_text;
@@ -48,6 +49,8 @@ pub struct JobContext {
     stop: Arc<StopSignal>,
     pub(crate) result: Mutex<Option<String>>,
     pub(crate) progress: Mutex<Option<String>>,
+    /// The payload was an envelope: the result and progress are stored sealed too.
+    sealed: bool,
 }
 
 impl std::fmt::Debug for JobContext {
@@ -86,6 +89,38 @@ impl JobContext {
             stop,
             result: Mutex::new(None),
             progress: Mutex::new(None),
+            sealed: false,
+        }
+    }
+
+    /// Marks the job's payload as having come in an envelope: what the attempt writes back
+    /// (result, progress) is sealed with the queue's first key.
+    pub(crate) fn sealed(mut self, sealed: bool) -> JobContext {
+        self.sealed = sealed;
+        self
+    }
+
+    /// The text to store in `column` for `text`: itself, or its envelope for a sealed job.
+    pub(crate) fn stored_output(
+        &self,
+        column: Column,
+        text: Option<String>,
+    ) -> Result<Option<String>> {
+        match text {
+            Some(text) if self.sealed => {
+                Ok(Some(self.queue.seal_output(&self.row, column, &text)?))
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// serde's message about this job's payload, as an error to store: for an encrypted
+    /// payload, without the values serde quotes (the error is stored in clear).
+    pub(crate) fn payload_error(&self, message: &str) -> String {
+        if self.sealed {
+            crate::encryption::without_values(message)
+        } else {
+            message.to_string()
         }
     }
 
@@ -120,8 +155,9 @@ impl JobContext {
     pub fn payload_as<T: DeserializeOwned>(&self) -> std::result::Result<T, JobError> {
         T::deserialize(&self.payload).map_err(|e| {
             JobError::permanent(format!(
-                "payload does not match the {} job's type: {e}",
-                self.row.job_type
+                "payload does not match the {} job's type: {}",
+                self.row.job_type,
+                self.payload_error(&e.to_string())
             ))
         })
     }
@@ -219,6 +255,7 @@ impl JobContext {
             .saturating_add(duration_to_ms(self.timeout))
             .saturating_add(self.lease_grace_ms);
         let progress = self.lock_progress().clone();
+        let progress = self.stored_output(Column::Progress, progress)?;
         if self
             .lease
             .extend(&self.queue, &self.row, &self.worker_id, until, progress)?
@@ -247,7 +284,8 @@ impl JobContext {
         )
     }
 
-    /// Records progress (JSON), saved at the next heartbeat and when the attempt ends.
+    /// Records progress (JSON), saved at the next heartbeat and when the attempt ends (an
+    /// encrypted job's sealed, as its result).
     pub fn set_progress(&self, progress: serde_json::Value) {
         *self.lock_progress() = Some(progress.to_string());
     }

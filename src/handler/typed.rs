@@ -63,9 +63,10 @@ where
         // A payload that does not fit is permanent: the same bytes fail every attempt.
         let job = J::deserialize(ctx.payload()).map_err(|e| {
             JobError::permanent(format!(
-                "payload does not match the {} job's type {}: {e}",
+                "payload does not match the {} job's type {}: {}",
                 ctx.job_type(),
-                type_name::<J>()
+                type_name::<J>(),
+                ctx.payload_error(&e.to_string())
             ))
         })?;
         (self.run)(job, ctx)

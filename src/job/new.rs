@@ -46,6 +46,8 @@ pub struct NewJob {
     pub(crate) group_key: Option<String>,
     /// The deadline ([`NewJob::expires_at`], [`NewJob::expire_after`]).
     pub(crate) expires: Option<Expiry>,
+    /// Stored as an encrypted envelope ([`NewJob::encrypted`]).
+    pub(crate) encrypted: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -159,6 +161,7 @@ impl NewJob {
             idempotency_key: None,
             group_key: None,
             expires: None,
+            encrypted: false,
         }
     }
 
@@ -216,6 +219,24 @@ impl NewJob {
     pub fn group_key(mut self, key: impl Into<String>) -> NewJob {
         self.group_key = Some(key.into());
         self
+    }
+
+    /// Stores the payload encrypted, with the queue's first key (see
+    /// [`encryption`](crate::encryption)); the worker encrypts the result and progress it
+    /// writes back for the job too. Job types marked with
+    /// [`Queue::set_type_encrypted`](crate::Queue::set_type_encrypted) are encrypted without
+    /// it. The idempotency and group keys stay in clear: keep secrets out of them.
+    ///
+    /// Enqueueing fails with [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig),
+    /// writing nothing, on a queue without encryption keys.
+    pub fn encrypted(mut self) -> NewJob {
+        self.encrypted = true;
+        self
+    }
+
+    /// True when the job was marked [`encrypted`](NewJob::encrypted).
+    pub fn is_encrypted(&self) -> bool {
+        self.encrypted
     }
 }
 

@@ -154,6 +154,12 @@ pub struct JobRecord {
     pub cancel_reason: Option<String>,
     /// Its deadline (ms since the Unix epoch): not started by then, it never starts.
     pub expires_at: Option<i64>,
+    /// The name of the key whose envelope holds the payload (or the result or progress) at
+    /// rest; `None` when they are stored in clear. A [`Queue`](crate::Queue) that holds the
+    /// key shows them decrypted; one that does not shows each as the text
+    /// `encrypted (key NAME)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encryption_key: Option<String>,
     /// What is wrong with the stored row, when another program wrote values litejobs cannot
     /// use (e.g. `column payload holds BLOB X'7B7D' (2 bytes), not text`). Empty for rows
     /// litejobs wrote. Such a job goes dead when a worker claims it; the fields above show

@@ -95,6 +95,7 @@ pub struct JobOptions {
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry_policy: Option<RetryPolicy>,
     expire_after: Option<Duration>,
+    encrypted: bool,
 }
 
 impl JobOptions {
@@ -145,8 +146,20 @@ impl JobOptions {
         self
     }
 
+    /// Stores the payloads of this type encrypted, as [`NewJob::encrypted`] does for one
+    /// job. Only enqueues of the typed value know it: other programs and the command line
+    /// encrypt a type when it is marked in the database
+    /// ([`Queue::set_type_encrypted`](crate::Queue::set_type_encrypted)).
+    pub fn encrypted(mut self) -> JobOptions {
+        self.encrypted = true;
+        self
+    }
+
     /// The options stored with each job, applied to `job`.
     fn apply_to(&self, mut job: NewJob) -> NewJob {
+        if self.encrypted {
+            job = job.encrypted();
+        }
         if let Some(queue) = &self.queue {
             job = job.queue(queue.clone());
         }

@@ -28,7 +28,8 @@ impl Queue {
     /// narrowed by the filter's type, queue, search text, page and limit (its status is
     /// ignored). [`Queue::list`] with [`JobStatus::Dead`](crate::JobStatus::Dead) also shows requeued ones.
     pub fn dead_jobs(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        self.db().read(|conn| conn.dead_awaiting(filter))
+        let jobs = self.db().read(|conn| conn.dead_awaiting(filter))?;
+        Ok(self.reveal_all(jobs))
     }
 
     /// Deletes dead job `id` and its attempt history ("discard", as in Sidekiq's dead set).

@@ -6,9 +6,11 @@
 mod admin;
 pub(crate) mod cancels;
 mod dead_letter;
+pub(crate) mod encryption;
 pub(crate) mod events;
 pub mod metrics;
 pub(crate) mod reads;
+pub(crate) mod rotation;
 pub(crate) mod wake;
 
 use std::path::Path;
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::encryption::Keyring;
 use crate::error::{Error, Result};
 use crate::job::{
     validate, AttemptRecord, IntoNewJob, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES,
@@ -68,6 +71,7 @@ struct Inner {
     wake: WakeList,
     cancels: CancelList,
     events: EventHub,
+    encryption: encryption::Encryption,
 }
 
 impl std::fmt::Debug for Queue {
@@ -91,6 +95,7 @@ pub struct QueueBuilder {
     application_name: Option<String>,
     /// Set by [`QueueBuilder::clock`]: a given clock is used as is, also on a server.
     clock_given: bool,
+    keys: Keyring,
 }
 
 impl std::fmt::Debug for QueueBuilder {
@@ -100,6 +105,7 @@ impl std::fmt::Debug for QueueBuilder {
             .field("busy_timeout", &self.busy_timeout)
             .field("pool_size", &self.pool_size)
             .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("keys", &self.keys)
             .finish()
     }
 }
@@ -117,6 +123,7 @@ impl Default for QueueBuilder {
             pg_schema: None,
             application_name: None,
             clock_given: false,
+            keys: Keyring::new(),
         }
     }
 }
@@ -192,6 +199,32 @@ impl QueueBuilder {
         self
     }
 
+    /// The keys of encrypted payloads (feature `encryption`): the first encrypts what this
+    /// queue enqueues and its workers write back; every one decrypts, for workers and
+    /// views. Defaults to none: a job marked encrypted is then refused at enqueue, and a
+    /// view shows an envelope as `encrypted (key NAME)`. See
+    /// [`encryption`](crate::encryption).
+    ///
+    /// ```
+    /// use litejobs::encryption::Keyring;
+    /// use litejobs::{NewJob, Queue};
+    /// use serde_json::json;
+    /// # fn main() -> litejobs::Result<()> {
+    /// let keys = Keyring::parse(&Keyring::generate("k1")?)?; // or Keyring::from_env()?
+    /// let queue = Queue::builder().encryption_keys(keys).open_in_memory()?;
+    /// let id = queue.enqueue(NewJob::new("charge", json!({"card": "4111 1111"})).encrypted())?;
+    /// let job = queue.job(id)?.expect("just enqueued");
+    /// assert_eq!(job.payload["card"], "4111 1111"); // decrypted for this queue's views
+    /// assert_eq!(job.encryption_key.as_deref(), Some("k1"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "encryption")]
+    pub fn encryption_keys(mut self, keys: Keyring) -> Self {
+        self.keys = keys;
+        self
+    }
+
     fn db_config(&self) -> Result<DbConfig> {
         if self.pool_size == 0 {
             return Err(Error::invalid_config("pool_size must be at least 1, got 0"));
@@ -260,6 +293,7 @@ impl QueueBuilder {
                 wake: WakeList::default(),
                 cancels: CancelList::default(),
                 events: EventHub::default(),
+                encryption: encryption::Encryption::new(self.keys),
             }),
         }
     }
@@ -321,6 +355,7 @@ impl Queue {
         let job = job.into_new_job()?;
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
+        let payload = self.stored_payload(None, &job, payload, now)?;
         // One insert (a key's races settled by the insert itself): no transaction around it
         // where that saves round trips.
         let inserted = self
@@ -341,15 +376,16 @@ impl Queue {
     /// As [`Queue::enqueue`]; a refused job refuses the whole batch, and the message says
     /// which job (by index).
     pub fn enqueue_batch(&self, jobs: Vec<NewJob>) -> Result<Vec<i64>> {
+        let now = self.now_ms();
         let payloads = jobs
             .iter()
             .enumerate()
             .map(|(i, job)| {
                 validate(job, self.inner.max_payload_bytes)
+                    .and_then(|payload| self.stored_payload(None, job, payload, now))
                     .map_err(|e| e.prefixed(&format!("job {i} of the batch")))
             })
             .collect::<Result<Vec<String>>>()?;
-        let now = self.now_ms();
         let inserted = self.inner.db.insert_jobs(&jobs, &payloads, now)?;
         let created: Vec<(i64, &NewJob)> = inserted
             .iter()
@@ -411,6 +447,7 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
+            let payload = self.stored_payload(Some(tx), &job, payload, now)?;
             Ok(crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?.id)
         })
     }
@@ -419,7 +456,9 @@ impl Queue {
     /// periodic slot), with this queue's payload limit and clock.
     pub(crate) fn enqueue_on(&self, tx: &dyn Tx, job: NewJob) -> Result<i64> {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
-        Ok(tx.insert_job(&job, &payload, self.now_ms())?.id)
+        let now = self.now_ms();
+        let payload = self.stored_payload(Some(tx), &job, payload, now)?;
+        Ok(tx.insert_job(&job, &payload, now)?.id)
     }
 
     /// After a commit that inserted `jobs`: tells subscribers and wakes this process's
@@ -449,9 +488,11 @@ impl Queue {
         self.inner.wake.wake_all();
     }
 
-    /// One job by id, or `None`.
+    /// One job by id, or `None`. An encrypted payload, result or progress is shown
+    /// decrypted when this queue holds its key, and as `encrypted (key NAME)` otherwise.
     pub fn job(&self, id: i64) -> Result<Option<JobRecord>> {
-        self.inner.db.read(|conn| conn.job(id))
+        let job = self.inner.db.read(|conn| conn.job(id))?;
+        Ok(job.map(|job| self.reveal(job)))
     }
 
     /// A job's attempt history, oldest first: every failed, timed-out or released attempt,
@@ -532,5 +573,16 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     let job = job.into_new_job()?;
     let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
     let tx: &dyn Tx = &SqliteTx::new(conn);
+    // Without a queue there are no keys: a job that must be encrypted is refused.
+    if job.encrypted || tx.is_type_encrypted(&job.job_type)? {
+        return Err(Error::new(
+            crate::ErrorKind::InvalidConfig,
+            format!(
+                "job of type {} must be encrypted, and enqueue_in has no keys: use \
+                 Queue::enqueue_in on a queue with encryption keys; nothing was written",
+                job.job_type
+            ),
+        ));
+    }
     Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
 }

@@ -239,9 +239,11 @@ pub struct MetricsSnapshot {
 }
 
 impl Queue {
-    /// Jobs matching `filter`, newest first.
+    /// Jobs matching `filter`, newest first; encrypted ones shown as [`Queue::job`] shows
+    /// them.
     pub fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-        self.db().read(|tx| tx.list_jobs(filter))
+        let jobs = self.db().read(|tx| tx.list_jobs(filter))?;
+        Ok(self.reveal_all(jobs))
     }
 
     /// Counts by queue, type and status; the oldest due job's age; dead and expired jobs in

@@ -364,6 +364,7 @@ fn job_record() -> JobRecord {
         cancelled_by: None,
         cancel_reason: None,
         expires_at: None,
+        encryption_key: None,
         problems: Vec::new(),
     }
 }

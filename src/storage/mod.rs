@@ -5,8 +5,9 @@
 //! one store per file of this folder ([`JobStore`] for the job life cycle, in `jobs/`, one
 //! file per concern; [`ReadStore`] for what people read, [`AdminStore`], [`DeadLetterStore`],
 //! [`RetentionStore`], [`LimitStore`], [`PeriodicStore`], [`ReportStore`], [`WebhookStore`],
-//! [`StrayStore`]). The value types they speak live next to them, so nothing here imports
-//! from the layers above; so do the rules both backends share (the claim order, the
+//! [`StrayStore`], [`EncryptionStore`]). The value types they speak live next to them (or,
+//! for encryption, in `crate::encryption`, a layer below), so nothing here imports from the
+//! layers above; so do the rules both backends share (the claim order, the
 //! claimed-row rules), written once.
 //!
 //! [`Db`] is a handle on one database: [`Db::read`] runs a closure on a `Tx` that sees one
@@ -24,6 +25,7 @@
 pub(crate) mod admin;
 mod config;
 pub(crate) mod dead_letter;
+pub(crate) mod encryption;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod periodic;
@@ -44,6 +46,7 @@ use admin::AdminStore;
 pub(crate) use config::DbConfig;
 pub use config::Synchronous;
 use dead_letter::DeadLetterStore;
+use encryption::EncryptionStore;
 use jobs::JobStore;
 use limits::LimitStore;
 use periodic::PeriodicStore;
@@ -67,6 +70,7 @@ pub(crate) trait Tx:
     + ReportStore
     + WebhookStore
     + StrayStore
+    + EncryptionStore
 {
     /// Locks `key` for the rest of this write transaction, so that a read-then-write on it
     /// (a rate limit, a breaker, a periodic slot, a report, an idempotency key) cannot

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
+use crate::encryption::envelope::key_in_damaged;
+use crate::encryption::Column;
 use crate::handler::context::{Heartbeat, JobContext};
 use crate::handler::stop::StopSignal;
 use crate::handler::{Action, JobError};
@@ -396,7 +398,21 @@ pub(crate) fn run_attempt(
     }
     let payload = match serde_json::from_str(&row.payload) {
         Ok(payload) => payload,
-        Err(e) => return unusable(format!("column payload is not valid JSON ({e})")),
+        Err(e) => {
+            return unusable(match key_in_damaged(&row.payload) {
+                Some(key) => format!(
+                    "payload is a damaged envelope (key {key}), cut short or altered: not \
+                     valid JSON ({e})"
+                ),
+                None => format!("column payload is not valid JSON ({e})"),
+            })
+        }
+    };
+    // An envelope is opened here, on the executor's thread, before the handler runs; one
+    // that cannot be opened (no key, a wrong one, altered, moved) makes the job dead.
+    let (payload, sealed) = match queue.open_claimed(row, payload) {
+        Ok(opened) => opened,
+        Err(why) => return unusable(why),
     };
     let ctx = JobContext::new(
         Arc::clone(row),
@@ -408,18 +424,31 @@ pub(crate) fn run_attempt(
         Arc::clone(env.worker_id),
         Arc::new(env.keeper),
         env.stop,
-    );
+    )
+    .sealed(sealed);
     let result = catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)));
     let now = queue.now_ms();
     match result {
-        Ok(Ok(())) => Outcome::Succeeded {
-            result: ctx.result.lock().unwrap_or_else(|p| p.into_inner()).take(),
-            progress: ctx
-                .progress
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take(),
-        },
+        Ok(Ok(())) => {
+            let taken = |m: &std::sync::Mutex<Option<String>>| {
+                m.lock().unwrap_or_else(|p| p.into_inner()).take()
+            };
+            match (
+                ctx.stored_output(Column::Result, taken(&ctx.result)),
+                ctx.stored_output(Column::Progress, taken(&ctx.progress)),
+            ) {
+                (Ok(result), Ok(progress)) => Outcome::Succeeded { result, progress },
+                // Never written in clear: the attempt is retried (no random bytes, say).
+                (Err(e), _) | (_, Err(e)) => failure(
+                    registry,
+                    row,
+                    now,
+                    format!("cannot encrypt the job's result or progress: {e}"),
+                    None,
+                    false,
+                ),
+            }
+        }
         Ok(Err(err)) => outcome_of_error(registry, row, err, now),
         Err(panic) => {
             let message = panic

@@ -396,8 +396,9 @@ impl WorkerBuilder {
     /// each queue.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] naming the bad option; [`ErrorKind::Io`] when a thread
-    /// cannot be spawned.
+    /// [`ErrorKind::InvalidConfig`] naming the bad option, or naming the job types it would
+    /// serve that are marked encrypted (or have waiting encrypted jobs) under keys the queue
+    /// does not hold; [`ErrorKind::Io`] when a thread cannot be spawned.
     pub fn start(mut self) -> Result<Worker> {
         self.validate()?;
         if self.queue.is_read_only() {
@@ -406,6 +407,13 @@ impl WorkerBuilder {
                 "a worker cannot start on a queue opened read-only (Queue::open_read_only)",
             ));
         }
+        // Jobs it would only make dead (encrypted with keys it lacks): refused up front.
+        let worked: Vec<&str> = (self.queues.iter())
+            .filter(|(_, threads)| *threads > 0)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        self.queue
+            .check_keys_for(&self.registry.job_types(), &worked)?;
         let id: Arc<str> = Arc::from(self.worker_id.clone().unwrap_or_else(default_worker_id));
         // Unbounded in type, bounded in practice: each executor thread sends one outcome per
         // job it was given, and at most one heartbeat at a time (it waits for the answer), so

@@ -44,6 +44,16 @@ impl TestEnv {
             .expect("opening a second Queue on the test database")
     }
 
+    /// Another queue on the same database and clock, opened with `builder`'s options (its
+    /// encryption keys, say), as another process would open it.
+    #[cfg_attr(not(feature = "encryption"), allow(dead_code))]
+    pub fn open_with(&self, builder: litejobs::QueueBuilder) -> Queue {
+        builder
+            .clock(self.clock.clone())
+            .open(&self.path)
+            .expect("opening another Queue on the test database")
+    }
+
     /// A raw connection on the test database (SQLite only: a test that needs one returns
     /// early on the PostgreSQL pass, see [`sqlite_only`]).
     pub fn raw(&self) -> Connection {

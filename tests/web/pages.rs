@@ -512,3 +512,42 @@ fn the_overview_counts_expired_jobs_and_the_job_page_shows_the_deadline_and_reas
     let queued = web.client().get("/jobs?status=queued").expect(200).body;
     assert!(queued.contains("expires in 43m"), "job {waiting}: {queued}");
 }
+
+/// An encrypted job: a dashboard whose queue holds the key shows it decrypted (then masked)
+/// and says it is encrypted at rest; one without the key shows `encrypted (key k1)`.
+#[cfg(feature = "encryption")]
+#[test]
+fn encrypted_jobs_are_decrypted_with_the_key_and_named_without_it() {
+    use litejobs::encryption::Keyring;
+    let env = setup();
+    let keys = Keyring::parse("k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=").expect("key");
+    let keyed = env.open_with(Queue::builder().encryption_keys(keys));
+    let id = keyed
+        .enqueue(NewJob::new("charge", json!({"card": "4111-WEB", "password": "pw"})).encrypted())
+        .expect("enqueue");
+    let with_key = Dashboard::start(&keyed, DashboardOptions::new().addr("127.0.0.1:0"))
+        .expect("the keyed dashboard");
+    let mut c = Client::new(&with_key.url());
+    let page = c.get(&format!("/jobs/{id}")).expect(200).body;
+    assert!(page.contains("4111-WEB"), "{page}");
+    assert!(!page.contains("\"pw\""), "masked: {page}");
+    assert!(
+        page.contains("at rest, with key <code>k1</code> (shown decrypted)"),
+        "{page}"
+    );
+    let api = c.get(&format!("/api/jobs/{id}")).expect(200).json();
+    assert_eq!(api["job"]["payload"]["card"], "4111-WEB");
+    assert_eq!(api["job"]["encryption_key"], "k1");
+
+    let web = Web::start(env, DashboardOptions::new());
+    let mut c = web.client();
+    for path in [
+        format!("/jobs/{id}"),
+        "/jobs".into(),
+        format!("/api/jobs/{id}"),
+    ] {
+        let page = c.get(&path).expect(200).body;
+        assert!(!page.contains("4111-WEB"), "{path}: {page}");
+        assert!(page.contains("encrypted (key k1)"), "{path}: {page}");
+    }
+}

@@ -12,17 +12,20 @@ pub use crate::work_args::WorkArgs;
 
 mod cancel;
 mod dead;
+mod keys;
 
 pub use cancel::CancelArgs;
 pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
+pub use keys::{KeysCommand, KeysNewArgs};
 
 /// litejobs: background jobs in one SQLite file. Inspect, act on and run the jobs of a
 /// database.
 #[derive(Debug, Parser)]
 #[command(name = "litejobs", version, propagate_version = true)]
 #[command(
-    after_help = "Exit status: 0 ok, 1 a failed `check`, 2 bad usage or an unusable \
-                        database (with one line on stderr)."
+    after_help = "Exit status: 0 ok, 1 a failed `check` (or a `keys rotate` that left \
+                        columns to do), 2 bad usage or an unusable database (with one line \
+                        on stderr)."
 )]
 pub struct Cli {
     /// The database: a SQLite file, or a PostgreSQL URL (postgres://user@host/db) when built
@@ -43,6 +46,17 @@ pub struct Cli {
     /// secret, token, auth, credentials, api key, ...) and to LITEJOBS_SECRET_FIELDS.
     #[arg(long = "secret-field", value_name = "NAME", global = true)]
     pub secret_fields: Vec<String>,
+
+    /// The encryption keys, one NAME:BASE64 per line, the encrypting key first (or set
+    /// LITEJOBS_ENCRYPTION_KEYS=k2:BASE64,k1:BASE64). Views decrypt with them, enqueue and
+    /// work encrypt with the first. `litejobs keys new` makes one.
+    #[arg(
+        long,
+        env = "LITEJOBS_ENCRYPTION_KEYS_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
+    pub keys_file: Option<PathBuf>,
 
     /// What to do.
     #[command(subcommand)]
@@ -118,6 +132,9 @@ pub enum Command {
     /// Serve the web dashboard until SIGINT or SIGTERM.
     #[cfg(feature = "web")]
     Web(WebArgs),
+    /// Encrypted payloads: make a key, mark job types encrypted, rotate to a new key.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Webhook endpoints: add, list, show, enable, disable, rotate the secret, remove.
     /// Secrets are printed once, when made, and never shown again.
     #[cfg(feature = "webhook")]
@@ -179,6 +196,11 @@ pub struct EnqueueArgs {
     /// never starts and ends cancelled as expired.
     #[arg(long, value_parser = crate::duration::parse_rfc3339, value_name = "TIME")]
     pub expires_at: Option<std::time::SystemTime>,
+    /// Store the payload encrypted with the first key (and the job's result and progress
+    /// when a worker writes them). Types marked with `keys encrypt-type` are encrypted
+    /// without it.
+    #[arg(long)]
+    pub encrypt: bool,
 }
 
 /// `stats`.

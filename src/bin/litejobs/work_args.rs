@@ -224,6 +224,14 @@ pub fn env_help() -> String {
             "more payload field names to mask, comma-separated (as --secret-field)".into(),
         ),
         (
+            "LITEJOBS_ENCRYPTION_KEYS",
+            "encryption keys, NAME:BASE64 comma-separated, the encrypting one first".into(),
+        ),
+        (
+            "LITEJOBS_ENCRYPTION_KEYS_FILE",
+            "a file of encryption keys, one NAME:BASE64 per line (as --keys-file)".into(),
+        ),
+        (
             "RUST_LOG",
             "log filter on stderr (default info for work), e.g. RUST_LOG=debug".into(),
         ),

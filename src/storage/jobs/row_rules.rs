@@ -12,6 +12,7 @@
 //! the column and what it held; the claim itself never fails on it.
 
 use super::claim::ClaimedRow;
+use crate::encryption::envelope::{max_sealed_len, may_be_sealed};
 use crate::job::MAX_RUN_AT_MS;
 
 /// The longest raw value shown in a problem, in characters.
@@ -164,9 +165,10 @@ pub(crate) struct ClaimedValues<'a> {
 /// the queue and type), whole numbers where numbers belong, a run time in milliseconds
 /// (not seconds, not past the year 5000), attempts of at least 0 with one more still
 /// countable, at least one attempt in all, a timeout of at least 1 ms, a deadline that is
-/// NULL or in milliseconds as the run time, a payload of at most `max_payload_bytes`. A
-/// value that breaks a rule is replaced by one a handler can be given (the job goes dead
-/// without running anyway). Each value is read once: this runs per job.
+/// NULL or in milliseconds as the run time, a payload of at most `max_payload_bytes` (an
+/// envelope: at most what that of such a payload takes). A value that breaks a rule is
+/// replaced by one a handler can be given (the job goes dead without running anyway). Each
+/// value is read once: this runs per job.
 pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> ClaimedRow {
     let mut problems = Vec::new();
     let p = &mut problems;
@@ -256,10 +258,18 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
         RawValue::Text(bytes) | RawValue::Blob(bytes) => bytes.len(),
         _ => 0,
     };
-    if size > max_payload_bytes {
+    // An envelope is longer than the payload it holds (which the worker checks against the
+    // limit once decrypted): it may be as long as that of a payload at the limit. Looked
+    // for only past the limit: this runs on the dispatcher's thread, for every job.
+    let limit = match v.payload {
+        RawValue::Text(bytes) if size > max_payload_bytes && may_be_sealed(bytes) => {
+            max_sealed_len(max_payload_bytes)
+        }
+        _ => max_payload_bytes,
+    };
+    if size > limit {
         p.push(format!(
-            "column payload is {size} bytes, over this worker's limit of \
-             {max_payload_bytes} bytes"
+            "column payload is {size} bytes, over this worker's limit of {limit} bytes"
         ));
     }
     ClaimedRow {

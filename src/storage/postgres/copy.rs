@@ -1,7 +1,8 @@
 //! Moving a queue from a SQLite file to PostgreSQL (`litejobs copy-to`): the live jobs
 //! (queued, running, failed) and the dead ones awaiting a person, with their attempt
 //! history, the webhook endpoints (secrets included, ids kept: delivery payloads name them),
-//! the periodic schedules, paused queues and remembered idempotency keys. Ids are kept, so
+//! the periodic schedules, paused queues, remembered idempotency keys and the job types marked
+//! encrypted (envelopes move as they are, still encrypted). Ids are kept, so
 //! a job's id, a dead job's `requeued_as` and an endpoint's id mean the same after the move;
 //! the sequences continue after the largest copied id.
 //!
@@ -41,6 +42,9 @@ pub struct CopyReport {
     pub paused_queues: u64,
     /// Remembered idempotency keys.
     pub remembered_keys: u64,
+    /// Job types marked encrypted (envelopes are copied as they are: the same keys open
+    /// them on the server).
+    pub encrypted_types: u64,
 }
 
 /// A column of a copied table, and whether it holds integers (`bigint`) or text.
@@ -116,6 +120,8 @@ const SCHEDULE_COLUMNS: Columns = &[
 ];
 
 const QUEUE_COLUMNS: Columns = &[("name", false), ("paused", true), ("updated_at", true)];
+
+const ENCRYPTED_TYPE_COLUMNS: Columns = &[("job_type", false), ("created_at", true)];
 
 const KEY_COLUMNS: Columns = &[
     ("key", false),
@@ -228,6 +234,14 @@ pub fn copy_sqlite_to_postgres(
             &tx,
             "idempotency_keys",
             KEY_COLUMNS,
+            "1",
+            |_| {},
+        )?;
+        report.encrypted_types = copy_rows(
+            &source,
+            &tx,
+            "encrypted_types",
+            ENCRYPTED_TYPE_COLUMNS,
             "1",
             |_| {},
         )?;

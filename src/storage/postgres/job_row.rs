@@ -151,6 +151,7 @@ impl JobRow {
             cancelled_by: self.cancelled_by,
             cancel_reason: self.cancel_reason,
             expires_at: self.expires_at,
+            encryption_key: None,
             problems,
         }
     }

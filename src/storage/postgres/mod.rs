@@ -12,6 +12,7 @@
 mod admin;
 pub(crate) mod copy;
 mod dead_letter;
+mod encryption;
 pub(crate) mod job_row;
 mod jobs;
 mod limits;

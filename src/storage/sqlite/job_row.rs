@@ -96,6 +96,7 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         cancelled_by: lenient::opt_text(row, 26, "cancelled_by", p)?,
         cancel_reason: lenient::opt_text(row, 27, "cancel_reason", p)?,
         expires_at: lenient::opt_int(row, 28, "expires_at", p)?,
+        encryption_key: None,
         problems,
     };
     Ok(job)

@@ -10,6 +10,7 @@ mod admin;
 mod checkpointer;
 mod counts;
 mod dead_letter;
+mod encryption;
 mod errors;
 pub(crate) mod job_row;
 mod jobs;

@@ -93,6 +93,17 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     if let Some(code) = job.last_status_code {
         fields.push(("Last status code", code.to_string()));
     }
+    if let Some(key) = &job.encryption_key {
+        let shown = if app.queue.keyring().contains(key) {
+            "shown decrypted"
+        } else {
+            "not held by this dashboard"
+        };
+        fields.push((
+            "Encrypted",
+            format!("at rest, with key <code>{}</code> ({shown})", esc(key)),
+        ));
+    }
     if let Some(new_id) = job.requeued_as {
         fields.push((
             "Requeued",

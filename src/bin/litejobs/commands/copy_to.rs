@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, args: &CopyToArgs, out: &mut dyn Write) -> Result<Exit, Cl
         writeln!(
             out,
             "copied {} live and {} dead jobs ({} attempts), {} webhook endpoints, {} schedules, \
-             {} paused queues, {} remembered keys from {}",
+             {} paused queues, {} remembered keys, {} encrypted types from {}",
             report.live_jobs,
             report.dead_jobs,
             report.attempts,
@@ -29,6 +29,7 @@ pub fn run(ctx: &Ctx, args: &CopyToArgs, out: &mut dyn Write) -> Result<Exit, Cl
             report.schedules,
             report.paused_queues,
             report.remembered_keys,
+            report.encrypted_types,
             file.display()
         )?;
     }

@@ -54,10 +54,13 @@ pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, C
     if let Some(at) = args.expires_at {
         job = job.expires_at(at);
     }
+    if args.encrypt {
+        job = job.encrypted();
+    }
     if !ctx.is_server() && !ctx.db_path()?.exists() {
         // Let the library refuse a bad job (empty type, oversized payload, ...) before the
         // file is created, so a refused enqueue leaves nothing behind.
-        litejobs::Queue::open_in_memory()?.enqueue(job.clone())?;
+        ctx.builder()?.open_in_memory()?.enqueue(job.clone())?;
     }
     let queue = ctx.open_or_create()?;
     let id = queue.enqueue(job)?;

@@ -10,6 +10,7 @@ pub mod copy_to;
 pub mod dead;
 pub mod enqueue;
 pub mod init;
+pub mod keys;
 pub mod list;
 pub mod metrics;
 pub mod pause;
@@ -29,6 +30,7 @@ use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use litejobs::encryption::Keyring;
 use litejobs::redact::Redactor;
 use litejobs::{JobRecord, Queue};
 
@@ -127,6 +129,9 @@ pub struct Ctx {
     pub redactor: Redactor,
     /// What the command's PostgreSQL connections call themselves in `pg_stat_activity`.
     app_name: &'static str,
+    /// `--keys-file` or `LITEJOBS_ENCRYPTION_KEYS_FILE`; `LITEJOBS_ENCRYPTION_KEYS` is read
+    /// from the environment when the queue is opened.
+    keys_file: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -143,6 +148,7 @@ impl Ctx {
                 Command::Web(_) => "litejobs web",
                 _ => "litejobs cli",
             },
+            keys_file: cli.keys_file.clone(),
         }
     }
 
@@ -170,12 +176,25 @@ impl Ctx {
         Ok(litejobs::redact::mask_url_password(&path.to_string_lossy()))
     }
 
-    fn builder(&self) -> litejobs::QueueBuilder {
-        let builder = Queue::builder().application_name(self.app_name);
-        match &self.pg_schema {
+    /// The encryption keys of `--keys-file`, `LITEJOBS_ENCRYPTION_KEYS_FILE` or
+    /// `LITEJOBS_ENCRYPTION_KEYS` (none when none is set).
+    pub fn keyring(&self) -> Result<Keyring, CliError> {
+        let file = self
+            .keys_file
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty());
+        Ok(Keyring::from_sources(file)?)
+    }
+
+    /// How every command opens its queue: the keys, the PostgreSQL schema and name.
+    pub fn builder(&self) -> Result<litejobs::QueueBuilder, CliError> {
+        let builder = Queue::builder()
+            .application_name(self.app_name)
+            .encryption_keys(self.keyring()?);
+        Ok(match &self.pg_schema {
             Some(schema) => builder.pg_schema(schema),
             None => builder,
-        }
+        })
     }
 
     /// The database path, refusing a directory.
@@ -195,19 +214,19 @@ impl Ctx {
     /// unchanged; a read-only file, mount or backup works; a file an older litejobs still
     /// writes to is read without being migrated.
     pub fn open_read_only(&self) -> Result<Queue, CliError> {
-        Ok(self.builder().open_read_only(self.file_path()?)?)
+        Ok(self.builder()?.open_read_only(self.file_path()?)?)
     }
 
     /// Opens an existing litejobs database to act on its jobs (cancel, retry, requeue, ...):
     /// never creates a file or adds the schema to another program's database (a typo in the
     /// path would otherwise show an empty queue); an older schema is migrated.
     pub fn open_existing(&self) -> Result<Queue, CliError> {
-        Ok(self.builder().create(false).open(self.file_path()?)?)
+        Ok(self.builder()?.create(false).open(self.file_path()?)?)
     }
 
     /// Opens the database, creating (or migrating) it.
     pub fn open_or_create(&self) -> Result<Queue, CliError> {
-        Ok(self.builder().open(self.file_path()?)?)
+        Ok(self.builder()?.open(self.file_path()?)?)
     }
 
     /// A job as people and scripts may see it: secrets masked.
@@ -236,6 +255,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Work(args) => work::run(&ctx, args, out),
         #[cfg(feature = "web")]
         Command::Web(args) => web::run(&ctx, args, out),
+        Command::Keys(cmd) => keys::run(&ctx, cmd, out),
         #[cfg(feature = "webhook")]
         Command::Webhook(cmd) => webhook::run(&ctx, cmd, out),
         #[cfg(feature = "postgres")]

@@ -93,6 +93,14 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
             ),
         ));
     }
+    if let Some(key) = &job.encryption_key {
+        let shown = if queue.keyring().contains(key) {
+            "shown decrypted"
+        } else {
+            "not held here: give it with LITEJOBS_ENCRYPTION_KEYS or --keys-file"
+        };
+        fields.push(("encrypted", format!("at rest, with key {key} ({shown})")));
+    }
     if let Some(new_id) = job.requeued_as {
         fields.push((
             "requeued",
