@@ -2,9 +2,12 @@
 //! tells every worker of the process at once, after its commit, so the one holding the job
 //! stops it without waiting for its next look at the database.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
+
+use super::cancel_board::CancelBoard;
 
 /// A running job a person cancelled, and what its handler is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,18 +17,22 @@ pub(crate) struct CancelNotice {
     pub(crate) text: String,
 }
 
-/// The notice channels of this process's dispatchers.
+/// One dispatcher's notice channel, and its worker's board.
+type Registered = (Sender<Vec<CancelNotice>>, Arc<CancelBoard>);
+
+/// The notice channels of this process's dispatchers, each with its worker's board.
 #[derive(Debug, Default)]
 pub(crate) struct CancelList {
-    senders: Mutex<Vec<Sender<Vec<CancelNotice>>>>,
+    senders: Mutex<Vec<Registered>>,
 }
 
 impl CancelList {
     /// A new notice channel, for one dispatcher. Unbounded in type, small in practice: a
     /// dispatcher drains it at every wake-up, and a notice comes only with a person's cancel.
-    pub(crate) fn register(&self) -> Receiver<Vec<CancelNotice>> {
+    /// The worker's `board` gets each cancelled id before the cancel returns.
+    pub(crate) fn register(&self, board: Arc<CancelBoard>) -> Receiver<Vec<CancelNotice>> {
         let (tx, rx) = unbounded();
-        self.lock().push(tx);
+        self.lock().push((tx, board));
         rx
     }
 
@@ -34,10 +41,18 @@ impl CancelList {
         if notices.is_empty() {
             return;
         }
-        self.lock().retain(|tx| tx.send(notices.to_vec()).is_ok());
+        let now = Instant::now();
+        self.lock().retain(|(tx, board)| {
+            // Posted first: a job still waiting in that worker's channel is skipped by the
+            // thread that takes it, even before the dispatcher reads the notice.
+            for notice in notices {
+                board.post(notice.id, &notice.text, now);
+            }
+            tx.send(notices.to_vec()).is_ok()
+        });
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Sender<Vec<CancelNotice>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Registered>> {
         self.senders.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -49,8 +64,9 @@ mod tests {
     #[test]
     fn every_dispatcher_hears_of_a_cancel_and_gone_ones_are_forgotten() {
         let list = CancelList::default();
-        let first = list.register();
-        let gone = list.register();
+        let board = Arc::new(CancelBoard::default());
+        let first = list.register(Arc::clone(&board));
+        let gone = list.register(Arc::default());
         drop(gone);
         let notice = CancelNotice {
             id: 7,
@@ -58,6 +74,11 @@ mod tests {
         };
         list.tell(std::slice::from_ref(&notice));
         assert_eq!(first.try_recv().ok(), Some(vec![notice]));
+        assert_eq!(
+            board.take(7).as_deref(),
+            Some("cancelled by ops: wrong list"),
+            "the board has the job before the cancel returns"
+        );
         assert_eq!(
             list.lock().len(),
             1,

@@ -4,6 +4,7 @@
 //! in-process signals a commit sends (`events` to subscribers, `wake` to idle workers).
 
 mod admin;
+pub(crate) mod cancel_board;
 pub(crate) mod cancels;
 mod dead_letter;
 pub(crate) mod encryption;

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 
 use crate::error::ErrorKind;
+use crate::queue::cancel_board::CancelBoard;
 use crate::queue::cancels::CancelNotice;
 use crate::storage::admin::cancelled_text;
-use crate::worker::cancel_board::CancelBoard;
 use crate::worker::queue_runtime::QueueRuntime;
 use crate::Queue;
 

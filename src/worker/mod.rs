@@ -5,7 +5,6 @@
 //! retention, periodic jobs), and [`testing`], the same roles on the caller's thread.
 
 mod activity;
-mod cancel_board;
 mod cancels;
 mod change_watch;
 pub(crate) mod completer;
@@ -445,7 +444,9 @@ impl WorkerBuilder {
         }
         let wake = self.queue.wake_list().register();
         let cancels = CancelWatch::new(
-            self.queue.cancel_list().register(),
+            self.queue
+                .cancel_list()
+                .register(Arc::clone(&shared.cancelled)),
             Arc::clone(&shared.cancelled),
         );
         let activity = WorkerActivity::default();

@@ -1,7 +1,9 @@
 //! Cancelled jobs a worker's executor threads must not start: a job can be cancelled while
 //! it waits in its queue's channel (claimed ahead, the prefetch), and the thread that takes
-//! it then skips it instead of running its handler. The dispatcher posts them; a thread
-//! looks only when something is posted, so a job's start costs one atomic load.
+//! it then skips it instead of running its handler. A cancel through this process's `Queue`
+//! posts them before it returns (so a thread freed right after never starts the job), and
+//! the dispatcher posts those it learns of from elsewhere; a thread looks only when
+//! something is posted, so a job's start costs one atomic load.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
