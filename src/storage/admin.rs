@@ -47,6 +47,27 @@ pub(crate) struct CancelledNote {
     pub(crate) reason: Option<String>,
 }
 
+/// Cancels the jobs `ids` in order in the caller's transaction, for a bulk cancel: the
+/// first refusal names its job and fails the whole (the caller's transaction then rolls
+/// back, so nothing is cancelled).
+pub(crate) fn cancel_each<S: AdminStore + ?Sized>(
+    store: &S,
+    ids: Vec<i64>,
+    by: &str,
+    reason: &str,
+    now: i64,
+) -> Result<Vec<Cancelled>> {
+    ids.into_iter()
+        .map(|id| {
+            store.cancel(id, by, reason, now).map_err(|e| {
+                e.prefixed(&format!(
+                    "bulk cancel refused at job {id}, nothing was cancelled"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Operator actions on jobs and queues.
 pub(crate) trait AdminStore {
     /// Cancels a waiting (queued or failed) or running job, keeping who and why (an empty

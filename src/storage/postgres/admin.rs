@@ -153,15 +153,7 @@ impl AdminStore for PgTx<'_> {
             .into_iter()
             .map(|r| r.v)
             .collect();
-        ids.into_iter()
-            .map(|id| {
-                self.cancel(id, by, reason, now).map_err(|e| {
-                    e.prefixed(&format!(
-                        "bulk cancel refused at job {id}, nothing was cancelled"
-                    ))
-                })
-            })
-            .collect()
+        crate::storage::admin::cancel_each(self, ids, by, reason, now)
     }
 
     fn cancelled_among(&self, ids: &[i64]) -> Result<Vec<CancelledNote>> {

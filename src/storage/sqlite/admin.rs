@@ -91,15 +91,7 @@ impl AdminStore for SqliteTx<'_> {
             .prepare(&sql)?
             .query_map(params![job_type, search], |row| row.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        ids.into_iter()
-            .map(|id| {
-                self.cancel(id, by, reason, now).map_err(|e| {
-                    e.prefixed(&format!(
-                        "bulk cancel refused at job {id}, nothing was cancelled"
-                    ))
-                })
-            })
-            .collect()
+        crate::storage::admin::cancel_each(self, ids, by, reason, now)
     }
 
     fn cancelled_among(&self, ids: &[i64]) -> Result<Vec<CancelledNote>> {
