@@ -125,3 +125,29 @@ fn enqueue_takes_a_deadline_and_the_views_tell_of_an_expired_job() {
     ];
     assert_eq!(fx.run(&check).ok().stdout, "ok\n");
 }
+
+/// `work`'s start-up lines name the job types that wait with nothing to serve them; a job
+/// already past its deadline does not wait (it will never start), so it is not named, even
+/// before any sweep has cancelled it.
+#[test]
+fn work_does_not_name_an_expired_job_as_waiting() {
+    let fx = Fx::new();
+    fx.ago(20 * MINUTE);
+    let expired = fx.enqueue(
+        NewJob::new("password_reset_email", json!({})).expire_after(Duration::from_secs(15 * 60)),
+    );
+    fx.ago(0);
+    fx.enqueue(NewJob::new("thumbnail", json!({})));
+    assert_eq!(fx.job(expired).status, JobStatus::Queued, "not swept yet");
+
+    let mut work = super::work::WorkChild::running(&fx.path, &["--exec", "other=true"]);
+    assert!(work.wait_for_line("thumbnail waits"), "{:?}", work.seen);
+    assert!(
+        !work
+            .seen
+            .iter()
+            .any(|l| l.contains("password_reset_email waits")),
+        "{:?}",
+        work.seen
+    );
+}

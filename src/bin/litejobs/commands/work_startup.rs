@@ -74,6 +74,9 @@ pub fn report(
         })
         .collect();
     log_lines(builtins);
+    // Jobs past their deadline never start: cancelled first, they are not named as waiting
+    // (the worker's own sweep runs at the same time; either one takes each job once).
+    queue.cancel_expired()?;
     let stats = queue.stats()?;
     let mut serving: BTreeSet<&str> = served_builtins(options).into_iter().collect();
     serving.extend(served.iter().map(String::as_str));
