@@ -309,3 +309,18 @@ fn a_cancel_from_a_third_process_stops_commands_running_in_two_worker_processes(
     }
     assert_eq!(job(&db, a)["cancel_reason"], "runaway");
 }
+
+#[test]
+fn show_prints_who_cancelled_a_job_and_why_once() {
+    let fx = Fx::new();
+    let id = fx.enqueue(NewJob::new("mail", json!({}))).to_string();
+    fx.run(&["cancel", &id, "--by", "ana", "--reason", "wrong list"])
+        .ok();
+    let shown = fx.run(&["show", &id]).ok().stdout;
+    let lines: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("cancelled"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{shown}");
+    assert!(lines[0].ends_with("by ana: wrong list"), "{shown}");
+}

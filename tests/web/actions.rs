@@ -126,11 +126,13 @@ fn a_running_job_is_cancelled_from_its_page_with_the_reason_given() {
         (Some("ana"), Some("wrong <list>"))
     );
     assert_eq!(cancelled.locked_by, None);
-    assert!(
+    assert_eq!(
         shown
             .body
-            .contains("<dt>Cancelled</dt><dd>by ana: wrong &lt;list&gt;</dd>"),
-        "{}",
+            .matches("<dt>Cancelled</dt><dd>by ana: wrong &lt;list&gt;</dd>")
+            .count(),
+        1,
+        "who cancelled and why, once: {}",
         shown.body
     );
     assert!(

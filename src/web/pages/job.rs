@@ -116,16 +116,6 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
             ),
         ));
     }
-    if job.cancelled_by.is_some() || job.cancel_reason.is_some() {
-        fields.push((
-            "Cancelled",
-            format!(
-                "by {}: {}",
-                esc(job.cancelled_by.as_deref().unwrap_or("–")),
-                esc(job.cancel_reason.as_deref().unwrap_or("–"))
-            ),
-        ));
-    }
     body.push_str("<dl class=\"fields\">");
     for (name, value) in fields {
         let _ = write!(body, "<dt>{name}</dt><dd>{value}</dd>");

@@ -112,16 +112,6 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
             ),
         ));
     }
-    if job.cancelled_by.is_some() || job.cancel_reason.is_some() {
-        fields.push((
-            "cancelled",
-            format!(
-                "by {}: {}",
-                or_dash(job.cancelled_by.as_deref()),
-                or_dash(job.cancel_reason.as_deref())
-            ),
-        ));
-    }
     // A row another program wrote with values litejobs cannot use says what is wrong.
     for problem in &job.problems {
         fields.push(("problem", problem.clone()));
