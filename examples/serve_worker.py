@@ -19,6 +19,8 @@ def handle(payload):
 
 for line in sys.stdin:  # ends when litejobs closes stdin: exit quietly
     job = json.loads(line)
+    if "cancel" in job:  # a cancel for a job answered already (it crossed the answer): skip
+        continue
     try:
         answer = handle(job["payload"])
     except Exception as e:  # a bug or a passing failure: the retry policy decides

@@ -236,6 +236,44 @@ fn work_serve_runs_the_python_example() {
     );
 }
 
+/// The example skips a cancel line that crossed its answer (as the protocol asks) instead of
+/// failing on it, and goes on with the next job.
+#[test]
+fn the_python_example_skips_a_cancel_line_for_a_job_it_answered() {
+    if !crate::support::have_tool("python3") {
+        return;
+    }
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve_worker.py");
+    let mut child = std::process::Command::new("python3")
+        .arg(&example)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let input = concat!(
+        "{\"cancel\": 7}\n",
+        "{\"id\": 8, \"type\": \"count_words\", \"queue\": \"default\", \"attempt\": 1, ",
+        "\"max_attempts\": 6, \"deadline_ms\": 1, \"payload\": {\"text\": \"a b\"}}\n"
+    );
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), input.as_bytes())
+        .expect("write");
+    let out = child
+        .wait_with_output()
+        .expect("the example ends at end of input");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an answer is JSON"))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![json!({"id": 8, "outcome": "ok", "result": {"words": 2}})]
+    );
+}
+
 #[test]
 fn work_exec_runs_the_shell_example() {
     let dir = temp_dir();
