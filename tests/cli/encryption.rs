@@ -256,6 +256,11 @@ fn the_python_example_enqueues_an_encrypted_job_for_work_exec_and_reads_its_resu
             .expect("count")
     };
     assert_eq!(stored("payload"), 0);
+    assert_eq!(
+        python(&["result", &id.to_string()]),
+        "null",
+        "a result not written yet reads as null"
+    );
 
     let handler = crate::support::write_script(
         dir.path(),
