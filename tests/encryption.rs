@@ -372,3 +372,44 @@ fn a_queue_follows_a_mark_made_elsewhere_within_a_second_by_its_clock() {
     assert_eq!(stored_with(&env, SECRET), 0);
     assert_eq!(sealed_under(&env, "k1"), 1);
 }
+
+/// Bulk cancel's text search does not look inside an envelope: its field names, key name and
+/// base64 are not the payload, and a search that hit them would cancel jobs holding no such
+/// text. The last error of an encrypted job is still searched, and a clear payload is.
+#[test]
+fn bulk_cancel_search_never_matches_an_envelope() {
+    let env = setup();
+    let queue = with_keys(&env, K1);
+    let sealed = queue
+        .enqueue(NewJob::new("charge", json!({"customer": "alice"})).encrypted())
+        .expect("enqueue");
+    let clear = queue
+        .enqueue(NewJob::new(
+            "charge",
+            json!({"customer": "bob", "note": "nonce k1"}),
+        ))
+        .expect("enqueue");
+    for text in ["litejobs_envelope", "A256GCMSIV", "nonce", "k1", "data"] {
+        let hits = queue
+            .cancel_matching_dry_run("charge", Some(text))
+            .expect("dry run");
+        assert!(!hits.contains(&sealed), "{text:?} matched the envelope");
+    }
+    assert_eq!(
+        queue
+            .cancel_matching_dry_run("charge", Some("NONCE"))
+            .expect("dry run"),
+        vec![clear],
+        "a clear payload is searched"
+    );
+    assert_eq!(
+        queue
+            .cancel_matching("charge", Some("k1"), "ops", "test")
+            .expect("cancel"),
+        vec![clear]
+    );
+    assert_eq!(
+        queue.job(sealed).expect("read").map(|j| j.status),
+        Some(JobStatus::Queued)
+    );
+}
