@@ -413,3 +413,49 @@ fn bulk_cancel_search_never_matches_an_envelope() {
         Some(JobStatus::Queued)
     );
 }
+
+/// A payload that every reader would take for an envelope (a top-level `litejobs_envelope`
+/// field) is refused in clear, writing nothing: stored, it read as "encrypted (key x)", kept
+/// every worker from starting, with or without keys, and would have gone dead unrun.
+/// Encrypted, the same payload is stored and runs as it was enqueued.
+#[test]
+fn a_clear_payload_that_looks_like_an_envelope_is_refused() {
+    let env = setup();
+    let keyless = with_keys(&env, "");
+    let lookalike = json!({"litejobs_envelope": 1, "key": "x", "from": "a user"});
+    for job in [
+        NewJob::new("inbound", lookalike.clone()),
+        NewJob::from_json_text("inbound", lookalike.to_string()),
+    ] {
+        let err = keyless.enqueue(job).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidJob, "{err}");
+        assert!(err.to_string().contains("litejobs_envelope"), "{err}");
+    }
+    if !on_postgres() {
+        let err =
+            enqueue_in(&env.raw(), NewJob::new("inbound", lookalike.clone())).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidJob, "{err}");
+    }
+    assert_eq!(env.sql_i64("SELECT count(*) FROM jobs"), 0);
+    // Nested deeper, or as a string, it is no envelope and is stored as it is.
+    keyless
+        .enqueue(NewJob::new("inbound", json!({"body": lookalike.clone()})))
+        .expect("nested");
+
+    let queue = with_keys(&env, K1);
+    let id = queue
+        .enqueue(NewJob::new("inbound", lookalike.clone()).encrypted())
+        .expect("encrypted");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let worker = Worker::builder(&queue).handler("inbound", move |ctx: &JobContext| {
+        into.lock().expect("lock").push(ctx.payload().clone());
+        Ok(())
+    });
+    assert_eq!(testing::drain(&worker).expect("drain").succeeded, 2);
+    assert!(seen.lock().expect("lock").contains(&lookalike));
+    assert_eq!(
+        queue.job(id).expect("read").map(|j| j.status),
+        Some(JobStatus::Succeeded)
+    );
+}
