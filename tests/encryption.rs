@@ -372,3 +372,90 @@ fn a_queue_follows_a_mark_made_elsewhere_within_a_second_by_its_clock() {
     assert_eq!(stored_with(&env, SECRET), 0);
     assert_eq!(sealed_under(&env, "k1"), 1);
 }
+
+/// Bulk cancel's text search does not look inside an envelope: its field names, key name and
+/// base64 are not the payload, and a search that hit them would cancel jobs holding no such
+/// text. The last error of an encrypted job is still searched, and a clear payload is.
+#[test]
+fn bulk_cancel_search_never_matches_an_envelope() {
+    let env = setup();
+    let queue = with_keys(&env, K1);
+    let sealed = queue
+        .enqueue(NewJob::new("charge", json!({"customer": "alice"})).encrypted())
+        .expect("enqueue");
+    let clear = queue
+        .enqueue(NewJob::new(
+            "charge",
+            json!({"customer": "bob", "note": "nonce k1"}),
+        ))
+        .expect("enqueue");
+    for text in ["litejobs_envelope", "A256GCMSIV", "nonce", "k1", "data"] {
+        let hits = queue
+            .cancel_matching_dry_run("charge", Some(text))
+            .expect("dry run");
+        assert!(!hits.contains(&sealed), "{text:?} matched the envelope");
+    }
+    assert_eq!(
+        queue
+            .cancel_matching_dry_run("charge", Some("NONCE"))
+            .expect("dry run"),
+        vec![clear],
+        "a clear payload is searched"
+    );
+    assert_eq!(
+        queue
+            .cancel_matching("charge", Some("k1"), "ops", "test")
+            .expect("cancel"),
+        vec![clear]
+    );
+    assert_eq!(
+        queue.job(sealed).expect("read").map(|j| j.status),
+        Some(JobStatus::Queued)
+    );
+}
+
+/// A payload that every reader would take for an envelope (a top-level `litejobs_envelope`
+/// field) is refused in clear, writing nothing: stored, it read as "encrypted (key x)", kept
+/// every worker from starting, with or without keys, and would have gone dead unrun.
+/// Encrypted, the same payload is stored and runs as it was enqueued.
+#[test]
+fn a_clear_payload_that_looks_like_an_envelope_is_refused() {
+    let env = setup();
+    let keyless = with_keys(&env, "");
+    let lookalike = json!({"litejobs_envelope": 1, "key": "x", "from": "a user"});
+    for job in [
+        NewJob::new("inbound", lookalike.clone()),
+        NewJob::from_json_text("inbound", lookalike.to_string()),
+    ] {
+        let err = keyless.enqueue(job).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidJob, "{err}");
+        assert!(err.to_string().contains("litejobs_envelope"), "{err}");
+    }
+    if !on_postgres() {
+        let err =
+            enqueue_in(&env.raw(), NewJob::new("inbound", lookalike.clone())).expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidJob, "{err}");
+    }
+    assert_eq!(env.sql_i64("SELECT count(*) FROM jobs"), 0);
+    // Nested deeper, or as a string, it is no envelope and is stored as it is.
+    keyless
+        .enqueue(NewJob::new("inbound", json!({"body": lookalike.clone()})))
+        .expect("nested");
+
+    let queue = with_keys(&env, K1);
+    let id = queue
+        .enqueue(NewJob::new("inbound", lookalike.clone()).encrypted())
+        .expect("encrypted");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let worker = Worker::builder(&queue).handler("inbound", move |ctx: &JobContext| {
+        into.lock().expect("lock").push(ctx.payload().clone());
+        Ok(())
+    });
+    assert_eq!(testing::drain(&worker).expect("drain").succeeded, 2);
+    assert!(seen.lock().expect("lock").contains(&lookalike));
+    assert_eq!(
+        queue.job(id).expect("read").map(|j| j.status),
+        Some(JobStatus::Succeeded)
+    );
+}

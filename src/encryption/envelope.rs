@@ -94,6 +94,23 @@ pub(crate) fn sealed_by(value: &Value) -> Option<&str> {
     )
 }
 
+/// Refuses a payload to be stored in clear that every reader would take for an envelope (an
+/// object with the [`MARKER`] field): views would call it encrypted, a worker would refuse
+/// to start over it and the job would go dead unrun. Sealed, such a payload is fine.
+pub(crate) fn refuse_lookalike(payload: &str) -> crate::error::Result<()> {
+    if !may_be_sealed(payload.as_bytes()) {
+        return Ok(());
+    }
+    match serde_json::from_str::<Value>(payload) {
+        Ok(value) if sealed_by(&value).is_some() => Err(crate::error::Error::invalid_job(format!(
+            "payload has a top-level `{MARKER}` field, which marks an encrypted envelope: \
+                 stored in clear it would be read as one and never run; rename the field or \
+                 enqueue the job encrypted"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// True when stored text may hold an envelope: a cheap test on the raw bytes, for the
 /// claim's size rule, before anything is parsed.
 pub(crate) fn may_be_sealed(text: &[u8]) -> bool {

@@ -60,7 +60,8 @@ impl Queue {
     ///
     /// The payload is searched as stored (its JSON text): `"campaign": 7` matches only
     /// with the spacing the enqueuer used, so search for a value (`campaign-7`) rather than
-    /// a piece of JSON syntax.
+    /// a piece of JSON syntax. An encrypted payload is not searched (its stored text is an
+    /// envelope); its last error is.
     ///
     /// # Errors
     /// All or nothing: when one job cannot be cancelled none is, and the error names that

@@ -117,6 +117,7 @@ impl Queue {
         now_ms: i64,
     ) -> Result<String> {
         if !job.encrypted && !self.type_is_encrypted(tx, &job.job_type, now_ms)? {
+            crate::encryption::envelope::refuse_lookalike(&payload)?;
             return Ok(payload);
         }
         let binding = Binding {

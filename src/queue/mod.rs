@@ -349,7 +349,8 @@ impl Queue {
     ///
     /// # Errors
     /// [`InvalidJob`](crate::ErrorKind::InvalidJob) for an empty type, invalid or oversized
-    /// payload (or a typed value JSON cannot represent), or `max_attempts` of 0;
+    /// payload (or a typed value JSON cannot represent, or one stored in clear with a
+    /// top-level `litejobs_envelope` field, the mark of an envelope), or `max_attempts` of 0;
     /// [`Busy`](crate::ErrorKind::Busy) when another process held the lock past the busy
     /// timeout; [`DiskFull`](crate::ErrorKind::DiskFull).
     pub fn enqueue(&self, job: impl IntoNewJob) -> Result<i64> {
@@ -585,5 +586,6 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
             ),
         ));
     }
+    crate::encryption::envelope::refuse_lookalike(&payload)?;
     Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
 }

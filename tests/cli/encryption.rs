@@ -187,6 +187,29 @@ fn keys_new_prints_a_fresh_key_and_keys_rotate_moves_every_job_to_the_first() {
     run_keys(&fx.path, "", &["keys", "rotate"]).refused("no encryption key");
 }
 
+/// `keys rotate` names the first ten columns it left and says how many more there are.
+#[test]
+fn keys_rotate_says_how_many_left_columns_it_does_not_name() {
+    let fx = Fx::new();
+    for _ in 0..12 {
+        run_keys(&fx.path, K9, &["enqueue", "--encrypt", "charge", "{}"]).ok();
+    }
+    let run = run_keys(&fx.path, K1, &["keys", "rotate"]);
+    assert_eq!(run.code, Some(1), "{run:#?}");
+    assert!(
+        run.stdout.contains("12 columns left as they are:"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        run.stdout.matches("payload encrypted with key k9").count(),
+        10,
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with("  and 2 more\n"), "{}", run.stdout);
+}
+
 /// The ```python block of docs/schema.md that names this file.
 fn guide_program() -> String {
     let guide = include_str!("../../docs/schema.md");
@@ -256,6 +279,11 @@ fn the_python_example_enqueues_an_encrypted_job_for_work_exec_and_reads_its_resu
             .expect("count")
     };
     assert_eq!(stored("payload"), 0);
+    assert_eq!(
+        python(&["result", &id.to_string()]),
+        "null",
+        "a result not written yet reads as null"
+    );
 
     let handler = crate::support::write_script(
         dir.path(),

@@ -118,3 +118,38 @@ fn no_byte_of_an_encrypted_secret_reaches_the_file_its_wal_or_a_copy() {
         "the method finds what is there"
     );
 }
+
+/// `keys rotate` encrypting jobs stored in clear before their type was marked leaves no
+/// byte of their clear text in the file: SQLite would otherwise keep a rewritten row's old
+/// bytes in its page's free space.
+#[test]
+fn rotation_leaves_no_clear_text_in_the_file() {
+    if sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let old = with_keys(&env, K1);
+    for n in 0..6 {
+        old.enqueue(NewJob::new("charge", json!({"n": n})).encrypted())
+            .expect("enqueue");
+        old.enqueue(NewJob::new("note", json!({"text": format!("{CARD}-{n}")})))
+            .expect("enqueue in clear");
+    }
+    old.set_type_encrypted("note", true).expect("mark");
+    let new = with_keys(&env, &format!("{K2},{K1}"));
+    let report = new.rotate_keys().expect("rotation");
+    assert_eq!(
+        (report.encrypted, report.re_encrypted),
+        (6, 6),
+        "{report:?}"
+    );
+    drop((old, new));
+    env.raw()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .expect("checkpoint");
+    assert_eq!(
+        occurrences(&env.path, CARD),
+        0,
+        "the clear text is in the file"
+    );
+}

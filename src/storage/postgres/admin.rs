@@ -12,6 +12,7 @@ use super::sql::{query, IntRow, TextRow};
 use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::admin::*;
+use crate::storage::encryption::MARKER_LITERAL;
 
 #[derive(QueryableByName)]
 struct StatusRow {
@@ -138,8 +139,10 @@ impl AdminStore for PgTx<'_> {
         if let Some(search) = search {
             clause.text(" AND (", search);
             let n = clause.next_param() - 1;
+            // An encrypted payload's stored text is its envelope: the search would match its
+            // field names and, by chance, its base64, cancelling jobs that hold no such text.
             clause.sql.push_str(&format!(
-                "{} OR {})",
+                "{} OR (strpos(payload, {MARKER_LITERAL}) = 0 AND {}))",
                 column_contains("last_error", n),
                 column_contains("payload", n)
             ));

@@ -8,6 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::storage::admin::{
     cancelled_text, check_cancellable, AdminStore, Cancelled, CancelledNote,
 };
+use crate::storage::encryption::MARKER_LITERAL;
 
 pub(super) fn invalid_state(message: String) -> Error {
     Error::new(ErrorKind::InvalidState, message)
@@ -75,10 +76,16 @@ impl AdminStore for SqliteTx<'_> {
     ) -> Result<Vec<Cancelled>> {
         // Waiting jobs through the index of waiting jobs, running ones through the lease
         // index: the finished majority of the table is never read.
+        // An encrypted payload's stored text is its envelope: the search would match its
+        // field names and, by chance, its base64, cancelling jobs that hold no such text.
         let matches = if search.is_some() {
-            " AND (instr(lower(last_error), lower(?2)) > 0 OR instr(lower(payload), lower(?2)) > 0)"
+            format!(
+                " AND (instr(lower(last_error), lower(?2)) > 0
+                       OR (instr(payload, {MARKER_LITERAL}) = 0
+                           AND instr(lower(payload), lower(?2)) > 0))"
+            )
         } else {
-            " AND ?2 IS NULL"
+            " AND ?2 IS NULL".to_string()
         };
         let sql = format!(
             "SELECT id FROM jobs WHERE status IN ('queued', 'failed') AND job_type = ?1{matches}

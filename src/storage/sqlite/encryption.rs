@@ -106,13 +106,30 @@ impl EncryptionStore for SqliteTx<'_> {
     fn replace_sealed(&self, id: i64, column: Column, old: &str, new: &str) -> Result<bool> {
         // The column name is one of three fixed words, never input.
         let name = column.name();
+        // SQLite leaves a rewritten row's old bytes in the page's free space (and a freed
+        // overflow page as it was) unless secure_delete is on: the clear text or the
+        // old-key envelope this replaces would stay in the file. On for this write only,
+        // since zeroing costs every other delete I/O.
+        let was: i64 = self
+            .conn
+            .query_row("PRAGMA secure_delete", [], |row| row.get(0))?;
+        self.conn
+            .query_row("PRAGMA secure_delete = ON", [], |_| Ok(()))?;
         let n = self
             .conn
             .prepare_cached(&format!(
                 "UPDATE jobs SET {name} = ?1 WHERE id = ?2 AND {name} = ?3"
-            ))?
-            .execute(params![new, id, old])?;
-        Ok(n == 1)
+            ))
+            .and_then(|mut stmt| stmt.execute(params![new, id, old]));
+        self.conn.query_row(
+            &format!(
+                "PRAGMA secure_delete = {}",
+                if was == 1 { "ON" } else { "OFF" }
+            ),
+            [],
+            |_| Ok(()),
+        )?;
+        Ok(n? == 1)
     }
 }
 

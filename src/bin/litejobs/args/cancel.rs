@@ -17,7 +17,7 @@ pub struct CancelArgs {
     #[arg(long = "type", value_name = "TYPE")]
     pub job_type: Option<String>,
     /// With --type: only those whose last error or payload (its JSON text) contains this
-    /// text (ASCII case-insensitive).
+    /// text (ASCII case-insensitive; an encrypted payload is not searched).
     // `requires` alone lets `ID --search` through (clap takes any member of the group
     // for the required one), so it also conflicts with the id.
     #[arg(

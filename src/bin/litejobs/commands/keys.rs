@@ -173,6 +173,13 @@ fn write_report(r: &RotationReport, out: &mut dyn Write) -> std::io::Result<()> 
         for example in &r.unreadable_examples {
             writeln!(out, "  {}", one_line(example))?;
         }
+        // Only the first few are named: say so, or the list reads as all of them.
+        let unnamed = r
+            .unreadable
+            .saturating_sub(r.unreadable_examples.len() as u64);
+        if unnamed > 0 {
+            writeln!(out, "  and {unnamed} more")?;
+        }
     }
     Ok(())
 }
