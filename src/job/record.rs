@@ -158,7 +158,6 @@ pub struct JobRecord {
     /// rest; `None` when they are stored in clear. A [`Queue`](crate::Queue) that holds the
     /// key shows them decrypted; one that does not shows each as the text
     /// `encrypted (key NAME)`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub encryption_key: Option<String>,
     /// What is wrong with the stored row, when another program wrote values litejobs cannot
     /// use (e.g. `column payload holds BLOB X'7B7D' (2 bytes), not text`). Empty for rows

@@ -303,6 +303,10 @@ fn a_cancel_from_a_third_process_stops_commands_running_in_two_worker_processes(
         let shown = run(&db, &["show", &id.to_string(), "--json"]).json();
         assert_eq!(shown["job"]["status"], "cancelled", "{shown}");
         assert_eq!(shown["job"]["cancelled_by"], "ops", "{shown}");
+        // Every field is there, those of a plain job too: a script may index it.
+        for field in ["encryption_key", "expires_at"] {
+            assert_eq!(shown["job"].get(field), Some(&json!(null)), "{shown}");
+        }
         let attempts = shown["attempts"].as_array().expect("attempts");
         assert_eq!(attempts.len(), 1, "{shown}");
         assert_eq!(attempts[0]["outcome"], "cancelled", "{shown}");
