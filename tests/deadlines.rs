@@ -561,6 +561,51 @@ fn an_expired_job_releases_its_idempotency_key() {
     assert_ne!(second, first, "an expired job holds its key no more");
 }
 
+/// Before any sweep: a job past its deadline will never run, so an enqueue with its key ends
+/// it (as the sweep would) and makes the new job, rather than answering with the dead end.
+#[test]
+fn an_enqueue_with_the_key_of_a_job_past_its_deadline_ends_that_job_and_makes_a_new_one() {
+    let env = setup();
+    let key = "reset:user:8";
+    let first = env
+        .queue
+        .enqueue(
+            NewJob::new("t", json!({}))
+                .idempotency_key(key)
+                .expire_after(minutes(15)),
+        )
+        .expect("enqueue");
+    env.clock.advance(minutes(16));
+    let second = env
+        .queue
+        .enqueue(NewJob::new("t", json!({})).idempotency_key(key))
+        .expect("enqueue");
+    assert_ne!(second, first, "no sweep ran, the key is free all the same");
+    let (status, by, reason) = ended(&env, first);
+    assert_eq!(status, JobStatus::Cancelled);
+    assert_eq!(by.as_deref(), Some("deadline"));
+    assert!(
+        reason.is_some_and(|r| r.starts_with("expired: not started by its deadline")),
+        "the sweep's reason"
+    );
+    assert_eq!(job(&env.queue, second).status, JobStatus::Queued);
+    assert_eq!(
+        env.queue
+            .enqueue(NewJob::new("t", json!({})).idempotency_key(key))
+            .expect("enqueue"),
+        second,
+        "the new job holds the key"
+    );
+    assert_eq!(
+        env.queue
+            .stats()
+            .expect("stats")
+            .count(JobStatus::Cancelled),
+        1,
+        "counted once as finished"
+    );
+}
+
 #[test]
 fn events_tell_of_each_expired_job() {
     let env = setup();

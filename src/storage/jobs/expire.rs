@@ -42,4 +42,9 @@ pub(crate) trait ExpireStore {
     /// spent; the failure's error, if any, is kept as the last error. False (nothing changed)
     /// when the lease no longer holds.
     fn expire_running(&self, attempt: &ExpiredAttempt<'_>, now: i64) -> Result<bool>;
+
+    /// Ends the waiting job that holds idempotency key `key`, when it is past its deadline,
+    /// as the sweep would (it would never start, and must not keep the key from a new job).
+    /// True when it ended one.
+    fn expire_key_holder(&self, key: &str, now: i64) -> Result<bool>;
 }

@@ -78,6 +78,36 @@ impl ExpireStore for PgTx<'_> {
             .collect())
     }
 
+    fn expire_key_holder(&self, key: &str, now: i64) -> Result<bool> {
+        let holder = self.row::<ExpiringRow>(
+            query(
+                "SELECT id, queue, job_type, attempts, expires_at FROM jobs
+                 WHERE idempotency_key = $1 AND status IN ('queued', 'failed')
+                   AND expires_at IS NOT NULL AND expires_at <= $2",
+            )
+            .text(key)
+            .int(now),
+        )?;
+        let Some(holder) = holder else {
+            return Ok(false);
+        };
+        // By id, still waiting and still past its deadline: a claim that took it meanwhile
+        // wins, and the key stays held.
+        let ended = self.row::<IntRow>(
+            query(
+                "UPDATE jobs SET status = 'cancelled', cancelled_by = $1, cancel_reason = $2,
+                        finished_at = $3, updated_at = $3, locked_by = NULL, locked_until = NULL
+                 WHERE id = $4 AND status IN ('queued', 'failed') AND expires_at <= $3
+                 RETURNING id AS v",
+            )
+            .text(EXPIRED_BY)
+            .text(&not_started_reason(holder.expires_at, holder.attempts))
+            .int(now)
+            .int(holder.id),
+        )?;
+        Ok(ended.is_some())
+    }
+
     fn expire_running(&self, attempt: &ExpiredAttempt<'_>, now: i64) -> Result<bool> {
         let lease = attempt.lease;
         let n = self.execute(

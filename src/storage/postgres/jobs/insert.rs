@@ -5,7 +5,7 @@ use super::super::sql::{query, BoolRow, IntRow, Query};
 use super::super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{resolve_expiry, NewJob, RunAt};
-use crate::storage::jobs::{batch_error, InsertStore, Inserted};
+use crate::storage::jobs::{batch_error, ExpireStore, InsertStore, Inserted};
 
 /// The statuses whose jobs hold their idempotency key (the predicate of
 /// `jobs_idempotency_key_idx`).
@@ -34,7 +34,13 @@ impl InsertStore for PgTx<'_> {
             };
         };
         if let Some(id) = self.find_key_holder(key, now)? {
-            return Ok(Inserted { id, created: false });
+            // A holder past its deadline never runs: it expires, and the key is free.
+            if !self.expire_key_holder(key, now)? {
+                return Ok(Inserted { id, created: false });
+            }
+            if let Some(id) = self.find_key_holder(key, now)? {
+                return Ok(Inserted { id, created: false });
+            }
         }
         let run_at = RunAt::resolve(job.run_at, now)?;
         let times = (run_at, resolve_expiry(job, run_at, now)?);

@@ -2,7 +2,7 @@
 //! `jobs_expiring_idx` and cancels them one statement each (the write transaction keeps
 //! them as read); the finished-job counts are kept in code, as every litejobs write keeps them.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use crate::error::Result;
 use crate::job::{not_started_reason, EXPIRED_BY};
@@ -47,6 +47,46 @@ impl ExpireStore for SqliteTx<'_> {
             self.count_row(job.id, 1)?;
         }
         Ok(found)
+    }
+
+    fn expire_key_holder(&self, key: &str, now: i64) -> Result<bool> {
+        let holder = self
+            .conn
+            .prepare_cached(
+                "SELECT id, attempts, expires_at FROM jobs
+                 WHERE idempotency_key = ?1 AND status IN ('queued', 'failed')
+                   AND expires_at IS NOT NULL AND expires_at <= ?2",
+            )?
+            .query_row(params![key, now], |row| {
+                let mut ignored = Vec::new();
+                let p = &mut ignored;
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    lenient::int(row, 1, "attempts", p)?,
+                    lenient::int(row, 2, "expires_at", p)?,
+                ))
+            })
+            .optional()?;
+        let Some((id, attempts, deadline)) = holder else {
+            return Ok(false);
+        };
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
+                        finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL
+                 WHERE id = ?4 AND status IN ('queued', 'failed')",
+            )?
+            .execute(params![
+                EXPIRED_BY,
+                not_started_reason(deadline, attempts),
+                now,
+                id
+            ])?;
+        if n == 1 {
+            self.count_row(id, 1)?;
+        }
+        Ok(n == 1)
     }
 
     fn expire_running(&self, attempt: &ExpiredAttempt<'_>, now: i64) -> Result<bool> {

@@ -7,7 +7,7 @@ use super::{value_rows, value_rows_from, RowStatements};
 use crate::error::Result;
 use crate::job::{resolve_expiry, NewJob, RunAt};
 use crate::storage::jobs::insert::skips_the_rules;
-use crate::storage::jobs::{batch_error, InsertStore, Inserted};
+use crate::storage::jobs::{batch_error, ExpireStore, InsertStore, Inserted};
 use crate::storage::sqlite::SqliteTx;
 
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
@@ -48,7 +48,13 @@ impl InsertStore for SqliteTx<'_> {
     fn insert_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
         if let Some(key) = job.idempotency_key.as_deref() {
             if let Some(id) = self.find_key_holder(key, now)? {
-                return Ok(Inserted { id, created: false });
+                // A holder past its deadline never runs: it expires, and the key is free.
+                if !self.expire_key_holder(key, now)? {
+                    return Ok(Inserted { id, created: false });
+                }
+                if let Some(id) = self.find_key_holder(key, now)? {
+                    return Ok(Inserted { id, created: false });
+                }
             }
         }
         let run_at = RunAt::resolve(job.run_at, now)?;
