@@ -98,7 +98,7 @@ pub(crate) fn sealed_by(value: &Value) -> Option<&str> {
 /// object with the [`MARKER`] field): views would call it encrypted, a worker would refuse
 /// to start over it and the job would go dead unrun. Sealed, such a payload is fine.
 pub(crate) fn refuse_lookalike(payload: &str) -> crate::error::Result<()> {
-    if !may_be_sealed(payload.as_bytes()) {
+    if !mentions_marker(payload) {
         return Ok(());
     }
     match serde_json::from_str::<Value>(payload) {
@@ -114,13 +114,18 @@ pub(crate) fn refuse_lookalike(payload: &str) -> crate::error::Result<()> {
 /// True when stored text may hold an envelope: a cheap test on the raw bytes, for the
 /// claim's size rule, before anything is parsed.
 pub(crate) fn may_be_sealed(text: &[u8]) -> bool {
-    std::str::from_utf8(text).is_ok_and(|text| text.contains("\"litejobs_envelope\""))
+    std::str::from_utf8(text).is_ok_and(mentions_marker)
+}
+
+/// [`may_be_sealed`] for text already known to be UTF-8 (an enqueue's payload).
+fn mentions_marker(text: &str) -> bool {
+    text.contains("\"litejobs_envelope\"")
 }
 
 /// The key name written in text that holds the envelope marker but is not JSON any more (an
 /// envelope cut short or altered), so that the error can still name the key.
 pub(crate) fn key_in_damaged(text: &str) -> Option<&str> {
-    if !may_be_sealed(text.as_bytes()) {
+    if !mentions_marker(text) {
         return None;
     }
     let after = &text[text.find("\"key\"")? + 5..];

@@ -65,9 +65,7 @@ impl CancelWatch {
     pub(crate) fn step(&mut self, queue: &Queue, queues: &[QueueRuntime]) {
         let now = Instant::now();
         while let Ok(notices) = self.notices.try_recv() {
-            for notice in notices {
-                self.stop(notice.id, &notice.text, queues, now);
-            }
+            self.received(notices, queues);
         }
         // Cheap on every round: which jobs are held is only worked out when a look is due.
         if queues.iter().all(|q| q.outstanding == 0) {

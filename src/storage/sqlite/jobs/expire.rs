@@ -37,14 +37,8 @@ impl ExpireStore for SqliteTx<'_> {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        let mut update = self.conn.prepare_cached(
-            "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
-                    finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL
-             WHERE id = ?4 AND status IN ('queued', 'failed')",
-        )?;
         for job in &found {
-            update.execute(params![EXPIRED_BY, job.reason, now, job.id])?;
-            self.count_row(job.id, 1)?;
+            self.end_expired(job.id, &job.reason, now)?;
         }
         Ok(found)
     }
@@ -70,23 +64,7 @@ impl ExpireStore for SqliteTx<'_> {
         let Some((id, attempts, deadline)) = holder else {
             return Ok(false);
         };
-        let n = self
-            .conn
-            .prepare_cached(
-                "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
-                        finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL
-                 WHERE id = ?4 AND status IN ('queued', 'failed')",
-            )?
-            .execute(params![
-                EXPIRED_BY,
-                not_started_reason(deadline, attempts),
-                now,
-                id
-            ])?;
-        if n == 1 {
-            self.count_row(id, 1)?;
-        }
-        Ok(n == 1)
+        self.end_expired(id, &not_started_reason(deadline, attempts), now)
     }
 
     fn expire_running(&self, attempt: &ExpiredAttempt<'_>, now: i64) -> Result<bool> {
@@ -112,6 +90,25 @@ impl ExpireStore for SqliteTx<'_> {
             ])?;
         if n == 1 {
             self.count_row(lease.job_id, 1)?;
+        }
+        Ok(n == 1)
+    }
+}
+
+impl SqliteTx<'_> {
+    /// Ends waiting job `id` `cancelled` by its deadline with `reason`, counted as finished;
+    /// false when it no longer waits.
+    fn end_expired(&self, id: i64, reason: &str, now: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
+                        finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL
+                 WHERE id = ?4 AND status IN ('queued', 'failed')",
+            )?
+            .execute(params![EXPIRED_BY, reason, now, id])?;
+        if n == 1 {
+            self.count_row(id, 1)?;
         }
         Ok(n == 1)
     }
