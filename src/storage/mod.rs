@@ -37,6 +37,7 @@ pub(crate) mod retention;
 pub(crate) mod sqlite;
 pub(crate) mod strays;
 pub(crate) mod webhooks;
+pub(crate) mod workflows;
 
 use std::path::Path;
 
@@ -56,6 +57,7 @@ use retention::RetentionStore;
 pub(crate) use sqlite::{SqliteDb, SqliteTx};
 use strays::StrayStore;
 use webhooks::WebhookStore;
+use workflows::WorkflowStore;
 
 /// Every operation the rest of litejobs asks of a database, inside one transaction (or, for
 /// reads, one snapshot).
@@ -71,6 +73,7 @@ pub(crate) trait Tx:
     + WebhookStore
     + StrayStore
     + EncryptionStore
+    + WorkflowStore
 {
     /// Locks `key` for the rest of this write transaction, so that a read-then-write on it
     /// (a rate limit, a breaker, a periodic slot, a report, an idempotency key) cannot

@@ -1,8 +1,8 @@
 //! Jobs as the runtime writes them, one concern per file: [`insert`] (with idempotency
 //! keys), [`claim`] under a lease, the [`row_rules`] a claimed row must meet, the writes
 //! fenced by the lease ([`complete`]: heartbeat, success, failure, snooze or release,
-//! cancel, the attempt history), [`reap`]ing expired leases, and ending jobs by their
-//! deadline ([`expire`]).
+//! cancel, the attempt history), [`reap`]ing expired leases, ending jobs by their
+//! deadline ([`expire`]), and the waits between jobs ([`deps`]).
 //!
 //! Each concern is a trait of its own, implemented by each backend in a file of the same
 //! name (`sqlite/jobs/claim.rs`, `postgres/jobs/claim.rs`, …), where its SQL is: a backend's
@@ -12,6 +12,7 @@
 
 pub(crate) mod claim;
 pub(crate) mod complete;
+pub(crate) mod deps;
 pub(crate) mod expire;
 pub(crate) mod insert;
 pub(crate) mod reap;
@@ -19,6 +20,7 @@ pub(crate) mod row_rules;
 
 pub(crate) use claim::{ClaimRequest, ClaimStore, Claimed, ClaimedRow, Refused};
 pub(crate) use complete::{AfterFailure, AttemptRow, CompleteStore, Lease, Success};
+pub(crate) use deps::{DependencyStore, Edge, Settled};
 pub(crate) use expire::{ExpireStore, Expired, ExpiredAttempt};
 pub(crate) use insert::{batch_error, InsertStore, Inserted};
 pub(crate) use reap::ReapStore;
@@ -30,11 +32,12 @@ pub(crate) use reap::ReapStore;
 /// attempt: a late result of an attempt that timed out, was reaped or was released can
 /// never overwrite a newer one.
 pub(crate) trait JobStore:
-    InsertStore + ClaimStore + CompleteStore + ReapStore + ExpireStore
+    InsertStore + ClaimStore + CompleteStore + ReapStore + ExpireStore + DependencyStore
 {
 }
 
-impl<T: InsertStore + ClaimStore + CompleteStore + ReapStore + ExpireStore + ?Sized> JobStore
-    for T
+impl<
+        T: InsertStore + ClaimStore + CompleteStore + ReapStore + ExpireStore + DependencyStore + ?Sized,
+    > JobStore for T
 {
 }

@@ -10,6 +10,7 @@
 
 mod claim;
 mod complete;
+mod deps;
 mod expire;
 mod insert;
 mod reap;

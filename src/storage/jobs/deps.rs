@@ -1,0 +1,83 @@
+//! Dependencies: a job that waits for other jobs. Each wait is a `job_deps` row (the
+//! dependant, the dependency, whether any outcome will do, and its state: `pending`, then
+//! `done` or `failed`).
+//!
+//! A dependant with pending rows is *held*: it stays `queued` (the six statuses are the
+//! contract), its `run_at` is [`HELD_RUN_AT`] so no claim, due count or overdue alarm ever
+//! takes it for due, `held_run_at` keeps the time it asked for, and `waiting_for` counts its
+//! pending rows (plus one while its batch is open). Each row leaves `pending` exactly once,
+//! in the transaction that ends its dependency, and takes one off that count: a dependant is
+//! released (its `run_at` put back) by the last one, once, and never forgotten. A dependency
+//! that ends dead or cancelled cancels its dependants (and theirs, transitively) unless the
+//! row says any outcome will do; a requeue or retry of that dependency brings them back.
+
+use crate::error::Result;
+
+/// `run_at` of a held job: later than any real time litejobs schedules (the schema's rule
+/// allows up to 99 999 999 999 999 ms, in the year 5138), so it is never due.
+pub(crate) const HELD_RUN_AT: i64 = 99_999_999_999_999;
+
+/// `cancelled_by` of a job cancelled because a dependency ended dead or cancelled.
+pub(crate) const CANCELLED_BY_DEPENDENCY: &str = "dependency";
+
+/// One wait: `job_id` waits for `depends_on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Edge {
+    pub(crate) job_id: i64,
+    pub(crate) depends_on: i64,
+    /// The dependant runs whatever the dependency's outcome.
+    pub(crate) any_outcome: bool,
+}
+
+/// What settling changed: dependants now due, and dependants cancelled (transitively).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Settled {
+    pub(crate) released: Vec<i64>,
+    pub(crate) cancelled: Vec<i64>,
+}
+
+impl Settled {
+    pub(crate) fn extend(&mut self, other: Settled) {
+        self.released.extend(other.released);
+        self.cancelled.extend(other.cancelled);
+    }
+}
+
+/// The `cancel_reason` of a dependant whose dependency `id` (step `step`, if in a
+/// workflow) ended `status`.
+pub(crate) fn dependency_ended_reason(id: i64, step: Option<&str>, status: &str) -> String {
+    match step {
+        Some(step) => format!("dependency job {id} (step {step}) ended {status}"),
+        None => format!("dependency job {id} ended {status}"),
+    }
+}
+
+/// Waits between jobs, each in the caller's write transaction.
+pub(crate) trait DependencyStore {
+    /// Adds `edges`. Each dependant must be `queued` and each dependency must exist. A
+    /// dependency that has already ended settles its row at once (done, or failed and the
+    /// dependant cancelled); otherwise the dependant is held until it ends. Returns what
+    /// that settled.
+    fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled>;
+
+    /// Settles the dependants of `ended` (jobs this transaction ended: succeeded, dead or
+    /// cancelled): releases those whose last dependency this was, cancels (transitively)
+    /// those a dead or cancelled dependency fails. Jobs that are not ended, or have no
+    /// dependants, are passed over.
+    fn settle_dependants(&self, ended: &[i64], now: i64) -> Result<Settled>;
+
+    /// `old` (dead or cancelled) is running again as `new` (a requeue's new job, or `old`
+    /// itself after a retry): the dependants it failed wait for `new` again, and those it
+    /// cancelled (transitively) are held again. Returns the jobs brought back.
+    fn revive_dependants(&self, old: i64, new: i64, now: i64) -> Result<Vec<i64>>;
+
+    /// Holds queued `ids` by `n` more (a batch's callbacks while it is open).
+    fn hold(&self, ids: &[i64], n: i64, now: i64) -> Result<()>;
+
+    /// Takes one hold off queued `ids` (a batch closed), releasing those left with none.
+    fn unhold(&self, ids: &[i64], now: i64) -> Result<Settled>;
+
+    /// Settles up to `limit` ended jobs that still have pending dependants (their status
+    /// was changed by another program, which settles nothing).
+    fn settle_stragglers(&self, limit: usize, now: i64) -> Result<Settled>;
+}

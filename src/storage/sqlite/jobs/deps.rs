@@ -1,0 +1,318 @@
+//! [`DependencyStore`] on SQLite. litejobs' connections run with triggers off, so this is
+//! where its own writes hold, release and cancel dependants; the schema's `job_deps`
+//! triggers do the insert side of the same for other programs. SQLite's one writer makes
+//! each read-then-write here safe.
+
+use std::collections::VecDeque;
+
+use rusqlite::{params, OptionalExtension};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::jobs::deps::{
+    dependency_ended_reason, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY,
+    HELD_RUN_AT,
+};
+use crate::storage::sqlite::SqliteTx;
+
+fn is_ended(status: &str) -> bool {
+    matches!(status, "succeeded" | "dead" | "cancelled")
+}
+
+impl DependencyStore for SqliteTx<'_> {
+    fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
+        let mut settled = Settled::default();
+        for edge in edges {
+            if edge.job_id == edge.depends_on {
+                return Err(Error::new(
+                    ErrorKind::InvalidJob,
+                    format!("job {} cannot wait for itself", edge.job_id),
+                ));
+            }
+            let waiting = self.status_and_step(edge.job_id)?;
+            match waiting.as_ref().map(|(s, _)| s.as_str()) {
+                Some("queued") => {}
+                Some(other) => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidState,
+                        format!(
+                            "job {} is {other}: only a queued job can wait for another",
+                            edge.job_id
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("job {} does not exist", edge.job_id),
+                    ))
+                }
+            }
+            let Some((dep_status, dep_step)) = self.status_and_step(edge.depends_on)? else {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "job {} would wait for job {}, which does not exist",
+                        edge.job_id, edge.depends_on
+                    ),
+                ));
+            };
+            let state = match dep_status.as_str() {
+                "succeeded" => "done",
+                "dead" | "cancelled" if edge.any_outcome => "done",
+                "dead" | "cancelled" => "failed",
+                _ => "pending",
+            };
+            let added = self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO job_deps (job_id, depends_on, any_outcome, state)
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![edge.job_id, edge.depends_on, edge.any_outcome, state])?;
+            if added == 0 {
+                continue;
+            }
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET has_dependants = 1 WHERE id = ?1 AND has_dependants = 0",
+                )?
+                .execute([edge.depends_on])?;
+            match state {
+                "pending" => self.hold(&[edge.job_id], 1, now)?,
+                "failed" => {
+                    let reason =
+                        dependency_ended_reason(edge.depends_on, dep_step.as_deref(), &dep_status);
+                    if self.cancel_dependant(edge.job_id, &reason, now)? {
+                        settled.cancelled.push(edge.job_id);
+                        settled.extend(self.settle_dependants(&[edge.job_id], now)?);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(settled)
+    }
+
+    fn settle_dependants(&self, ended: &[i64], now: i64) -> Result<Settled> {
+        let mut settled = Settled::default();
+        let (Some(&low), Some(&high)) = (ended.iter().min(), ended.iter().max()) else {
+            return Ok(settled);
+        };
+        // Most jobs have no dependants: one look at the small index of those that do, over
+        // the batch's id range, instead of a look at each job's row.
+        let with_dependants: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM jobs WHERE has_dependants = 1 AND id BETWEEN ?1 AND ?2",
+            )?
+            .query_map([low, high], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut todo: VecDeque<i64> = with_dependants
+            .into_iter()
+            .filter(|id| ended.contains(id))
+            .collect();
+        while let Some(id) = todo.pop_front() {
+            let found: Option<(String, Option<String>)> = self
+                .conn
+                .prepare_cached(
+                    "SELECT status, step FROM jobs WHERE id = ?1 AND has_dependants = 1",
+                )?
+                .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((status, step)) = found else {
+                continue;
+            };
+            if !is_ended(&status) {
+                continue;
+            }
+            let waiting: Vec<(i64, bool)> = self
+                .conn
+                .prepare_cached(
+                    "SELECT job_id, any_outcome FROM job_deps
+                     WHERE depends_on = ?1 AND state = 'pending'",
+                )?
+                .query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            for (dependant, any_outcome) in waiting {
+                let done = status == "succeeded" || any_outcome;
+                self.conn
+                    .prepare_cached(
+                        "UPDATE job_deps SET state = ?3 WHERE job_id = ?1 AND depends_on = ?2",
+                    )?
+                    .execute(params![
+                        dependant,
+                        id,
+                        if done { "done" } else { "failed" }
+                    ])?;
+                // One pending row fewer, whatever the dependant's status, so the count stays
+                // the number of pending rows if it is ever brought back.
+                self.conn
+                    .prepare_cached(
+                        "UPDATE jobs SET waiting_for = waiting_for - 1 WHERE id = ?1 AND waiting_for > 0",
+                    )?
+                    .execute([dependant])?;
+                if done {
+                    if self.release_if_free(dependant, now)? {
+                        settled.released.push(dependant);
+                    }
+                } else {
+                    let reason = dependency_ended_reason(id, step.as_deref(), &status);
+                    if self.cancel_dependant(dependant, &reason, now)? {
+                        settled.cancelled.push(dependant);
+                        todo.push_back(dependant);
+                    }
+                }
+            }
+        }
+        Ok(settled)
+    }
+
+    fn revive_dependants(&self, old: i64, new: i64, now: i64) -> Result<Vec<i64>> {
+        let mut revived = Vec::new();
+        let mut todo: VecDeque<(i64, i64)> = VecDeque::from([(old, new)]);
+        while let Some((old, new)) = todo.pop_front() {
+            let failed: Vec<i64> = self
+                .conn
+                .prepare_cached(
+                    "SELECT job_id FROM job_deps WHERE depends_on = ?1 AND state = 'failed'
+                     ORDER BY job_id",
+                )?
+                .query_map([old], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if failed.is_empty() {
+                continue;
+            }
+            // The failed rows wait again, for the job that now stands in for `old`.
+            self.conn
+                .prepare_cached(
+                    "UPDATE job_deps SET depends_on = ?2, state = 'pending'
+                     WHERE depends_on = ?1 AND state = 'failed'",
+                )?
+                .execute(params![old, new])?;
+            self.conn
+                .prepare_cached("UPDATE jobs SET has_dependants = 1 WHERE id = ?1")?
+                .execute([new])?;
+            for dependant in failed {
+                self.conn
+                    .prepare_cached("UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ?1")?
+                    .execute([dependant])?;
+                let still_failed: bool = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM job_deps WHERE job_id = ?1 AND state = 'failed')",
+                    )?
+                    .query_row([dependant], |row| row.get(0))?;
+                if still_failed {
+                    continue;
+                }
+                self.count_row(dependant, -1)?;
+                let n = self
+                    .conn
+                    .prepare_cached(
+                        "UPDATE jobs SET status = 'queued', cancelled_by = NULL, cancel_reason = NULL,
+                                         finished_at = NULL, updated_at = ?2,
+                                         held_run_at = run_at, run_at = ?3
+                         WHERE id = ?1 AND status = 'cancelled' AND cancelled_by = ?4",
+                    )?
+                    .execute(params![dependant, now, HELD_RUN_AT, CANCELLED_BY_DEPENDENCY])?;
+                if n == 1 {
+                    revived.push(dependant);
+                    todo.push_back((dependant, dependant));
+                } else {
+                    self.count_row(dependant, 1)?;
+                }
+            }
+        }
+        Ok(revived)
+    }
+
+    fn hold(&self, ids: &[i64], n: i64, now: i64) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "UPDATE jobs SET held_run_at = CASE WHEN waiting_for > 0 AND run_at = ?4
+                                                THEN held_run_at ELSE run_at END,
+                             run_at = ?4, waiting_for = waiting_for + ?2, updated_at = ?3
+             WHERE id = ?1 AND status = 'queued'",
+        )?;
+        for id in ids {
+            stmt.execute(params![id, n, now, HELD_RUN_AT])?;
+        }
+        Ok(())
+    }
+
+    fn unhold(&self, ids: &[i64], now: i64) -> Result<Settled> {
+        let mut settled = Settled::default();
+        for &id in ids {
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET waiting_for = waiting_for - 1 WHERE id = ?1 AND waiting_for > 0",
+                )?
+                .execute([id])?;
+            if self.release_if_free(id, now)? {
+                settled.released.push(id);
+            }
+        }
+        Ok(settled)
+    }
+
+    fn settle_stragglers(&self, limit: usize, now: i64) -> Result<Settled> {
+        let ended: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT d.depends_on FROM job_deps d JOIN jobs j ON j.id = d.depends_on
+                 WHERE d.state = 'pending'
+                   AND (j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
+                 LIMIT ?1",
+            )?
+            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        if ended.is_empty() {
+            return Ok(Settled::default());
+        }
+        // A status changed by hand may not have marked the job as one with dependants.
+        for id in &ended {
+            self.conn
+                .prepare_cached("UPDATE jobs SET has_dependants = 1 WHERE id = ?1")?
+                .execute([id])?;
+        }
+        self.settle_dependants(&ended, now)
+    }
+}
+
+impl SqliteTx<'_> {
+    fn status_and_step(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT CAST(status AS TEXT), step FROM jobs WHERE id = ?1")?
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?)
+    }
+
+    /// Puts back the `run_at` of a held queued job left waiting for nothing. True if it did.
+    fn release_if_free(&self, id: i64, now: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET run_at = COALESCE(held_run_at, ?2), held_run_at = NULL, updated_at = ?2
+                 WHERE id = ?1 AND status = 'queued' AND waiting_for = 0 AND run_at = ?3",
+            )?
+            .execute(params![id, now, HELD_RUN_AT])?;
+        Ok(n == 1)
+    }
+
+    /// Cancels a queued dependant whose dependency failed it. True if it did.
+    fn cancel_dependant(&self, id: i64, reason: &str, now: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET status = 'cancelled', cancelled_by = ?2, cancel_reason = ?3,
+                                 finished_at = ?4, updated_at = ?4,
+                                 run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
+                 WHERE id = ?1 AND status = 'queued'",
+            )?
+            .execute(params![id, CANCELLED_BY_DEPENDENCY, reason, now])?;
+        if n == 1 {
+            self.count_row(id, 1)?;
+        }
+        Ok(n == 1)
+    }
+}
