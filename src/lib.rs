@@ -207,6 +207,7 @@ mod system;
 #[cfg(feature = "web")]
 pub mod web;
 mod worker;
+pub mod workflow;
 
 pub use error::{Error, ErrorKind, Result};
 pub use handler::{Handler, JobContext, JobError, Perform};
@@ -224,6 +225,7 @@ pub use storage::Synchronous;
 pub use system::{Clock, ManualClock, SystemClock};
 pub use worker::{maintenance, testing};
 pub use worker::{Worker, WorkerActivity, WorkerBuilder};
+pub use workflow::{Batch, BatchIds, Step, Workflow, WorkflowIds};
 
 /// True when `target`, as given to [`Queue::open`], names a database server
 /// (`postgres://…`, `postgresql://…`) rather than a SQLite file.

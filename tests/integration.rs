@@ -92,3 +92,5 @@ mod web;
 // webhook delivery against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
 #[cfg(feature = "webhook")]
 mod webhook;
+// jobs that wait for other jobs: workflows, batches, cascades, requeues, steps added at run time
+mod workflows;

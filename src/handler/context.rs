@@ -36,7 +36,7 @@ pub(crate) trait Heartbeat: Send + Sync {
 pub struct JobContext {
     pub(crate) row: Arc<ClaimedRow>,
     payload: serde_json::Value,
-    queue: Queue,
+    pub(crate) queue: Queue,
     timeout: Duration,
     deadline_ms: i64,
     /// The same deadline on the monotonic clock: how long storage calls may wait out a busy
@@ -51,6 +51,8 @@ pub struct JobContext {
     pub(crate) progress: Mutex<Option<String>>,
     /// The payload was an envelope: the result and progress are stored sealed too.
     sealed: bool,
+    /// Its workflow and step name, read on first use.
+    pub(crate) placement: std::sync::OnceLock<(Option<i64>, Option<String>)>,
 }
 
 impl std::fmt::Debug for JobContext {
@@ -90,6 +92,7 @@ impl JobContext {
             result: Mutex::new(None),
             progress: Mutex::new(None),
             sealed: false,
+            placement: std::sync::OnceLock::new(),
         }
     }
 

@@ -6,6 +6,7 @@ pub(crate) mod context;
 pub(crate) mod error;
 pub(crate) mod stop;
 pub(crate) mod typed;
+mod workflow;
 
 pub use context::JobContext;
 pub(crate) use error::{bounded_error, Action};

@@ -154,6 +154,15 @@ pub struct JobRecord {
     pub cancel_reason: Option<String>,
     /// Its deadline (ms since the Unix epoch): not started by then, it never starts.
     pub expires_at: Option<i64>,
+    /// The workflow or batch it belongs to ([`Queue::workflow`](crate::Queue::workflow)).
+    pub workflow_id: Option<i64>,
+    /// Its step name in that workflow (a batch's callbacks are `on_success` and
+    /// `on_complete`; its members have none).
+    pub step: Option<String>,
+    /// How many of the jobs it waits for have not ended yet (plus one while its batch is
+    /// open). A queued job with any is held: it does not run, and [`JobRecord::run_at`]
+    /// shows the time it will be due at the earliest once they have succeeded.
+    pub waiting_for: i64,
     /// The name of the key whose envelope holds the payload (or the result or progress) at
     /// rest; `None` when they are stored in clear. A [`Queue`](crate::Queue) that holds the
     /// key shows them decrypted; one that does not shows each as the text
@@ -169,10 +178,12 @@ pub struct JobRecord {
 
 impl JobRecord {
     /// The moment that matters for a person looking at the job in its status, with its word:
-    /// `("due", run_at)` while waiting, `("started", ..)` while running, `("finished", ..)`
+    /// `("due", run_at)` while waiting (`("waiting", ..)` while held for the jobs it waits
+    /// for), `("started", ..)` while running, `("finished", ..)`
     /// once final. Listings in the CLI and the dashboard show it relative to now.
     pub fn status_time(&self) -> (&'static str, i64) {
         match self.status {
+            JobStatus::Queued if self.waiting_for > 0 => ("waiting", self.run_at),
             JobStatus::Queued | JobStatus::Failed => ("due", self.run_at),
             JobStatus::Running => ("started", self.started_at.unwrap_or(self.updated_at)),
             _ => ("finished", self.finished_at.unwrap_or(self.updated_at)),

@@ -39,7 +39,11 @@ impl Queue {
     /// As [`Queue::cancel`].
     pub fn cancel_as(&self, id: i64, by: &str, reason: &str) -> Result<()> {
         let now = self.now_ms();
-        let cancelled = self.db().write(|tx| tx.cancel(id, by, reason, now))?;
+        let cancelled = self.db().write(|tx| {
+            let cancelled = tx.cancel(id, by, reason, now)?;
+            tx.settle_dependants(&[id], now)?;
+            Ok(cancelled)
+        })?;
         log::info!(
             "litejobs: job {id} {}{}",
             cancelled_text(Some(by), Some(reason)),
@@ -74,9 +78,12 @@ impl Queue {
         reason: &str,
     ) -> Result<Vec<i64>> {
         let now = self.now_ms();
-        let cancelled = self
-            .db()
-            .write(|tx| tx.cancel_matching(job_type, search, by, reason, now))?;
+        let cancelled = self.db().write(|tx| {
+            let cancelled = tx.cancel_matching(job_type, search, by, reason, now)?;
+            let ids: Vec<i64> = cancelled.iter().map(|c| c.id).collect();
+            tx.settle_dependants(&ids, now)?;
+            Ok(cancelled)
+        })?;
         if !cancelled.is_empty() {
             log::info!(
                 "litejobs: {} {job_type} jobs {}",
@@ -109,7 +116,7 @@ impl Queue {
     /// After a cancel committed: the running attempts' outcomes go to subscribers, their
     /// workers in this process are told, and workers may claim what those held back (a
     /// group key now free).
-    fn after_cancel(&self, cancelled: &[Cancelled], by: &str, reason: &str) {
+    pub(crate) fn after_cancel(&self, cancelled: &[Cancelled], by: &str, reason: &str) {
         let text = cancelled_text(Some(by), Some(reason));
         let notices: Vec<CancelNotice> = cancelled
             .iter()
@@ -152,7 +159,23 @@ impl Queue {
     /// key another live job holds.
     pub fn retry_now(&self, id: i64) -> Result<()> {
         let now = self.now_ms();
-        self.db().write(|tx| tx.retry_now(id, now))?;
+        self.db().write(|tx| {
+            if let Some(job) = tx.job(id)? {
+                if job.status == JobStatus::Queued && job.waiting_for > 0 {
+                    return Err(Error::new(
+                        crate::ErrorKind::InvalidState,
+                        format!(
+                            "job {id} waits for {} other jobs to end; it runs once they have \
+                             succeeded",
+                            job.waiting_for
+                        ),
+                    ));
+                }
+            }
+            tx.retry_now(id, now)?;
+            // Jobs this one's end had cancelled wait for it again.
+            tx.revive_dependants(id, id, now)
+        })?;
         log::info!("litejobs: job {id} made due now");
         self.notify();
         Ok(())

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{Discarded, JobRecord};
+use crate::queue::workflows::stand_in;
 use crate::storage::reads::JobFilter;
 use crate::storage::Tx;
 use crate::Queue;
@@ -18,7 +19,11 @@ impl Queue {
     /// already requeued, or its idempotency key is held by another live job.
     pub fn requeue_dead(&self, id: i64, by: &str, reason: &str) -> Result<i64> {
         let now = self.now_ms();
-        let new_id = self.db().write(|tx| tx.requeue_dead(id, by, reason, now))?;
+        let new_id = self.db().write(|tx| {
+            let new_id = tx.requeue_dead(id, by, reason, now)?;
+            stand_in(tx, id, new_id, now)?;
+            Ok(new_id)
+        })?;
         log::info!("litejobs: dead job {id} requeued as job {new_id} by {by}: {reason}");
         self.notify();
         Ok(new_id)
@@ -71,9 +76,13 @@ impl Queue {
         reason: &str,
     ) -> Result<Vec<(i64, i64)>> {
         let now = self.now_ms();
-        let pairs = self
-            .db()
-            .write(|tx| tx.requeue_dead_matching(job_type, search, by, reason, now))?;
+        let pairs = self.db().write(|tx| {
+            let pairs = tx.requeue_dead_matching(job_type, search, by, reason, now)?;
+            for &(old, new) in &pairs {
+                stand_in(tx, old, new, now)?;
+            }
+            Ok(pairs)
+        })?;
         if !pairs.is_empty() {
             log::info!(
                 "litejobs: {} dead {job_type} jobs requeued by {by}: {reason}",

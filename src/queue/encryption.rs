@@ -234,6 +234,40 @@ impl Queue {
         job
     }
 
+    /// A stored result's text as its value: an envelope opened with this queue's keys (bound
+    /// to the job's type and queue), clear JSON as it is, other text as a JSON string.
+    ///
+    /// # Errors
+    /// An envelope this queue cannot open (no key, a wrong one, altered), naming its key.
+    pub(crate) fn open_result(&self, text: &str, job_type: &str, queue: &str) -> Result<Value> {
+        let Ok(value) = serde_json::from_str::<Value>(text) else {
+            return Ok(Value::String(text.to_string()));
+        };
+        let Some(name) = sealed_by(&value) else {
+            return Ok(value);
+        };
+        let binding = Binding {
+            column: Column::Result,
+            job_type,
+            queue,
+        };
+        let opened = self
+            .keyring()
+            .open(&value, binding)
+            .map_err(|e| Error::new(ErrorKind::InvalidConfig, format!("result {e}")))?;
+        serde_json::from_str(&opened).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidConfig,
+                format!(
+                    "result {}",
+                    OpenError::NotJson {
+                        key: name.to_string()
+                    }
+                ),
+            )
+        })
+    }
+
     /// [`Queue::reveal`] for each job.
     pub(crate) fn reveal_all(&self, jobs: Vec<JobRecord>) -> Vec<JobRecord> {
         jobs.into_iter().map(|job| self.reveal(job)).collect()

@@ -13,6 +13,7 @@ pub mod metrics;
 pub(crate) mod reads;
 pub(crate) mod rotation;
 pub(crate) mod wake;
+pub(crate) mod workflows;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -364,6 +364,9 @@ fn job_record() -> JobRecord {
         cancelled_by: None,
         cancel_reason: None,
         expires_at: None,
+        workflow_id: None,
+        step: None,
+        waiting_for: 0,
         encryption_key: None,
         problems: Vec::new(),
     }

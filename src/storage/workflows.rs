@@ -72,8 +72,7 @@ pub(crate) trait WorkflowStore {
     fn create_workflow(&self, kind: &str, name: &str, open: bool, now: i64) -> Result<i64>;
 
     /// Puts job `job_id` in workflow `workflow_id` under `step` (none for a batch member).
-    fn place_in_workflow(&self, job_id: i64, workflow_id: i64, step: Option<&str>)
-        -> Result<()>;
+    fn place_in_workflow(&self, job_id: i64, workflow_id: i64, step: Option<&str>) -> Result<()>;
 
     /// One workflow or batch.
     fn workflow(&self, id: i64) -> Result<Option<WorkflowRow>>;

@@ -56,6 +56,14 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
+    /// True when writing this outcome ends the job (succeeded, dead or cancelled).
+    fn ends_job(&self) -> bool {
+        matches!(
+            self.status(),
+            JobStatus::Succeeded | JobStatus::Dead | JobStatus::Cancelled
+        )
+    }
+
     /// The job's status once this outcome is written.
     fn status(&self) -> JobStatus {
         match self {
@@ -218,6 +226,20 @@ impl Completer {
             });
         }
         flush(&mut successes, &mut applied)?;
+        // Jobs that waited for the ones that just ended are released or cancelled in this
+        // same transaction: never twice, never forgotten.
+        let ended: Vec<i64> = self
+            .pending
+            .iter()
+            .zip(&applied)
+            .filter_map(|(msg, &ok)| match msg {
+                WriterMsg::Complete(c) if ok && c.outcome.ends_job() => Some(c.row.id),
+                _ => None,
+            })
+            .collect();
+        if !ended.is_empty() {
+            tx.settle_dependants(&ended, now)?;
+        }
         Ok(applied)
     }
 

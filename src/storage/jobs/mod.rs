@@ -37,7 +37,13 @@ pub(crate) trait JobStore:
 }
 
 impl<
-        T: InsertStore + ClaimStore + CompleteStore + ReapStore + ExpireStore + DependencyStore + ?Sized,
+        T: InsertStore
+            + ClaimStore
+            + CompleteStore
+            + ReapStore
+            + ExpireStore
+            + DependencyStore
+            + ?Sized,
     > JobStore for T
 {
 }

@@ -34,7 +34,8 @@ pub(crate) const JOB_COLUMNS: &str = concat!(
      created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
     error_as_read!("last_error"),
     ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
-     requeued_by, requeued_at, requeue_reason, requeued_as, cancelled_by, cancel_reason, expires_at"
+     requeued_by, requeued_at, requeue_reason, requeued_as, cancelled_by, cancel_reason, expires_at, \
+     workflow_id, step, waiting_for, held_run_at"
 );
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
@@ -96,8 +97,18 @@ pub(crate) fn job_from_row(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         cancelled_by: lenient::opt_text(row, 26, "cancelled_by", p)?,
         cancel_reason: lenient::opt_text(row, 27, "cancel_reason", p)?,
         expires_at: lenient::opt_int(row, 28, "expires_at", p)?,
+        workflow_id: lenient::opt_int(row, 29, "workflow_id", p)?,
+        step: lenient::opt_text(row, 30, "step", p)?,
+        waiting_for: lenient::int(row, 31, "waiting_for", p)?,
         encryption_key: None,
         problems,
     };
+    // A held job's run_at is a placeholder far in the future: show the time it asked for.
+    let mut job = job;
+    if job.status == JobStatus::Queued && job.waiting_for > 0 {
+        if let Some(asked) = lenient::opt_int(row, 32, "held_run_at", &mut Vec::new())? {
+            job.run_at = asked;
+        }
+    }
     Ok(job)
 }

@@ -142,10 +142,30 @@ pub(crate) fn shim_older_for_reading(conn: &Connection) -> rusqlite::Result<()> 
     if version < 7 {
         conn.execute_batch(
             "CREATE TEMP VIEW IF NOT EXISTS jobs AS
-                 SELECT *, NULL AS cancelled_by, NULL AS cancel_reason, NULL AS expires_at
+                 SELECT *, NULL AS cancelled_by, NULL AS cancel_reason, NULL AS expires_at,
+                        NULL AS workflow_id, NULL AS step, 0 AS waiting_for,
+                        NULL AS held_run_at, 0 AS has_dependants
                  FROM main.jobs;
              CREATE TEMP TABLE IF NOT EXISTS encrypted_types (
                  job_type TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL);",
+        )?;
+    } else if version < 8 {
+        conn.execute_batch(
+            "CREATE TEMP VIEW IF NOT EXISTS jobs AS
+                 SELECT *, NULL AS workflow_id, NULL AS step, 0 AS waiting_for,
+                        NULL AS held_run_at, 0 AS has_dependants
+                 FROM main.jobs;",
+        )?;
+    }
+    if version < 8 {
+        conn.execute_batch(
+            "CREATE TEMP TABLE IF NOT EXISTS workflows (
+                 id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL,
+                 open INTEGER NOT NULL, created_at INTEGER NOT NULL, closed_at INTEGER);
+             CREATE TEMP TABLE IF NOT EXISTS job_deps (
+                 job_id INTEGER NOT NULL, depends_on INTEGER NOT NULL,
+                 any_outcome INTEGER NOT NULL, state TEXT NOT NULL,
+                 PRIMARY KEY (job_id, depends_on));",
         )?;
     }
     Ok(())

@@ -31,12 +31,7 @@ impl WorkflowStore for SqliteTx<'_> {
         Ok(self.conn.last_insert_rowid())
     }
 
-    fn place_in_workflow(
-        &self,
-        job_id: i64,
-        workflow_id: i64,
-        step: Option<&str>,
-    ) -> Result<()> {
+    fn place_in_workflow(&self, job_id: i64, workflow_id: i64, step: Option<&str>) -> Result<()> {
         self.conn
             .prepare_cached("UPDATE jobs SET workflow_id = ?2, step = ?3 WHERE id = ?1")?
             .execute(params![job_id, workflow_id, step])?;

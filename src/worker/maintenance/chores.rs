@@ -68,6 +68,14 @@ impl Chores {
                      at the next reap interval"
                 ),
             }
+            match queue.settle_waits() {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
+                Err(e) => log::warn!(
+                    "litejobs: settling the waits of ended jobs failed ({e}); tried again at \
+                     the next reap interval"
+                ),
+            }
         }
         if self.strays.due(now) && (idle || now >= self.strays.overdue_at()) {
             // Tried again an interval later also when it failed, rather than on every loop.

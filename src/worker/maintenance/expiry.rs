@@ -36,9 +36,12 @@ impl crate::Queue {
     /// never holds its writes up for long).
     pub(crate) fn cancel_expired_batch(&self) -> Result<(usize, bool)> {
         let now = self.now_ms();
-        let expired = self
-            .db()
-            .write(|tx| tx.cancel_expired(now, EXPIRED_PER_TRANSACTION))?;
+        let expired = self.db().write(|tx| {
+            let expired = tx.cancel_expired(now, EXPIRED_PER_TRANSACTION)?;
+            let ids: Vec<i64> = expired.iter().map(|job| job.id).collect();
+            tx.settle_dependants(&ids, now)?;
+            Ok(expired)
+        })?;
         if !expired.is_empty() {
             log::debug!("litejobs: {} jobs expired", expired.len());
         }

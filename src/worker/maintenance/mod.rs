@@ -14,6 +14,7 @@ pub(crate) mod pruner;
 pub(crate) mod reaper;
 pub(crate) mod scheduler;
 pub(crate) mod strays;
+pub(crate) mod waits;
 
 pub use pruner::{CheckpointMode, CheckpointReport, PruneOptions, PruneReport, Pruner};
 pub use scheduler::{EnqueuedSlot, Periodic, ScheduleState, Scheduler, TickReport};

@@ -9,8 +9,7 @@ use rusqlite::{params, OptionalExtension};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
-    dependency_ended_reason, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY,
-    HELD_RUN_AT,
+    dependency_ended_reason, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY, HELD_RUN_AT,
 };
 use crate::storage::sqlite::SqliteTx;
 
@@ -68,7 +67,12 @@ impl DependencyStore for SqliteTx<'_> {
                     "INSERT INTO job_deps (job_id, depends_on, any_outcome, state)
                      VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                 )?
-                .execute(params![edge.job_id, edge.depends_on, edge.any_outcome, state])?;
+                .execute(params![
+                    edge.job_id,
+                    edge.depends_on,
+                    edge.any_outcome,
+                    state
+                ])?;
             if added == 0 {
                 continue;
             }
@@ -139,11 +143,7 @@ impl DependencyStore for SqliteTx<'_> {
                     .prepare_cached(
                         "UPDATE job_deps SET state = ?3 WHERE job_id = ?1 AND depends_on = ?2",
                     )?
-                    .execute(params![
-                        dependant,
-                        id,
-                        if done { "done" } else { "failed" }
-                    ])?;
+                    .execute(params![dependant, id, if done { "done" } else { "failed" }])?;
                 // One pending row fewer, whatever the dependant's status, so the count stays
                 // the number of pending rows if it is ever brought back.
                 self.conn

@@ -1,0 +1,351 @@
+//! Jobs that wait for other jobs: workflows (steps that wait for each other), batches
+//! (callbacks once every member ended), a dependency that ends dead or cancelled, a requeue
+//! that brings the cancelled back, steps added at run time. Run with `testing::drain`, so
+//! every round is deterministic. On both backends (`LITEJOBS_TEST_BACKEND=postgres`).
+
+use std::sync::{Arc, Mutex};
+
+use litejobs::workflow::{WaitState, WorkflowKind};
+use litejobs::{
+    testing, Batch, ErrorKind, JobContext, JobError, JobStatus, NewJob, Step, Worker, Workflow,
+};
+use serde_json::{json, Value};
+
+use crate::support::scripted::job;
+use crate::support::{setup, TestEnv};
+
+/// Handlers for the types the tests use: each records its job's type in `ran`; `fail_*`
+/// types fail permanently; `echo` stores its payload as its result.
+fn worker(env: &TestEnv, ran: &Arc<Mutex<Vec<String>>>) -> litejobs::WorkerBuilder {
+    let mut builder = Worker::builder(&env.queue);
+    for name in [
+        "charge",
+        "ship",
+        "receipt",
+        "cleanup",
+        "echo",
+        "fail_charge",
+        "chunk",
+        "finish",
+        "mail",
+        "plan",
+        "member",
+        "fail_member",
+        "on_success",
+        "on_complete",
+    ] {
+        let ran = Arc::clone(ran);
+        builder = builder.handler(name, move |ctx: &JobContext| -> Result<(), JobError> {
+            ran.lock().expect("lock").push(ctx.job_type().to_string());
+            if ctx.job_type().starts_with("fail_") {
+                return Err(JobError::permanent("declined"));
+            }
+            if ctx.job_type() == "echo" {
+                ctx.set_result(ctx.payload().clone());
+            }
+            Ok(())
+        });
+    }
+    builder
+}
+
+fn status(env: &TestEnv, id: i64) -> JobStatus {
+    job(&env.queue, id).status
+}
+
+#[test]
+fn steps_run_in_the_order_their_waits_say_and_only_then() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("purchase 1042")
+        .step(Step::new("receipt", NewJob::new("receipt", json!({}))).after("ship"))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(Step::new("charge", NewJob::new("charge", json!({}))));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!((ship.status, ship.waiting_for), (JobStatus::Queued, 1));
+    // A held job never reads as due: its run time is the one it asked for.
+    assert!(ship.run_at <= env.queue.now_ms());
+    assert_eq!(ship.status_time().0, "waiting");
+    let report = testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(report.succeeded, 3);
+    assert_eq!(*ran.lock().expect("lock"), ["charge", "ship", "receipt"]);
+    let info = env
+        .queue
+        .workflow(ids.workflow_id)
+        .expect("read")
+        .expect("the workflow");
+    assert_eq!(info.kind, WorkflowKind::Workflow);
+    assert!(info.is_finished());
+    let receipt = info
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("receipt"))
+        .expect("receipt");
+    assert_eq!(receipt.waits_for.len(), 1);
+    assert_eq!(receipt.waits_for[0].state, WaitState::Done);
+}
+
+#[test]
+fn a_dead_dependency_cancels_its_dependants_transitively_but_not_a_cleanup_step() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("fail_charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(Step::new("receipt", NewJob::new("receipt", json!({}))).after("ship"))
+        .step(Step::new("cleanup", NewJob::new("cleanup", json!({}))).after_any_outcome("charge"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["fail_charge", "cleanup"]);
+    let charge = ids.step("charge").expect("charge");
+    assert_eq!(status(&env, charge), JobStatus::Dead);
+    for step in ["ship", "receipt"] {
+        let j = job(&env.queue, ids.step(step).expect("step"));
+        assert_eq!(j.status, JobStatus::Cancelled, "{step}");
+        assert_eq!(j.cancelled_by.as_deref(), Some("dependency"), "{step}");
+    }
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!(
+        ship.cancel_reason.as_deref(),
+        Some(format!("dependency job {charge} (step charge) ended dead").as_str())
+    );
+    assert_eq!(
+        status(&env, ids.step("cleanup").expect("cleanup")),
+        JobStatus::Succeeded
+    );
+}
+
+#[test]
+fn a_requeued_dependency_that_succeeds_lets_its_cancelled_dependants_run() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("fail_charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(Step::new("receipt", NewJob::new("receipt", json!({}))).after("ship"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let builder = worker(&env, &ran);
+    testing::drain(&builder).expect("drain");
+    let charge = ids.step("charge").expect("charge");
+    // The card is fixed; the requeued job is of a type that succeeds.
+    env.sql_exec(&format!(
+        "UPDATE jobs SET job_type = 'charge' WHERE id = {charge}"
+    ));
+    let new_id = env
+        .queue
+        .requeue_dead(charge, "ops", "card fixed")
+        .expect("requeue");
+    for step in ["ship", "receipt"] {
+        let j = job(&env.queue, ids.step(step).expect("step"));
+        assert_eq!((j.status, j.waiting_for), (JobStatus::Queued, 1), "{step}");
+    }
+    assert_eq!(job(&env.queue, new_id).step.as_deref(), Some("charge"));
+    testing::drain(&builder).expect("drain");
+    assert_eq!(
+        *ran.lock().expect("lock"),
+        ["fail_charge", "charge", "ship", "receipt"]
+    );
+}
+
+#[test]
+fn a_step_reads_the_results_of_the_steps_it_waited_for() {
+    let env = setup();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in = Arc::clone(&seen);
+    let builder = Worker::builder(&env.queue)
+        .handler("echo", |ctx: &JobContext| -> Result<(), JobError> {
+            ctx.set_result(ctx.payload().clone());
+            Ok(())
+        })
+        .handler("mail", move |ctx: &JobContext| -> Result<(), JobError> {
+            let file = ctx
+                .dependency_result("report")
+                .map_err(|e| JobError::permanent(e.to_string()))?;
+            seen_in.lock().expect("lock").push(file);
+            Ok(())
+        });
+    let flow = Workflow::new("report")
+        .step(Step::new(
+            "report",
+            NewJob::new("echo", json!({"file": "r.csv"})),
+        ))
+        .step(Step::new("mail", NewJob::new("mail", json!({}))).after("report"));
+    env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [Some(json!({"file": "r.csv"}))]
+    );
+}
+
+#[test]
+fn a_running_step_adds_a_fan_out_and_its_dependants_wait_for_it() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let ran_plan = Arc::clone(&ran);
+    let builder = worker(&env, &ran).handler("plan", move |ctx: &JobContext| {
+        ran_plan.lock().expect("lock").push("plan".into());
+        let mut steps: Vec<Step> = (0..3)
+            .map(|i| Step::new(format!("chunk {i}"), NewJob::new("chunk", json!({"i": i}))))
+            .collect();
+        let finish = (0..3).fold(
+            Step::new("finish", NewJob::new("finish", json!({}))),
+            |s, i| s.after(format!("chunk {i}")),
+        );
+        steps.push(finish);
+        ctx.add_steps_before_dependants(steps)
+            .map_err(|e| JobError::permanent(e.to_string()))?;
+        Ok(())
+    });
+    let flow = Workflow::new("report")
+        .step(Step::new("plan", NewJob::new("plan", json!({}))))
+        .step(Step::new("mail", NewJob::new("mail", json!({}))).after("plan"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran.first().map(String::as_str), Some("plan"));
+    assert_eq!(ran.iter().filter(|t| *t == "chunk").count(), 3);
+    let pos = |t: &str| ran.iter().position(|r| r == t).expect("ran");
+    assert!(pos("finish") > ran.iter().rposition(|r| r == "chunk").expect("chunks"));
+    assert_eq!(ran.last().map(String::as_str), Some("mail"));
+    let info = env
+        .queue
+        .workflow(ids.workflow_id)
+        .expect("read")
+        .expect("workflow");
+    assert_eq!(info.steps.len(), 6);
+    assert!(info.is_finished());
+}
+
+#[test]
+fn a_batch_callback_is_released_once_with_the_counts_after_it_is_closed() {
+    let env = setup();
+    let summaries = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&summaries);
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let builder = worker(&env, &ran).handler("report_run", move |ctx: &JobContext| {
+        let summary = ctx
+            .batch()
+            .map_err(|e| JobError::permanent(e.to_string()))?
+            .expect("a batch callback");
+        seen.lock().expect("lock").push((
+            summary.succeeded,
+            summary.dead,
+            summary.cancelled,
+            summary.members.len(),
+        ));
+        Ok(())
+    });
+    let batch = env
+        .queue
+        .open_batch(
+            Batch::new("invoices")
+                .on_complete(NewJob::new("report_run", json!({})))
+                .on_success(NewJob::new("on_success", json!({}))),
+        )
+        .expect("open");
+    env.queue
+        .add_to_batch(
+            batch.batch_id,
+            vec![
+                NewJob::new("member", json!({"n": 1})),
+                NewJob::new("fail_member", json!({"n": 2})),
+            ],
+        )
+        .expect("add");
+    testing::drain(&builder).expect("drain");
+    // Open: the members ran, the callback waits for the closing.
+    assert!(summaries.lock().expect("lock").is_empty());
+    env.queue
+        .add_to_batch(batch.batch_id, vec![NewJob::new("member", json!({"n": 3}))])
+        .expect("add");
+    env.queue.close_batch(batch.batch_id).expect("close");
+    let e = env
+        .queue
+        .add_to_batch(batch.batch_id, vec![NewJob::new("member", json!({}))])
+        .expect_err("closed");
+    assert_eq!(e.kind(), ErrorKind::InvalidState);
+    testing::drain(&builder).expect("drain");
+    testing::drain(&builder).expect("drain again");
+    assert_eq!(*summaries.lock().expect("lock"), [(2, 1, 0, 3)]);
+    // A member ended dead: the success callback is cancelled.
+    let on_success = job(&env.queue, batch.on_success.expect("asked for"));
+    assert_eq!(on_success.status, JobStatus::Cancelled);
+}
+
+#[test]
+fn an_empty_batch_closed_runs_its_callback_at_once() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let ids = env
+        .queue
+        .submit_batch(
+            Batch::new("nothing").on_complete(NewJob::new("on_complete", json!({}))),
+            vec![],
+        )
+        .expect("submit");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["on_complete"]);
+    assert_eq!(
+        status(&env, ids.on_complete.expect("asked")),
+        JobStatus::Succeeded
+    );
+}
+
+#[test]
+fn a_cycle_or_an_unknown_step_is_refused_before_anything_is_written() {
+    let env = setup();
+    let cycle = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("echo", json!({}))).after("b"))
+        .step(Step::new("b", NewJob::new("echo", json!({}))).after("a"));
+    let e = env.queue.enqueue_workflow(cycle).expect_err("a cycle");
+    assert_eq!(e.kind(), ErrorKind::InvalidJob);
+    let unknown =
+        Workflow::new("w").step(Step::new("a", NewJob::new("echo", json!({}))).after_job(999_999));
+    let e = env
+        .queue
+        .enqueue_workflow(unknown)
+        .expect_err("no such job");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(env.count_jobs(), 0);
+    assert!(env.queue.workflows(10, None).expect("list").is_empty());
+}
+
+#[test]
+fn cancelling_a_workflow_cancels_every_step_not_ended() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let cancelled = env
+        .queue
+        .cancel_workflow(ids.workflow_id, "ops", "order withdrawn")
+        .expect("cancel");
+    assert_eq!(cancelled.len(), 2);
+    assert_eq!(
+        testing::drain(&worker(&env, &ran))
+            .expect("drain")
+            .succeeded,
+        0
+    );
+    let listing = env.queue.workflows(10, None).expect("list");
+    assert_eq!(listing[0].ended(), 2);
+    let _: Value = json!(listing[0].counts.len());
+}
+
+#[test]
+fn a_retry_now_of_a_held_job_is_refused() {
+    let env = setup();
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let e = env
+        .queue
+        .retry_now(ids.step("b").expect("b"))
+        .expect_err("held");
+    assert_eq!(e.kind(), ErrorKind::InvalidState);
+}
