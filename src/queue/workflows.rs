@@ -7,6 +7,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{validate, NewJob};
+use crate::storage::jobs::deps::CANCELLED_BY_DEPENDENCY;
 use crate::storage::jobs::{Edge, Settled};
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
 use crate::storage::{SqliteTx, Tx};
@@ -223,14 +224,16 @@ impl Queue {
                 ))
             }
         }
-        // A callback already cancelled (a member ended dead: no more on_success) waits for
-        // nothing more.
+        // The callbacks wait for the new jobs too: those still queued, and an on_success
+        // cancelled by a member that ended dead, which a requeue of that member brings back
+        // (it must then wait for every member). One cancelled otherwise waits for nothing.
         let mut callbacks = Vec::new();
         for (name, id) in tx.steps_by_name(batch_id, &[ON_SUCCESS.into(), ON_COMPLETE.into()])? {
-            if tx
-                .job(id)?
-                .is_some_and(|j| j.status == crate::job::JobStatus::Queued)
-            {
+            if tx.job(id)?.is_some_and(|j| {
+                j.status == crate::job::JobStatus::Queued
+                    || (j.status == crate::job::JobStatus::Cancelled
+                        && j.cancelled_by.as_deref() == Some(CANCELLED_BY_DEPENDENCY))
+            }) {
                 callbacks.push((name, id));
             }
         }
@@ -321,7 +324,8 @@ impl Queue {
                 ));
             };
             if row.open {
-                tx.close_batch(id, now)?;
+                // Closed as close_batch does: its callbacks no longer wait for the closing.
+                close_batch_on(tx, id, now)?;
             }
             // Held steps first, so that each is cancelled by whoever asked, not by the
             // cascade of a step it waits for.
