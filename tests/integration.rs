@@ -94,3 +94,5 @@ mod web;
 mod webhook;
 // jobs that wait for other jobs: workflows, batches, cascades, requeues, steps added at run time
 mod workflows;
+// model-based test of waits (seeded): random DAGs, batches, outcomes, crashes and a person's actions against an in-memory model
+mod workflow_model;
