@@ -94,5 +94,7 @@ mod web;
 mod webhook;
 // jobs that wait for other jobs: workflows, batches, cascades, requeues, steps added at run time
 mod workflows;
+// SIGKILL while thousands of chunks release a fan-in step: it runs exactly once, after all of them
+mod workflow_crash;
 // model-based test of waits (seeded): random DAGs, batches, outcomes, crashes and a person's actions against an in-memory model
 mod workflow_model;
