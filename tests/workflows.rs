@@ -655,3 +655,24 @@ fn a_dependency_ended_by_an_enqueue_of_its_key_past_its_deadline_settles_its_dep
         (JobStatus::Cancelled, Some("dependency"))
     );
 }
+
+#[test]
+fn a_workflow_enqueued_in_the_callers_transaction_waits_once_per_wait() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    // The app's own connection, with the schema's triggers on as for any program.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"));
+    let ids = env.queue.enqueue_workflow_in(&tx, flow).expect("enqueue");
+    tx.commit().expect("commit");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!((ship.status, ship.waiting_for), (JobStatus::Queued, 1));
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["charge", "ship"]);
+}

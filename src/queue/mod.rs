@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::job::{
     validate, AttemptRecord, IntoNewJob, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES,
 };
-use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
+use crate::storage::{with_triggers_off, Db, DbConfig, SqliteTx, Synchronous, Tx};
 use crate::system::clock::{Clock, SystemClock};
 use cancels::CancelList;
 use events::{Event, EventHub};
@@ -404,7 +404,8 @@ impl Queue {
     /// and clock: the job commits with the caller's change, or not at all. Call
     /// [`Queue::notify`] after the commit to wake workers at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
-        self.enqueue_on(&SqliteTx::new(conn), job.into_new_job()?)
+        let job = job.into_new_job()?;
+        with_triggers_off(conn, || self.enqueue_on(&SqliteTx::new(conn), job))
     }
 
     /// Enqueues inside the caller's own PostgreSQL transaction on their diesel connection
@@ -588,5 +589,7 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
         ));
     }
     crate::encryption::envelope::refuse_lookalike(&payload)?;
-    Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
+    with_triggers_off(conn, || {
+        Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
+    })
 }

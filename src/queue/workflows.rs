@@ -10,7 +10,7 @@ use crate::job::{validate, NewJob};
 use crate::storage::jobs::deps::CANCELLED_BY_DEPENDENCY;
 use crate::storage::jobs::{Edge, Settled};
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
-use crate::storage::{SqliteTx, Tx};
+use crate::storage::{with_triggers_off, SqliteTx, Tx};
 use crate::workflow::{
     check_steps, info_of, listing_of, Batch, BatchIds, Step, Target, Workflow, WorkflowIds,
     WorkflowInfo, WorkflowListing,
@@ -45,7 +45,7 @@ impl Queue {
     pub fn enqueue_workflow_in(&self, conn: &Connection, flow: Workflow) -> Result<WorkflowIds> {
         flow.validate()?;
         let now = self.now_ms();
-        self.workflow_on(&SqliteTx::new(conn), &flow, now)
+        with_triggers_off(conn, || self.workflow_on(&SqliteTx::new(conn), &flow, now))
     }
 
     /// [`Queue::enqueue_workflow`] inside the caller's own PostgreSQL transaction on their
