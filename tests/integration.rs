@@ -43,6 +43,8 @@ mod faults;
 mod foreign_rows;
 // deadlines for rows from other languages: the guide's plain-SQL insert with expires_at, from Python's sqlite3
 mod foreign_expiry;
+// waits for rows from other languages: the guide's plain-SQL job_deps, workflow and batch inserts, from Python's sqlite3 and in SQLite 3.31
+mod foreign_deps;
 // dedupe for rows from other languages: the README's plain-SQL insert once per key, remembered keys, the partial index's conflict target
 mod foreign_dedupe;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
