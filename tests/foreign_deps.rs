@@ -80,13 +80,12 @@ fn fresh() -> (tempfile::TempDir, String, Queue) {
     (dir, db, queue)
 }
 
+/// Each start: the job's type, and the statuses of the jobs it waits for.
+type Starts = Arc<Mutex<Vec<(String, Vec<JobStatus>)>>>;
+
 /// Handlers that record each start (type, and the statuses of the jobs it waits for);
 /// `fails` fail for good.
-fn worker(
-    queue: &Queue,
-    starts: &Arc<Mutex<Vec<(String, Vec<JobStatus>)>>>,
-    fails: &[&str],
-) -> WorkerBuilder {
+fn worker(queue: &Queue, starts: &Starts, fails: &[&str]) -> WorkerBuilder {
     let mut builder = Worker::builder(queue);
     for job_type in ["charge_card", "ship_order", "release_hold", "send_invoice"] {
         let starts = Arc::clone(starts);

@@ -100,15 +100,14 @@ fn job_spec(rng: &mut Prng) -> JobSpec {
 fn flow_spec(rng: &mut Prng) -> FlowSpec {
     let n = rng.range(1, 6) as usize;
     let steps = (0..n)
-        .map(|i| StepSpec {
-            job: job_spec(rng),
-            after: (0..i)
-                .filter_map(|j| chance(rng, 40).then_some(j))
-                .collect::<Vec<_>>()
-                .into_iter()
-                .map(|j| (j, chance(rng, 25)))
-                .collect(),
-            after_job: chance(rng, 15).then(|| (rng.next_u64(), chance(rng, 25))),
+        .map(|i| {
+            let job = job_spec(rng);
+            let waited: Vec<usize> = (0..i).filter(|_| chance(rng, 40)).collect();
+            StepSpec {
+                job,
+                after: waited.into_iter().map(|j| (j, chance(rng, 25))).collect(),
+                after_job: chance(rng, 15).then(|| (rng.next_u64(), chance(rng, 25))),
+            }
         })
         .collect();
     // A seeded shuffle of the declaration order.
