@@ -317,6 +317,8 @@ impl Queue {
     pub fn cancel_workflow(&self, id: i64, by: &str, reason: &str) -> Result<Vec<i64>> {
         let now = self.now_ms();
         let cancelled = self.db().write(|tx| {
+            // Before reading it: a batch closed meanwhile elsewhere is seen closed.
+            tx.lock_key(&format!("litejobs-batch-{id}"))?;
             let Some(row) = tx.workflow(id)? else {
                 return Err(Error::new(
                     ErrorKind::NotFound,

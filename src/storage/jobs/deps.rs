@@ -11,9 +11,10 @@
 //! that ends dead or cancelled cancels its dependants (and theirs, transitively) unless the
 //! row says any outcome will do; a requeue or retry of that dependency brings them back, and
 //! those that waited for it on any outcome and have not started wait for its new end.
-//! Every end is settled in its own transaction, whoever writes it (the completer, a
-//! person's cancel, the deadline sweep, the reaper); only ends written by other programs
-//! wait for the sweep.
+//! Every end litejobs writes is settled in its own transaction (the completer, a person's
+//! cancel, the deadline sweep, the reaper, an enqueue that ends a key's holder); ends written
+//! by other programs, and their broken rows that the claim or the stray sweep makes dead,
+//! wait for the waits sweep.
 
 use crate::error::Result;
 
