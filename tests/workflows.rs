@@ -349,3 +349,104 @@ fn a_retry_now_of_a_held_job_is_refused() {
         .expect_err("held");
     assert_eq!(e.kind(), ErrorKind::InvalidState);
 }
+
+#[test]
+fn a_workflow_enqueued_in_the_callers_transaction_commits_with_it_and_runs_in_order() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let dead = env
+        .queue
+        .enqueue(NewJob::new("fail_charge", json!({})))
+        .expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    // The caller's own connection, with the schema's triggers on as any program's are.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    tx.execute_batch(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO orders DEFAULT VALUES",
+    )
+    .expect("the caller's own write");
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(Step::new("late", NewJob::new("ship", json!({}))).after_job(dead));
+    let ids = env.queue.enqueue_workflow_in(&tx, flow).expect("enqueue");
+    tx.commit().expect("commit");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!((ship.status, ship.waiting_for), (JobStatus::Queued, 1));
+    // A wait for a job already dead cancels at once, counted once.
+    assert_eq!(
+        status(&env, ids.step("late").expect("late")),
+        JobStatus::Cancelled
+    );
+    assert_eq!(
+        env.queue
+            .stats()
+            .expect("stats")
+            .count(JobStatus::Cancelled),
+        1
+    );
+
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(
+        *ran.lock().expect("lock"),
+        ["fail_charge", "charge", "ship"]
+    );
+    assert_eq!(
+        status(&env, ids.step("ship").expect("ship")),
+        JobStatus::Succeeded
+    );
+}
+
+#[test]
+fn a_requeued_step_reads_the_results_of_the_steps_it_waited_for() {
+    let env = setup();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in = Arc::clone(&seen);
+    let crm_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = Arc::clone(&crm_up);
+    let builder = Worker::builder(&env.queue)
+        .handler("echo", |ctx: &JobContext| -> Result<(), JobError> {
+            ctx.set_result(ctx.payload().clone());
+            Ok(())
+        })
+        .handler("crm", move |ctx: &JobContext| -> Result<(), JobError> {
+            let account = ctx
+                .dependency_result("account")
+                .map_err(|e| JobError::permanent(e.to_string()))?;
+            if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(JobError::permanent("CRM is down"));
+            }
+            seen_in.lock().expect("lock").push(account);
+            Ok(())
+        });
+    let flow = Workflow::new("signup")
+        .step(Step::new(
+            "account",
+            NewJob::new("echo", json!({"account_id": 1001})),
+        ))
+        .step(Step::new("crm", NewJob::new("crm", json!({}))).after("account"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    let crm = ids.step("crm").expect("crm");
+    assert_eq!(status(&env, crm), JobStatus::Dead);
+    crm_up.store(true, std::sync::atomic::Ordering::SeqCst);
+    let new_id = env
+        .queue
+        .requeue_dead(crm, "ops", "CRM is back")
+        .expect("requeue");
+    let requeued = job(&env.queue, new_id);
+    assert_eq!(
+        (requeued.step.as_deref(), requeued.waiting_for),
+        (Some("crm"), 0)
+    );
+    testing::drain(&builder).expect("drain");
+    assert_eq!(status(&env, new_id), JobStatus::Succeeded);
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [Some(json!({"account_id": 1001}))]
+    );
+}

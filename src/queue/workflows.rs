@@ -44,6 +44,7 @@ impl Queue {
     pub fn enqueue_workflow_in(&self, conn: &Connection, flow: Workflow) -> Result<WorkflowIds> {
         flow.validate()?;
         let now = self.now_ms();
+        let _off = TriggersOff::on(conn)?;
         self.workflow_on(&SqliteTx::new(conn), &flow, now)
     }
 
@@ -73,7 +74,13 @@ impl Queue {
         })
     }
 
-    fn workflow_on(&self, tx: &dyn Tx, flow: &Workflow, now: i64) -> Result<WorkflowIds> {
+    /// Writes `flow` (already validated) in the caller's transaction.
+    pub(crate) fn workflow_on(
+        &self,
+        tx: &dyn Tx,
+        flow: &Workflow,
+        now: i64,
+    ) -> Result<WorkflowIds> {
         let workflow_id = tx.create_workflow("workflow", &flow.name, false, now)?;
         let steps = self.insert_steps(tx, workflow_id, &flow.steps, &BTreeMap::new(), now)?;
         Ok(WorkflowIds { workflow_id, steps })
@@ -377,16 +384,63 @@ impl Queue {
 }
 
 /// In the transaction that requeued dead job `old` as job `new`: `new` takes `old`'s place
-/// in its workflow or batch (same step name), and the jobs `old`'s end cancelled wait for
-/// `new` instead.
+/// in its workflow or batch (same step name) and its waits (so its handler reads what
+/// `old`'s read, with `JobContext::dependencies`), and the jobs `old`'s end cancelled wait
+/// for `new` instead.
 pub(crate) fn stand_in(tx: &dyn Tx, old: i64, new: i64, now: i64) -> Result<()> {
     if let Some(job) = tx.job(old)? {
         if let Some(workflow_id) = job.workflow_id {
             tx.place_in_workflow(new, workflow_id, job.step.as_deref())?;
         }
     }
+    // A job that ran had each of its waits satisfied, so the copies are too and hold `new`
+    // back for nothing; a wait still pending (a status changed by plain SQL) holds it.
+    let waits: Vec<Edge> = tx
+        .dependencies_of(old)?
+        .into_iter()
+        .map(|d| Edge {
+            job_id: new,
+            depends_on: d.id,
+            any_outcome: d.any_outcome,
+        })
+        .collect();
+    tx.add_dependencies(&waits, now)?;
     tx.revive_dependants(old, new, now)?;
     Ok(())
+}
+
+/// The schema's triggers hold a job for each wait inserted (and count the jobs a failed
+/// dependency cancels) for programs that write by plain SQL; litejobs does the same in code,
+/// and its own connections run with triggers off. A caller's connection runs them: they are
+/// off while a workflow is written on it, then as the caller had them, or each step would
+/// be held twice and never released.
+struct TriggersOff<'c> {
+    conn: &'c Connection,
+    were_on: bool,
+}
+
+impl<'c> TriggersOff<'c> {
+    fn on(conn: &'c Connection) -> Result<TriggersOff<'c>> {
+        use rusqlite::config::DbConfig;
+        let were_on = conn.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)?;
+        if were_on {
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+        }
+        Ok(TriggersOff { conn, were_on })
+    }
+}
+
+impl Drop for TriggersOff<'_> {
+    fn drop(&mut self) {
+        if self.were_on {
+            if let Err(e) = self.conn.set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+                true,
+            ) {
+                log::warn!("litejobs: could not turn the caller's triggers back on: {e}");
+            }
+        }
+    }
 }
 
 fn close_batch_on(tx: &dyn Tx, batch_id: i64, now: i64) -> Result<()> {
