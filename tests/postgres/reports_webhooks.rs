@@ -442,8 +442,8 @@ fn pg_a_report_fans_out_into_chunks_and_is_polled_to_ready() {
 }
 
 /// Two workers on two queues (two processes), one thread each;
-/// the two chunks of each run meet in their handlers, so their completions race. Exactly
-/// one of them sees the last chunk done and enqueues the finishing job.
+/// the two chunks of each run meet in their handlers, so their completions race. The
+/// finishing step, which waits for both chunks' jobs, is released once.
 #[test]
 fn pg_the_finisher_runs_once_when_the_last_chunks_complete_together_in_two_processes() {
     let Some((schema, queue, clock)) = setup() else {
