@@ -31,7 +31,7 @@
 //! - Each chunk has a hard time limit ([`ReportKind::chunk_timeout`]): past it the attempt
 //!   is recorded as timed out and retried, and its late rows are discarded.
 //! - A request job that is a step of a workflow of yours ([`request_job`] as a
-//!   [`Step`](crate::Step)) adds the chunks to that workflow (named `<its step>: chunk 0` …
+//!   [`Step`]) adds the chunks to that workflow (named `<its step>: chunk 0` …
 //!   and `<its step>: finish`), and your steps that wait for it wait for the finishing step
 //!   too: "email the link" after "report" runs once the report is ready.
 //!
