@@ -450,3 +450,106 @@ fn a_requeued_step_reads_the_results_of_the_steps_it_waited_for() {
         [Some(json!({"account_id": 1001}))]
     );
 }
+
+#[test]
+fn a_held_job_waits_with_a_run_at_far_away_and_is_never_due() {
+    let env = setup();
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let b = ids.step("b").expect("b");
+    env.clock.advance(std::time::Duration::from_secs(3600));
+    // In the database: queued, run_at far away, the time it asked for kept beside it.
+    assert_eq!(
+        env.sql_i64(&format!(
+            "SELECT COUNT(*) FROM jobs WHERE id = {b} AND status = 'queued' AND waiting_for = 1
+               AND run_at = 99999999999999 AND held_run_at = {}",
+            crate::support::START_MS
+        )),
+        1
+    );
+    // Through the API: the time it asked for.
+    assert_eq!(job(&env.queue, b).run_at, crate::support::START_MS);
+    // Only "a" is due, an hour late; "b" is not counted as due.
+    let health = env
+        .queue
+        .health(std::time::Duration::from_secs(3600))
+        .expect("health");
+    assert_eq!(health.due_now, 1);
+}
+
+#[test]
+fn a_dependency_ended_by_plain_sql_releases_its_dependants_at_the_sweep() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let (a, b) = (ids.step("a").expect("a"), ids.step("b").expect("b"));
+    // Another program ends "a" by hand: nothing settles its waits in that statement.
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = 'succeeded', attempts = 1, finished_at = {now}, updated_at = {now}
+         WHERE id = {a}",
+        now = crate::support::START_MS
+    ));
+    assert_eq!(job(&env.queue, b).waiting_for, 1);
+    assert_eq!(env.queue.settle_waits().expect("sweep"), 1);
+    assert_eq!(job(&env.queue, b).waiting_for, 0);
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["ship"]);
+}
+
+#[test]
+fn a_held_step_past_its_deadline_is_cancelled_and_so_are_the_steps_after_it() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let quarter = std::time::Duration::from_secs(15 * 60);
+    let flow = Workflow::new("w")
+        // No handler for "slow" in this worker: it never runs.
+        .step(Step::new("a", NewJob::new("slow", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({})).expire_after(quarter)).after("a"))
+        .step(Step::new("c", NewJob::new("receipt", json!({}))).after("b"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    env.clock
+        .advance(quarter + std::time::Duration::from_secs(60));
+    let report = testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(report.expired, 1);
+    let b = job(&env.queue, ids.step("b").expect("b"));
+    assert_eq!(
+        (b.status, b.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("deadline"))
+    );
+    let c = job(&env.queue, ids.step("c").expect("c"));
+    assert_eq!(
+        (c.status, c.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("dependency"))
+    );
+    assert!(ran.lock().expect("lock").is_empty());
+}
+
+#[test]
+fn a_fan_out_passes_over_a_dependant_cancelled_meanwhile() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let builder = worker(&env, &ran).handler("plan", |ctx: &JobContext| {
+        let steps = vec![
+            Step::new("chunk 0", NewJob::new("chunk", json!({}))),
+            Step::new("finish", NewJob::new("finish", json!({}))).after("chunk 0"),
+        ];
+        ctx.add_steps_before_dependants(steps)
+            .map_err(|e| JobError::permanent(e.to_string()))?;
+        Ok(())
+    });
+    let flow = Workflow::new("report")
+        .step(Step::new("plan", NewJob::new("plan", json!({}))))
+        .step(Step::new("mail", NewJob::new("mail", json!({}))).after("plan"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    env.queue
+        .cancel_as(ids.step("mail").expect("mail"), "ops", "no mail")
+        .expect("cancel");
+    let report = testing::drain(&builder).expect("drain");
+    assert_eq!((report.succeeded, report.dead), (3, 0), "{report:?}");
+    assert_eq!(*ran.lock().expect("lock"), ["chunk", "finish"]);
+}
