@@ -349,3 +349,27 @@ fn a_retry_now_of_a_held_job_is_refused() {
         .expect_err("held");
     assert_eq!(e.kind(), ErrorKind::InvalidState);
 }
+
+#[test]
+fn pruning_a_finished_workflow_takes_its_waits_and_its_row_with_it() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("old")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    // A newer job: the newest row is never pruned (it keeps ids from being reused).
+    env.queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    env.clock
+        .advance(std::time::Duration::from_secs(8 * 24 * 3600));
+    env.queue
+        .prune(&litejobs::maintenance::PruneOptions::new(
+            std::time::Duration::from_secs(7 * 24 * 3600),
+        ))
+        .expect("prune");
+    assert!(env.queue.workflow(ids.workflow_id).expect("read").is_none());
+    assert_eq!(env.sql_i64("SELECT COUNT(*) FROM job_deps"), 0);
+}
