@@ -373,3 +373,38 @@ fn pruning_a_finished_workflow_takes_its_waits_and_its_row_with_it() {
     assert!(env.queue.workflow(ids.workflow_id).expect("read").is_none());
     assert_eq!(env.sql_i64("SELECT COUNT(*) FROM job_deps"), 0);
 }
+
+/// A running worker (not a drain): the fan-in runs once, after every chunk, without a poll
+/// interval's wait being needed to find it (its release is in the chunk's own write).
+#[test]
+fn a_running_worker_runs_a_fan_in_once_after_every_chunk() {
+    use crate::support::scripted::{stop, wait_finished};
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let events = env.queue.subscribe();
+    let chunks: Vec<Step> = (0..50)
+        .map(|i| Step::new(format!("c{i}"), NewJob::new("chunk", json!({"i": i}))))
+        .collect();
+    let finish = (0..50).fold(
+        Step::new("finish", NewJob::new("finish", json!({}))),
+        |s, i| s.after(format!("c{i}")),
+    );
+    let flow = chunks
+        .into_iter()
+        .fold(Workflow::new("fan"), Workflow::step)
+        .step(finish);
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let worker = worker(&env, &ran)
+        .concurrency(4)
+        // Far longer than the test may take: a release found only by polling would hang.
+        .poll_interval(std::time::Duration::from_secs(3600))
+        .start()
+        .expect("start");
+    let finished = wait_finished(&events, ids.step("finish").expect("finish"));
+    assert_eq!(finished.status, JobStatus::Succeeded);
+    stop(worker);
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran.iter().filter(|t| *t == "finish").count(), 1);
+    assert_eq!(ran.last().map(String::as_str), Some("finish"));
+    assert_eq!(ran.len(), 51);
+}
