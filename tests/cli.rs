@@ -27,6 +27,7 @@ use crate::support::scripted::wait_event_within;
 use crate::support::{count_rows, raw_conn, temp_dir};
 
 mod actions; // cancel, retry, pause/resume with a running worker
+mod after; // enqueue --after: a job that waits for others
 #[cfg(unix)]
 mod cancel; // cancel by type and text (dry run, all or nothing); running commands in two other worker processes
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard

@@ -408,3 +408,39 @@ fn a_running_worker_runs_a_fan_in_once_after_every_chunk() {
     assert_eq!(ran.last().map(String::as_str), Some("finish"));
     assert_eq!(ran.len(), 51);
 }
+
+#[test]
+fn a_job_enqueued_after_another_by_id_waits_for_it_and_a_missing_one_is_refused() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let ship = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(charge))
+        .expect("enqueue");
+    let batch = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("receipt", json!({})).after(ship),
+            NewJob::new("cleanup", json!({})).after_any_outcome(charge),
+        ])
+        .expect("batch");
+    assert_eq!(job(&env.queue, ship).waiting_for, 1);
+    assert_eq!(job(&env.queue, batch[0]).waiting_for, 1);
+    let before = env.count_jobs();
+    let e = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(987_654))
+        .expect_err("no such job");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(env.count_jobs(), before, "nothing was written");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran[0], "charge");
+    let pos = |t: &str| ran.iter().position(|r| r == t).expect("ran");
+    assert!(pos("ship") < pos("receipt"));
+    assert!(pos("charge") < pos("cleanup"));
+}

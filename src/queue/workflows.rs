@@ -100,6 +100,14 @@ impl Queue {
         }
         let mut edges = Vec::new();
         for step in steps {
+            // Waits given on the step's job itself (`NewJob::after`).
+            for &(depends_on, any_outcome) in &step.job.after {
+                edges.push(Edge {
+                    job_id: ids[&step.name],
+                    depends_on,
+                    any_outcome,
+                });
+            }
             for wait in &step.waits {
                 let depends_on = match &wait.target {
                     Target::Job(id) => *id,

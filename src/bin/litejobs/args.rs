@@ -201,6 +201,14 @@ pub struct EnqueueArgs {
     /// without it.
     #[arg(long)]
     pub encrypt: bool,
+    /// Wait for job ID to succeed first (held until then; cancelled if it ends dead or
+    /// cancelled). May be given more than once.
+    #[arg(long, value_name = "ID")]
+    pub after: Vec<i64>,
+    /// Wait for job ID to end, however it ends (clean-up that runs anyway). May be given
+    /// more than once.
+    #[arg(long, value_name = "ID")]
+    pub after_any: Vec<i64>,
 }
 
 /// `stats`.
