@@ -165,10 +165,11 @@ CREATE TABLE jobs (
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
 );
 
--- The claim reads due rows of one queue in (priority DESC, run_at, id) order; the index holds
--- only waiting rows, so finished jobs never slow it down.
+-- The claim reads due rows of one queue that wait for no other job (waiting_for = 0) in
+-- (priority DESC, run_at, id) order, so held jobs are never passed over; the index holds only
+-- waiting rows, so finished jobs never slow it down.
 -- Its last two columns let the live jobs be counted by type and status from the index alone.
-CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id, job_type, status)
+CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id, job_type, status)
     WHERE status IN ('queued', 'failed');
 
 -- Enforces idempotency keys among live and succeeded jobs (dead and cancelled release theirs).
