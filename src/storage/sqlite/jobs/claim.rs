@@ -126,8 +126,8 @@ impl SqliteTx<'_> {
 }
 
 /// The claim's statements for a worker of `types` job types.
-struct ClaimSql {
-    select: String,
+pub(super) struct ClaimSql {
+    pub(super) select: String,
     /// The update of 1, 2, 4, … [`CLAIM_IDS_PER_UPDATE`] chosen jobs by id.
     updates: Vec<String>,
 }
@@ -137,7 +137,7 @@ const CLAIM_IDS_PER_UPDATE: usize = 64;
 
 /// The claim's statements for `types` job types, built once per process for each count (a
 /// claim's text depends on nothing else; building it per claim cost 8 000 instructions).
-fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
+pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
     static BUILT: std::sync::Mutex<Vec<(usize, std::sync::Arc<ClaimSql>)>> =
         std::sync::Mutex::new(Vec::new());
     let mut built = BUILT
