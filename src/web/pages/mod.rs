@@ -10,6 +10,8 @@ pub(crate) mod jobs;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod schedules;
+pub(crate) mod workflow;
+pub(crate) mod workflows;
 
 use crate::error::{Error, ErrorKind};
 use crate::job::{JobRecord, JobStatus};

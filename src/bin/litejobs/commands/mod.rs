@@ -25,6 +25,8 @@ pub mod webhook;
 pub mod work;
 pub mod work_commands;
 pub mod work_startup;
+pub mod workflow;
+pub mod workflow_show;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -247,6 +249,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Dead(cmd) => dead::run(&ctx, cmd, out),
         Command::Cancel(args) => cancel::run(&ctx, args, out),
         Command::Retry(args) => retry::run(&ctx, args, out),
+        Command::Workflow(cmd) => workflow::run(&ctx, cmd, out),
         Command::Pause(args) => pause::pause(&ctx, args, out),
         Command::Resume(args) => pause::resume(&ctx, args, out),
         Command::Prune(args) => prune::run(&ctx, args, out),
