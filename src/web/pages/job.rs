@@ -14,7 +14,7 @@ use crate::web::html::{
 use crate::web::server::http::{query_string, Response};
 
 use super::error_response;
-use super::workflow::{shown_name, waits_html};
+use super::flow_parts::{shown_name, waits_html};
 
 /// The `by` a requeue or a cancel records unless the form says otherwise.
 pub(crate) const DEFAULT_REQUEUED_BY: &str = "web dashboard";

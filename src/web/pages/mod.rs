@@ -5,6 +5,7 @@ pub(crate) mod actions;
 pub(crate) mod dead;
 #[cfg(feature = "webhook")]
 pub(crate) mod endpoints;
+pub(crate) mod flow_parts;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod login;

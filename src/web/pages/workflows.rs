@@ -114,7 +114,7 @@ fn table(out: &mut String, ctx: &Ctx, listings: &[WorkflowListing]) {
             out,
             "<tr><td class=\"num\"><a href=\"/workflows/{id}\">#{id}</a></td><td>{}</td><td class=\"wrap-cell\"><a href=\"/workflows/{id}\">{}</a></td><td>{}</td><td class=\"when-cell\">{}</td><td>{}</td><td class=\"when-cell\"><span title=\"{}\">{}</span></td></tr>",
             esc(w.kind.as_str()),
-            esc(&super::workflow::shown_name(&w.name)),
+            esc(&super::flow_parts::shown_name(&w.name)),
             state_badge(w.open, &w.counts),
             progress(w.ended(), w.total()),
             count_badges(&w.counts),

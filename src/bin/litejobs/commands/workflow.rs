@@ -1,5 +1,5 @@
-//! `litejobs workflow list | cancel` (`show` is in `workflow_show`): workflows and batches,
-//! the jobs that wait for other jobs.
+//! `litejobs workflow list | cancel` (`show` is `workflow_show`, run from `commands`):
+//! workflows and batches, the jobs that wait for other jobs.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -9,18 +9,9 @@ use litejobs::JobStatus;
 use serde::Serialize;
 
 use super::{CliError, Ctx, Exit};
-use crate::args::{WorkflowCancelArgs, WorkflowCommand, WorkflowListArgs};
+use crate::args::{WorkflowCancelArgs, WorkflowListArgs};
 use crate::duration::ago;
 use crate::output::{clip, write_json, Table};
-
-/// Runs a `workflow` subcommand.
-pub fn run(ctx: &Ctx, cmd: &WorkflowCommand, out: &mut dyn Write) -> Result<Exit, CliError> {
-    match cmd {
-        WorkflowCommand::List(args) => list(ctx, args, out),
-        WorkflowCommand::Show(args) => super::workflow_show::run(ctx, args.id, out),
-        WorkflowCommand::Cancel(args) => cancel(ctx, args, out),
-    }
-}
 
 /// One workflow of `workflow list --json`: the listing with its progress spelled out.
 #[derive(Serialize)]
@@ -74,7 +65,8 @@ pub fn counts_text(counts: &BTreeMap<JobStatus, usize>) -> String {
     }
 }
 
-fn list(ctx: &Ctx, args: &WorkflowListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+/// `workflow list`: newest first, a page at a time.
+pub fn list(ctx: &Ctx, args: &WorkflowListArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_read_only()?;
     let listings = queue.workflows(args.limit, args.before)?;
     if ctx.json {
@@ -122,7 +114,8 @@ fn list(ctx: &Ctx, args: &WorkflowListArgs, out: &mut dyn Write) -> Result<Exit,
     Ok(Exit::Ok)
 }
 
-fn cancel(ctx: &Ctx, args: &WorkflowCancelArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+/// `workflow cancel`: what has not ended, in one transaction.
+pub fn cancel(ctx: &Ctx, args: &WorkflowCancelArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
     let id = args.workflow.id;
     let by = args.who();
