@@ -102,12 +102,13 @@ impl WorkflowInfo {
         ordered
     }
 
-    /// The label of job `id` when it is one of this workflow's jobs.
-    pub fn label_of(&self, id: i64) -> Option<&str> {
+    /// The step name of job `id` when it is a named step of this workflow (a batch's
+    /// members have none; a job outside it is not found).
+    pub fn step_name_of(&self, id: i64) -> Option<&str> {
         self.steps
             .iter()
             .find(|s| s.id == id)
-            .map(WorkflowStep::label)
+            .and_then(|s| s.step.as_deref())
     }
 
     /// `in progress`, `finished`, or `open` for a batch still taking jobs.
@@ -202,6 +203,8 @@ mod tests {
             order(&flow),
             [(0, "charge"), (0, "audit"), (1, "ship"), (2, "receipt")]
         );
+        assert_eq!(flow.step_name_of(2), Some("ship"));
+        assert_eq!(flow.step_name_of(99), None, "a job outside the workflow");
     }
 
     #[test]

@@ -425,4 +425,20 @@ fn an_empty_database_has_no_workflows_and_a_page_ends_with_the_next_one() {
         .json();
     assert_eq!(next["workflows"][0]["id"], json!(ids[0]));
     assert_eq!(next["workflows"].as_array().map(Vec::len), Some(1));
+
+    // Names another program wrote cannot drive the terminal: control characters escaped.
+    let hostile = fx
+        .queue
+        .enqueue_workflow(
+            Workflow::new("clear \u{1b}[2J")
+                .step(Step::new("red \u{1b}[31m", NewJob::new("ship", json!({})))),
+        )
+        .expect("enqueue")
+        .workflow_id
+        .to_string();
+    for args in [vec!["workflow", "show", &hostile], vec!["workflow", "list"]] {
+        let out = fx.run(&args).ok().stdout;
+        assert!(!out.contains('\u{1b}'), "{args:?}: {out:?}");
+        assert!(out.contains("clear \\u{1b}[2J"), "{args:?}: {out}");
+    }
 }

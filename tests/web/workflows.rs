@@ -213,6 +213,21 @@ fn an_open_batch_shows_its_held_callbacks_which_cannot_be_run_now() {
         members[29], members[29]
     )));
 
+    // The overview counts it apart from the scheduled jobs, live too.
+    let overview = c.get("/").expect(200);
+    assert!(
+        overview
+            .body
+            .contains("<span data-key=\"scheduled\">0</span>")
+            && overview
+                .body
+                .contains("<span data-key=\"waiting_dependants\">1</span>"),
+        "{}",
+        overview.body
+    );
+    let live = c.get("/api/overview").expect(200).json();
+    assert_eq!(live["values"]["waiting_dependants"], json!("1"));
+
     // The callback's page: held, so no "Run now" (the library refuses it: 409).
     let job = c.get(&format!("/jobs/{callback}")).expect(200);
     assert!(
@@ -258,7 +273,7 @@ fn cancel_workflow_through_the_form_with_csrf_and_the_reason() {
         "{}",
         page.body
     );
-    // The session's token, for the posts after the form is gone.
+    // The page's CSRF token, kept for the posts once the form is gone.
     let csrf = page.csrf();
 
     // Without the form's CSRF token: refused, nothing changed.

@@ -2,7 +2,7 @@
 //! job's status with `waiting for N` when held, what a job waits for (each wait linked to
 //! its job, marked ✓ done, ✗ failed, … pending).
 
-use crate::workflow::{WaitInfo, WaitState, WorkflowInfo, WorkflowStep, MEMBER_LABEL};
+use crate::workflow::{WaitInfo, WaitState, WorkflowInfo, WorkflowStep};
 
 use crate::web::format::{clip, count};
 use crate::web::html::{badge, esc};
@@ -41,9 +41,9 @@ fn mark(state: WaitState) -> &'static str {
 }
 
 fn wait_html(info: &WorkflowInfo, wait: &WaitInfo, all_any: bool) -> String {
-    let name = match info.label_of(wait.job_id) {
-        Some(label) if label != MEMBER_LABEL => clip(label, 40).into_owned(),
-        _ => format!("#{}", wait.job_id),
+    let name = match info.step_name_of(wait.job_id) {
+        Some(step) => clip(step, 40).into_owned(),
+        None => format!("#{}", wait.job_id),
     };
     let any = if wait.any_outcome && !all_any {
         " <span class=\"muted small\">(any outcome)</span>"

@@ -101,12 +101,12 @@ fn cancel_form(out: &mut String, ctx: &Ctx, info: &WorkflowInfo) {
     if ctx.read_only || info.is_finished() {
         return;
     }
-    let _ = write!(
+    let _ = writeln!(
         out,
         "<section class=\"actions-panel\"><form method=\"post\" action=\"/workflows/{}/cancel\" class=\"cancel\" id=\"cancel-workflow-form\" data-confirm=\"Cancel every job of this {} that has not ended? Running ones are told to stop.\">{}\
          <label>Reason <input name=\"reason\" required maxlength=\"500\" placeholder=\"why (kept on each job)\"></label>\
          <label>By <input name=\"by\" maxlength=\"200\" value=\"{}\"></label>\
-         <button class=\"btn btn-danger\">Cancel {}</button></form></section>\n",
+         <button class=\"btn btn-danger\">Cancel {}</button></form></section>",
         info.id,
         info.kind.as_str(),
         csrf_field(ctx),

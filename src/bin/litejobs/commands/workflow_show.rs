@@ -121,9 +121,9 @@ fn mark(state: WaitState) -> &'static str {
 /// its mark, and `(any outcome)` for a wait that lets the job run however the other ended
 /// (unless `all_any` says every wait of the list does, which is said once).
 fn wait_text(info: &WorkflowInfo, wait: &WaitInfo, all_any: bool) -> String {
-    let name = match info.label_of(wait.job_id) {
-        Some(label) if label != litejobs::workflow::MEMBER_LABEL => label.to_string(),
-        _ => format!("#{}", wait.job_id),
+    let name = match info.step_name_of(wait.job_id) {
+        Some(step) => step.to_string(),
+        None => format!("#{}", wait.job_id),
     };
     let any = if wait.any_outcome && !all_any {
         " (any outcome)"
