@@ -119,9 +119,10 @@ CREATE TABLE jobs (
     CONSTRAINT jobs_expires_at_ms CHECK (expires_at IS NULL OR (expires_at >= created_at / 100 AND expires_at < 100000000000000))
 );
 
--- The claim reads due rows of one queue in (priority DESC, run_at, id) order; the index holds
--- only waiting rows, so finished jobs never slow it down.
-CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id)
+-- The claim reads due rows of one queue that wait for no other job (waiting_for = 0) in
+-- (priority DESC, run_at, id) order, so held jobs are never passed over; the index holds only
+-- waiting rows, so finished jobs never slow it down.
+CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id)
     WHERE status IN ('queued', 'failed');
 
 -- Enforces idempotency keys among live and succeeded jobs (dead and cancelled release theirs).

@@ -599,7 +599,7 @@ BEGIN
     WHERE id = NEW.job_id AND status = 'queued'
       AND (SELECT state FROM job_deps WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on) = 'pending';
     UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-                    cancel_reason = 'job ' || NEW.depends_on || ' ended '
+                    cancel_reason = 'dependency job ' || NEW.depends_on || ' ended '
                         || (SELECT status FROM jobs WHERE id = NEW.depends_on),
                     finished_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
                     updated_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),

@@ -15,6 +15,12 @@ ALTER TABLE jobs ADD COLUMN held_run_at BIGINT;
 -- 1 once another job depends on this one: only such jobs look for dependants when they end.
 ALTER TABLE jobs ADD COLUMN has_dependants BIGINT NOT NULL DEFAULT 0;
 
+-- The claim's index gains waiting_for after the queue: a claim reads the jobs waiting for
+-- nothing (waiting_for = 0) in claim order, and never passes over held jobs, however many.
+DROP INDEX jobs_due_idx;
+CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id)
+    WHERE status IN ('queued', 'failed');
+
 -- Jobs others wait for, by id.
 CREATE INDEX jobs_with_dependants_idx ON jobs (id) WHERE has_dependants = 1;
 
