@@ -36,6 +36,7 @@ macro_rules! guide_links {
          [benchmarks.md#command-handlers]: crate::guide::benchmarks#command-handlers\n\
          [benchmarks.md#postgresql]: crate::guide::benchmarks#postgresql\n\
          [dashboard.md]: crate::guide::dashboard\n\
+         [dashboard.md#seeing-workflows]: crate::guide::dashboard#seeing-workflows\n\
          [encryption.md]: crate::guide::encryption\n\
          [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
          [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
@@ -43,8 +44,8 @@ macro_rules! guide_links {
          [jobs.md#deadlines]: crate::guide::jobs#deadlines\n\
          [jobs.md#rate-limits-and-circuit-breakers]: crate::guide::jobs#rate-limits-and-circuit-breakers\n\
          [jobs.md#when-a-running-job-is-cancelled]: crate::guide::jobs#when-a-running-job-is-cancelled\n\
-         [operating.md]: crate::guide::operating\n\
          [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
+         [operating.md#workflows-and-batches]: crate::guide::operating#workflows-and-batches\n\
          [periodic.md]: crate::guide::periodic\n\
          [postgres.md]: crate::guide::postgres\n\
          [reports.md]: crate::guide::reports\n\

@@ -553,3 +553,132 @@ fn a_fan_out_passes_over_a_dependant_cancelled_meanwhile() {
     assert_eq!((report.succeeded, report.dead), (3, 0), "{report:?}");
     assert_eq!(*ran.lock().expect("lock"), ["chunk", "finish"]);
 }
+
+#[test]
+fn pruning_a_finished_workflow_takes_its_waits_and_its_row_with_it() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("old")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    // A newer job: the newest row is never pruned (it keeps ids from being reused).
+    env.queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    env.clock
+        .advance(std::time::Duration::from_secs(8 * 24 * 3600));
+    env.queue
+        .prune(&litejobs::maintenance::PruneOptions::new(
+            std::time::Duration::from_secs(7 * 24 * 3600),
+        ))
+        .expect("prune");
+    assert!(env.queue.workflow(ids.workflow_id).expect("read").is_none());
+    assert_eq!(env.sql_i64("SELECT COUNT(*) FROM job_deps"), 0);
+}
+
+/// A running worker (not a drain): the fan-in runs once, after every chunk, without a poll
+/// interval's wait being needed to find it (its release is in the chunk's own write).
+#[test]
+fn a_running_worker_runs_a_fan_in_once_after_every_chunk() {
+    use crate::support::scripted::{stop, wait_finished};
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let events = env.queue.subscribe();
+    let chunks: Vec<Step> = (0..50)
+        .map(|i| Step::new(format!("c{i}"), NewJob::new("chunk", json!({"i": i}))))
+        .collect();
+    let finish = (0..50).fold(
+        Step::new("finish", NewJob::new("finish", json!({}))),
+        |s, i| s.after(format!("c{i}")),
+    );
+    let flow = chunks
+        .into_iter()
+        .fold(Workflow::new("fan"), Workflow::step)
+        .step(finish);
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let worker = worker(&env, &ran)
+        .concurrency(4)
+        // Far longer than the test may take: a release found only by polling would hang.
+        .poll_interval(std::time::Duration::from_secs(3600))
+        .start()
+        .expect("start");
+    let finished = wait_finished(&events, ids.step("finish").expect("finish"));
+    assert_eq!(finished.status, JobStatus::Succeeded);
+    stop(worker);
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran.iter().filter(|t| *t == "finish").count(), 1);
+    assert_eq!(ran.last().map(String::as_str), Some("finish"));
+    assert_eq!(ran.len(), 51);
+}
+
+#[test]
+fn a_job_enqueued_after_another_by_id_waits_for_it_and_a_missing_one_is_refused() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let ship = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(charge))
+        .expect("enqueue");
+    let batch = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("receipt", json!({})).after(ship),
+            NewJob::new("cleanup", json!({})).after_any_outcome(charge),
+        ])
+        .expect("batch");
+    assert_eq!(job(&env.queue, ship).waiting_for, 1);
+    assert_eq!(job(&env.queue, batch[0]).waiting_for, 1);
+    let before = env.count_jobs();
+    let e = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(987_654))
+        .expect_err("no such job");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(env.count_jobs(), before, "nothing was written");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran[0], "charge");
+    let pos = |t: &str| ran.iter().position(|r| r == t).expect("ran");
+    assert!(pos("ship") < pos("receipt"));
+    assert!(pos("charge") < pos("cleanup"));
+}
+
+#[test]
+fn a_job_enqueued_after_another_in_the_callers_transaction_runs_after_it() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    // The caller's own connection, with the schema's triggers on as any program's are.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    let ship = env
+        .queue
+        .enqueue_in(&tx, NewJob::new("ship", json!({})).after(charge))
+        .expect("enqueue_in");
+    let receipt = litejobs::enqueue_in(&tx, NewJob::new("receipt", json!({})).after(ship))
+        .expect("the free enqueue_in");
+    tx.commit().expect("commit");
+    assert_eq!(job(&env.queue, ship).waiting_for, 1);
+    assert_eq!(job(&env.queue, receipt).waiting_for, 1);
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["charge", "ship"]);
+    // Released by ship's end, due at its own time (the free function's clock is the
+    // system's, later than this test's).
+    let receipt = job(&env.queue, receipt);
+    assert_eq!(
+        (receipt.status, receipt.waiting_for),
+        (JobStatus::Queued, 0)
+    );
+}

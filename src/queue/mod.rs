@@ -12,9 +12,11 @@ pub(crate) mod events;
 pub mod metrics;
 pub(crate) mod reads;
 pub(crate) mod rotation;
+mod triggers_off;
 pub(crate) mod wake;
 pub(crate) mod workflows;
 
+use crate::storage::jobs::deps::add_waits_of;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,7 @@ use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
 use crate::system::clock::{Clock, SystemClock};
 use cancels::CancelList;
 use events::{Event, EventHub};
+use triggers_off::TriggersOff;
 use wake::WakeList;
 
 /// How long a write waits for another process's lock before giving up with
@@ -361,10 +364,18 @@ impl Queue {
         let payload = self.stored_payload(None, &job, payload, now)?;
         // One insert (a key's races settled by the insert itself): no transaction around it
         // where that saves round trips.
-        let inserted = self
-            .inner
-            .db
-            .write_statements(|tx| tx.insert_job(&job, &payload, now))?;
+        let insert = |tx: &dyn Tx| {
+            let inserted = tx.insert_job(&job, &payload, now)?;
+            if inserted.created && !job.after.is_empty() {
+                add_waits_of(tx, inserted.id, &job, now)?;
+            }
+            Ok(inserted)
+        };
+        let inserted = if job.after.is_empty() {
+            self.inner.db.write_statements(insert)?
+        } else {
+            self.inner.db.write(insert)?
+        };
         if inserted.created {
             self.after_enqueue(&[(inserted.id, &job)]);
         }
@@ -404,7 +415,9 @@ impl Queue {
     /// and clock: the job commits with the caller's change, or not at all. Call
     /// [`Queue::notify`] after the commit to wake workers at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
-        self.enqueue_on(&SqliteTx::new(conn), job.into_new_job()?)
+        let job = job.into_new_job()?;
+        let _off = TriggersOff::for_waits_of(conn, &job)?;
+        self.enqueue_on(&SqliteTx::new(conn), job)
     }
 
     /// Enqueues inside the caller's own PostgreSQL transaction on their diesel connection
@@ -451,7 +464,11 @@ impl Queue {
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
             let payload = self.stored_payload(Some(tx), &job, payload, now)?;
-            Ok(crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?.id)
+            let inserted = crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?;
+            if inserted.created {
+                add_waits_of(tx, inserted.id, &job, now)?;
+            }
+            Ok(inserted.id)
         })
     }
 
@@ -461,7 +478,11 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         let payload = self.stored_payload(Some(tx), &job, payload, now)?;
-        Ok(tx.insert_job(&job, &payload, now)?.id)
+        let inserted = tx.insert_job(&job, &payload, now)?;
+        if inserted.created {
+            add_waits_of(tx, inserted.id, &job, now)?;
+        }
+        Ok(inserted.id)
     }
 
     /// After a commit that inserted `jobs`: tells subscribers and wakes this process's
@@ -574,6 +595,7 @@ impl Queue {
 /// ```
 pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     let job = job.into_new_job()?;
+    let _off = TriggersOff::for_waits_of(conn, &job)?;
     let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
     let tx: &dyn Tx = &SqliteTx::new(conn);
     // Without a queue there are no keys: a job that must be encrypted is refused.
@@ -588,5 +610,10 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
         ));
     }
     crate::encryption::envelope::refuse_lookalike(&payload)?;
-    Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
+    let now = SystemClock.now_ms();
+    let inserted = tx.insert_job(&job, &payload, now)?;
+    if inserted.created {
+        add_waits_of(tx, inserted.id, &job, now)?;
+    }
+    Ok(inserted.id)
 }

@@ -7,6 +7,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{validate, NewJob};
+use crate::queue::triggers_off::TriggersOff;
 use crate::storage::jobs::{Edge, Settled};
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
 use crate::storage::{SqliteTx, Tx};
@@ -107,6 +108,14 @@ impl Queue {
         }
         let mut edges = Vec::new();
         for step in steps {
+            // Waits given on the step's job itself (`NewJob::after`).
+            for &(depends_on, any_outcome) in &step.job.after {
+                edges.push(Edge {
+                    job_id: ids[&step.name],
+                    depends_on,
+                    any_outcome,
+                });
+            }
             for wait in &step.waits {
                 let depends_on = match &wait.target {
                     Target::Job(id) => *id,
@@ -407,40 +416,6 @@ pub(crate) fn stand_in(tx: &dyn Tx, old: i64, new: i64, now: i64) -> Result<()> 
     tx.add_dependencies(&waits, now)?;
     tx.revive_dependants(old, new, now)?;
     Ok(())
-}
-
-/// The schema's triggers hold a job for each wait inserted (and count the jobs a failed
-/// dependency cancels) for programs that write by plain SQL; litejobs does the same in code,
-/// and its own connections run with triggers off. A caller's connection runs them: they are
-/// off while a workflow is written on it, then as the caller had them, or each step would
-/// be held twice and never released.
-struct TriggersOff<'c> {
-    conn: &'c Connection,
-    were_on: bool,
-}
-
-impl<'c> TriggersOff<'c> {
-    fn on(conn: &'c Connection) -> Result<TriggersOff<'c>> {
-        use rusqlite::config::DbConfig;
-        let were_on = conn.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)?;
-        if were_on {
-            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
-        }
-        Ok(TriggersOff { conn, were_on })
-    }
-}
-
-impl Drop for TriggersOff<'_> {
-    fn drop(&mut self) {
-        if self.were_on {
-            if let Err(e) = self.conn.set_db_config(
-                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
-                true,
-            ) {
-                log::warn!("litejobs: could not turn the caller's triggers back on: {e}");
-            }
-        }
-    }
 }
 
 fn close_batch_on(tx: &dyn Tx, batch_id: i64, now: i64) -> Result<()> {
