@@ -16,6 +16,20 @@
 --
 -- The defaults and the CHECK rules use only functions that SQLite 3.31 and older understand,
 -- so old system SQLite (Python, PHP, Go) can insert.
+--
+-- A job that waits for others: insert it and its job_deps rows in one transaction (each row:
+-- job_id waits for depends_on; any_outcome = 1 runs it however that job ends), e.g. for job 41
+--
+--     INSERT INTO jobs (job_type, payload) VALUES ('ship_order', '{"order_id": 1042}');
+--     INSERT INTO job_deps (job_id, depends_on) VALUES (last_insert_rowid(), 41);
+--
+-- The job_deps triggers (at the end of this file) hold it until job 41 has succeeded
+-- (waiting_for, run_at 99999999999999 and held_run_at: leave them to the triggers), settle the
+-- row at once when job 41 has already ended (one that ended dead or cancelled cancels the
+-- job), and refuse a wait on a job that does not exist ("job_deps: the job waited for
+-- (depends_on) does not exist"): roll back then. Workflows and batches are rows of
+-- `workflows` that jobs name in workflow_id (with their step name); docs/schema.md shows all
+-- of it.
 -- Statuses: queued, running, succeeded, failed (an attempt failed, the next one is
 -- scheduled at run_at), dead (attempts spent or a permanent error), cancelled.
 --

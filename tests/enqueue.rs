@@ -903,3 +903,39 @@ fn nan_and_infinity_in_a_typed_payload_are_refused_not_stored_as_null() {
         json!({"sensor": "t1", "readings": [1.5, -0.0], "ratio": 0.25})
     );
 }
+
+#[test]
+fn enqueue_in_counts_a_job_it_ends_once_and_leaves_the_callers_triggers_on() {
+    // `enqueue_in` takes the caller's rusqlite transaction: SQLite only.
+    if sqlite_only() {
+        return;
+    }
+    let env = setup();
+    env.queue
+        .enqueue(
+            NewJob::new("reset_email", json!({}))
+                .idempotency_key("reset:42")
+                .expire_after(Duration::from_secs(60)),
+        )
+        .expect("enqueue");
+    env.clock.advance(Duration::from_secs(61));
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    // The key's holder is past its deadline: this enqueue ends it and makes a new job.
+    env.queue
+        .enqueue_in(
+            &tx,
+            NewJob::new("reset_email", json!({})).idempotency_key("reset:42"),
+        )
+        .expect("enqueue_in");
+    tx.commit().expect("commit");
+    let cancelled = "SELECT COALESCE(SUM(n), 0) FROM job_counts WHERE status = 'cancelled'";
+    assert_eq!(env.sql_i64(cancelled), 1, "one job ended, counted once");
+    // The caller's connection still keeps the counts of its own plain SQL.
+    conn.execute(
+        "INSERT INTO jobs (job_type, payload, status) VALUES ('t', '{}', 'cancelled')",
+        [],
+    )
+    .expect("insert");
+    assert_eq!(env.sql_i64(cancelled), 2);
+}

@@ -948,7 +948,7 @@ fn the_dashboard_shows_foreign_rows_and_never_fails() {
 /// sql.js 1.2.2: SQLite 3.31.1 compiled to JavaScript, from the npm registry, unpacked under
 /// the target directory on first use. `None` (the test is skipped) where node or npm is
 /// missing, except in CI, where they must be there.
-fn sqlite_3_31() -> Option<std::path::PathBuf> {
+pub(crate) fn sqlite_3_31() -> Option<std::path::PathBuf> {
     if !crate::support::have_tool("node") {
         return None;
     }
@@ -979,7 +979,7 @@ fn sqlite_3_31() -> Option<std::path::PathBuf> {
 }
 
 /// Runs `setup` then each case in SQLite 3.31.1; returns "ok" or "error: ..." per case.
-fn run_in_sqlite_3_31(sqljs: &Path, setup: &[String], cases: &[&str]) -> Vec<String> {
+pub(crate) fn run_in_sqlite_3_31(sqljs: &Path, setup: &[String], cases: &[&str]) -> Vec<String> {
     use std::io::Write;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sqlite_3_31.js");
     let mut child = Command::new("node")

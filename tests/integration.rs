@@ -43,6 +43,8 @@ mod faults;
 mod foreign_rows;
 // deadlines for rows from other languages: the guide's plain-SQL insert with expires_at, from Python's sqlite3
 mod foreign_expiry;
+// waits for rows from other languages: the guide's plain-SQL job_deps, workflow and batch inserts, from Python's sqlite3 and in SQLite 3.31
+mod foreign_deps;
 // dedupe for rows from other languages: the README's plain-SQL insert once per key, remembered keys, the partial index's conflict target
 mod foreign_dedupe;
 // "no panic on any input" (proptest): payloads and job options, webhook signatures, Retry-After, the CLI
@@ -94,3 +96,7 @@ mod web;
 mod webhook;
 // jobs that wait for other jobs: workflows, batches, cascades, requeues, steps added at run time
 mod workflows;
+// SIGKILL while thousands of chunks release a fan-in step: it runs exactly once, after all of them
+mod workflow_crash;
+// model-based test of waits (seeded): random DAGs, batches, outcomes, crashes and a person's actions against an in-memory model
+mod workflow_model;

@@ -690,3 +690,330 @@ fn a_job_enqueued_after_another_in_the_callers_transaction_runs_after_it() {
         (JobStatus::Queued, 0)
     );
 }
+
+#[test]
+fn on_success_brought_back_by_a_requeue_still_waits_for_members_added_after_its_cancel() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let builder = worker(&env, &ran);
+    let batch = env
+        .queue
+        .open_batch(Batch::new("invoices").on_success(NewJob::new("on_success", json!({}))))
+        .expect("open");
+    let first = env
+        .queue
+        .add_to_batch(batch.batch_id, vec![NewJob::new("fail_member", json!({}))])
+        .expect("add")[0];
+    testing::drain(&builder).expect("drain");
+    let on_success = batch.on_success.expect("asked for");
+    assert_eq!(status(&env, on_success), JobStatus::Cancelled);
+    // Added while on_success stands cancelled: it must wait for this one too if it comes
+    // back.
+    let late = env
+        .queue
+        .add_to_batch(batch.batch_id, vec![NewJob::new("fail_member", json!({}))])
+        .expect("add")[0];
+    env.sql_exec(&format!(
+        "UPDATE jobs SET job_type = 'member' WHERE id = {first}"
+    ));
+    env.queue
+        .requeue_dead(first, "ops", "fixed")
+        .expect("requeue");
+    env.queue.close_batch(batch.batch_id).expect("close");
+    let held = job(&env.queue, on_success);
+    assert_eq!((held.status, held.waiting_for), (JobStatus::Queued, 2));
+    testing::drain(&builder).expect("drain");
+    // The late member ended dead: on_success does not run.
+    assert_eq!(status(&env, late), JobStatus::Dead);
+    assert!(
+        !ran.lock()
+            .expect("lock")
+            .contains(&"on_success".to_string()),
+        "on_success ran though a member ended dead: {:?}",
+        ran.lock().expect("lock")
+    );
+    assert_eq!(status(&env, on_success), JobStatus::Cancelled);
+}
+
+/// A worker whose `tidy` handler (a clean-up step) records the status of every job it
+/// waited for, as it sees them when it starts.
+fn tidy_worker(
+    env: &TestEnv,
+    ran: &Arc<Mutex<Vec<String>>>,
+    seen: &Arc<Mutex<Vec<Vec<JobStatus>>>>,
+) -> litejobs::WorkerBuilder {
+    let seen = Arc::clone(seen);
+    worker(env, ran).handler("tidy", move |ctx: &JobContext| -> Result<(), JobError> {
+        let deps = ctx
+            .dependencies()
+            .map_err(|e| JobError::permanent(e.to_string()))?;
+        seen.lock()
+            .expect("lock")
+            .push(deps.iter().map(|d| d.status).collect());
+        Ok(())
+    })
+}
+
+fn ended(status: JobStatus) -> bool {
+    matches!(
+        status,
+        JobStatus::Succeeded | JobStatus::Dead | JobStatus::Cancelled
+    )
+}
+
+#[test]
+fn a_cleanup_step_not_yet_started_waits_again_for_a_step_a_requeue_brings_back() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let builder = tidy_worker(&env, &ran, &seen);
+    // charge fails; ship (after charge) is cancelled, and so is cleanup (after charge), its
+    // wait on ship (any outcome) counted as done.
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("fail_charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(
+            Step::new("cleanup", NewJob::new("tidy", json!({})))
+                .after("charge")
+                .after_any_outcome("ship"),
+        );
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    let charge = ids.step("charge").expect("charge");
+    env.sql_exec(&format!(
+        "UPDATE jobs SET job_type = 'charge' WHERE id = {charge}"
+    ));
+    env.queue
+        .requeue_dead(charge, "ops", "card fixed")
+        .expect("requeue");
+    // ship is back, so cleanup waits for it again, not only for the new charge.
+    let cleanup = job(&env.queue, ids.step("cleanup").expect("cleanup"));
+    assert_eq!(
+        (cleanup.status, cleanup.waiting_for),
+        (JobStatus::Queued, 2)
+    );
+    testing::drain(&builder).expect("drain");
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "cleanup ran once");
+    assert!(
+        seen[0].iter().all(|&s| ended(s)),
+        "cleanup started while a job it waits for had not ended: {seen:?}"
+    );
+}
+
+#[test]
+fn a_cleanup_step_not_yet_started_waits_again_for_a_dead_step_retried_now() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let builder = tidy_worker(&env, &ran, &seen);
+    // cleanup waits for charge on any outcome, and asks to run a minute after it is free.
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("fail_charge", json!({}))))
+        .step(
+            Step::new(
+                "cleanup",
+                NewJob::new("tidy", json!({})).delay(std::time::Duration::from_secs(60)),
+            )
+            .after_any_outcome("charge"),
+        );
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    let charge = ids.step("charge").expect("charge");
+    assert_eq!(status(&env, charge), JobStatus::Dead);
+    // Released, not yet due; then charge runs again: cleanup waits for that end.
+    env.queue.retry_now(charge).expect("retry");
+    let cleanup = job(&env.queue, ids.step("cleanup").expect("cleanup"));
+    assert_eq!(
+        (cleanup.status, cleanup.waiting_for),
+        (JobStatus::Queued, 1)
+    );
+    env.clock.advance(std::time::Duration::from_secs(61));
+    testing::drain(&builder).expect("drain");
+    let seen = seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "cleanup ran once");
+    assert!(
+        seen[0].iter().all(|&s| ended(s)),
+        "cleanup started while a job it waits for had not ended: {seen:?}"
+    );
+}
+
+#[test]
+fn a_job_the_reaper_makes_dead_settles_its_dependants_in_the_same_transaction() {
+    let env = setup();
+    let flow = Workflow::new("purchase")
+        .step(Step::new(
+            "charge",
+            NewJob::new("charge", json!({})).max_attempts(1),
+        ))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(Step::new("cleanup", NewJob::new("cleanup", json!({}))).after_any_outcome("charge"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let charge = ids.step("charge").expect("charge");
+    // A worker claimed charge (its only attempt) and died; its lease has run out.
+    let now = env.queue.now_ms();
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'gone',
+                locked_until = {}, started_at = {now} WHERE id = {charge}",
+        now - 1
+    ));
+    assert_eq!(env.queue.reap_expired_leases().expect("reap"), 1);
+    assert_eq!(status(&env, charge), JobStatus::Dead);
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!(
+        (ship.status, ship.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("dependency"))
+    );
+    let cleanup = job(&env.queue, ids.step("cleanup").expect("cleanup"));
+    assert_eq!(
+        (cleanup.status, cleanup.waiting_for),
+        (JobStatus::Queued, 0)
+    );
+    assert!(cleanup.run_at <= env.queue.now_ms(), "due at once");
+}
+
+#[test]
+fn a_held_job_cancelled_by_a_person_keeps_the_run_time_it_asked_for() {
+    let env = setup();
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let b = ids.step("b").expect("b");
+    let asked = job(&env.queue, b).run_at;
+    env.queue.cancel(b).expect("cancel");
+    let cancelled = job(&env.queue, b);
+    assert_eq!(cancelled.status, JobStatus::Cancelled);
+    assert_eq!(
+        cancelled.run_at, asked,
+        "not the far-future mark of a held job"
+    );
+    assert_eq!(
+        env.sql_i64(&format!(
+            "SELECT count(*) FROM jobs WHERE id = {b} AND held_run_at IS NULL"
+        )),
+        1
+    );
+}
+
+#[test]
+fn cancelling_an_open_batch_takes_the_batch_hold_off_its_callbacks() {
+    let env = setup();
+    let batch = env
+        .queue
+        .open_batch(Batch::new("b").on_complete(NewJob::new("on_complete", json!({}))))
+        .expect("open");
+    let cancelled = env
+        .queue
+        .cancel_workflow(batch.batch_id, "ops", "not needed")
+        .expect("cancel");
+    let callback = batch.on_complete.expect("asked for");
+    assert_eq!(cancelled, [callback]);
+    let info = env
+        .queue
+        .workflow(batch.batch_id)
+        .expect("read")
+        .expect("batch");
+    assert!(!info.open);
+    let callback = job(&env.queue, callback);
+    // waiting_for counts one for an open batch: this one is closed.
+    assert_eq!(
+        (callback.status, callback.waiting_for),
+        (JobStatus::Cancelled, 0)
+    );
+}
+
+#[test]
+fn a_batch_callback_counts_a_requeued_member_once_as_its_new_job() {
+    let env = setup();
+    let summaries = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&summaries);
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let builder = worker(&env, &ran).handler("report_run", move |ctx: &JobContext| {
+        let summary = ctx
+            .batch()
+            .map_err(|e| JobError::permanent(e.to_string()))?
+            .expect("a batch callback");
+        seen.lock().expect("lock").push(summary);
+        Ok(())
+    });
+    let ids = env
+        .queue
+        .submit_batch(
+            Batch::new("invoices").on_success(NewJob::new("report_run", json!({}))),
+            vec![
+                NewJob::new("member", json!({"n": 1})),
+                NewJob::new("fail_member", json!({"n": 2})),
+            ],
+        )
+        .expect("submit");
+    testing::drain(&builder).expect("drain");
+    assert!(summaries.lock().expect("lock").is_empty(), "a member died");
+    let dead = ids.members[1];
+    env.sql_exec(&format!(
+        "UPDATE jobs SET job_type = 'member' WHERE id = {dead}"
+    ));
+    let new = env
+        .queue
+        .requeue_dead(dead, "ops", "fixed")
+        .expect("requeue");
+    testing::drain(&builder).expect("drain");
+    let summaries = summaries.lock().expect("lock").clone();
+    assert_eq!(summaries.len(), 1, "on_success ran once");
+    let s = &summaries[0];
+    assert_eq!((s.succeeded, s.dead, s.cancelled), (2, 0, 0));
+    assert_eq!(s.members, [ids.members[0], new]);
+}
+
+#[test]
+fn a_dependency_ended_by_an_enqueue_of_its_key_past_its_deadline_settles_its_dependants() {
+    let env = setup();
+    let flow = Workflow::new("reset")
+        .step(Step::new(
+            "mail",
+            NewJob::new("echo", json!({}))
+                .idempotency_key("reset:42")
+                .expire_after(std::time::Duration::from_secs(60)),
+        ))
+        .step(Step::new("log", NewJob::new("ship", json!({}))).after("mail"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    env.clock.advance(std::time::Duration::from_secs(61));
+    // The same key again: the old job never ran by its deadline, so it ends and a new one
+    // is made.
+    let again = env
+        .queue
+        .enqueue(NewJob::new("echo", json!({})).idempotency_key("reset:42"))
+        .expect("enqueue");
+    let mail = job(&env.queue, ids.step("mail").expect("mail"));
+    assert_ne!(again, mail.id);
+    assert_eq!(
+        (mail.status, mail.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("deadline"))
+    );
+    let log = job(&env.queue, ids.step("log").expect("log"));
+    assert_eq!(
+        (log.status, log.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("dependency"))
+    );
+}
+
+#[test]
+fn a_workflow_enqueued_in_the_callers_transaction_waits_once_per_wait() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    // The app's own connection, with the schema's triggers on as for any program.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"));
+    let ids = env.queue.enqueue_workflow_in(&tx, flow).expect("enqueue");
+    tx.commit().expect("commit");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!((ship.status, ship.waiting_for), (JobStatus::Queued, 1));
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["charge", "ship"]);
+}

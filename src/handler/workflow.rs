@@ -107,7 +107,18 @@ impl JobContext {
         if info.kind != crate::workflow::WorkflowKind::Batch {
             return Ok(None);
         }
-        let members: Vec<_> = info.steps.iter().filter(|s| s.step.is_none()).collect();
+        // A dead member that was requeued is replaced by its new job (a member too): only
+        // that one counts, so an on_success brought back by the requeue reads no dead job.
+        let mut members = Vec::new();
+        for s in info.steps.iter().filter(|s| s.step.is_none()) {
+            if s.status == JobStatus::Dead {
+                let job = self.queue.db().read(|tx| tx.job(s.id))?;
+                if job.is_some_and(|j| j.requeued_as.is_some()) {
+                    continue;
+                }
+            }
+            members.push(s);
+        }
         let count = |status: JobStatus| members.iter().filter(|s| s.status == status).count();
         Ok(Some(BatchSummary {
             batch_id,

@@ -12,7 +12,6 @@ pub(crate) mod events;
 pub mod metrics;
 pub(crate) mod reads;
 pub(crate) mod rotation;
-mod triggers_off;
 pub(crate) mod wake;
 pub(crate) mod workflows;
 
@@ -28,11 +27,10 @@ use crate::error::{Error, Result};
 use crate::job::{
     validate, AttemptRecord, IntoNewJob, JobRecord, NewJob, DEFAULT_MAX_PAYLOAD_BYTES,
 };
-use crate::storage::{Db, DbConfig, SqliteTx, Synchronous, Tx};
+use crate::storage::{with_triggers_off, Db, DbConfig, SqliteTx, Synchronous, Tx};
 use crate::system::clock::{Clock, SystemClock};
 use cancels::CancelList;
 use events::{Event, EventHub};
-use triggers_off::TriggersOff;
 use wake::WakeList;
 
 /// How long a write waits for another process's lock before giving up with
@@ -416,8 +414,7 @@ impl Queue {
     /// [`Queue::notify`] after the commit to wake workers at once.
     pub fn enqueue_in(&self, conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
         let job = job.into_new_job()?;
-        let _off = TriggersOff::for_waits_of(conn, &job)?;
-        self.enqueue_on(&SqliteTx::new(conn), job)
+        with_triggers_off(conn, || self.enqueue_on(&SqliteTx::new(conn), job))
     }
 
     /// Enqueues inside the caller's own PostgreSQL transaction on their diesel connection
@@ -595,7 +592,6 @@ impl Queue {
 /// ```
 pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     let job = job.into_new_job()?;
-    let _off = TriggersOff::for_waits_of(conn, &job)?;
     let payload = validate(&job, DEFAULT_MAX_PAYLOAD_BYTES)?;
     let tx: &dyn Tx = &SqliteTx::new(conn);
     // Without a queue there are no keys: a job that must be encrypted is refused.
@@ -611,9 +607,11 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     }
     crate::encryption::envelope::refuse_lookalike(&payload)?;
     let now = SystemClock.now_ms();
-    let inserted = tx.insert_job(&job, &payload, now)?;
-    if inserted.created {
-        add_waits_of(tx, inserted.id, &job, now)?;
-    }
-    Ok(inserted.id)
+    with_triggers_off(conn, || {
+        let inserted = tx.insert_job(&job, &payload, now)?;
+        if inserted.created {
+            add_waits_of(tx, inserted.id, &job, now)?;
+        }
+        Ok(inserted.id)
+    })
 }

@@ -7,10 +7,10 @@ use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{validate, NewJob};
-use crate::queue::triggers_off::TriggersOff;
+use crate::storage::jobs::deps::CANCELLED_BY_DEPENDENCY;
 use crate::storage::jobs::{Edge, Settled};
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
-use crate::storage::{SqliteTx, Tx};
+use crate::storage::{with_triggers_off, SqliteTx, Tx};
 use crate::workflow::{
     check_steps, info_of, listing_of, Batch, BatchIds, Step, Target, Workflow, WorkflowIds,
     WorkflowInfo, WorkflowListing,
@@ -45,8 +45,7 @@ impl Queue {
     pub fn enqueue_workflow_in(&self, conn: &Connection, flow: Workflow) -> Result<WorkflowIds> {
         flow.validate()?;
         let now = self.now_ms();
-        let _off = TriggersOff::on(conn)?;
-        self.workflow_on(&SqliteTx::new(conn), &flow, now)
+        with_triggers_off(conn, || self.workflow_on(&SqliteTx::new(conn), &flow, now))
     }
 
     /// [`Queue::enqueue_workflow`] inside the caller's own PostgreSQL transaction on their
@@ -239,14 +238,16 @@ impl Queue {
                 ))
             }
         }
-        // A callback already cancelled (a member ended dead: no more on_success) waits for
-        // nothing more.
+        // The callbacks wait for the new jobs too: those still queued, and an on_success
+        // cancelled by a member that ended dead, which a requeue of that member brings back
+        // (it must then wait for every member). One cancelled otherwise waits for nothing.
         let mut callbacks = Vec::new();
         for (name, id) in tx.steps_by_name(batch_id, &[ON_SUCCESS.into(), ON_COMPLETE.into()])? {
-            if tx
-                .job(id)?
-                .is_some_and(|j| j.status == crate::job::JobStatus::Queued)
-            {
+            if tx.job(id)?.is_some_and(|j| {
+                j.status == crate::job::JobStatus::Queued
+                    || (j.status == crate::job::JobStatus::Cancelled
+                        && j.cancelled_by.as_deref() == Some(CANCELLED_BY_DEPENDENCY))
+            }) {
                 callbacks.push((name, id));
             }
         }
@@ -337,7 +338,8 @@ impl Queue {
                 ));
             };
             if row.open {
-                tx.close_batch(id, now)?;
+                // Closed as close_batch does: its callbacks no longer wait for the closing.
+                close_batch_on(tx, id, now)?;
             }
             // Held steps first, so that each is cancelled by whoever asked, not by the
             // cascade of a step it waits for.

@@ -54,7 +54,7 @@ use periodic::PeriodicStore;
 use reads::ReadStore;
 use reports::ReportStore;
 use retention::RetentionStore;
-pub(crate) use sqlite::{SqliteDb, SqliteTx};
+pub(crate) use sqlite::{with_triggers_off, SqliteDb, SqliteTx};
 use strays::StrayStore;
 use webhooks::WebhookStore;
 use workflows::WorkflowStore;

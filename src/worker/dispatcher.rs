@@ -454,7 +454,11 @@ impl Dispatcher {
             for (q, due) in queues.iter().zip(&renewals) {
                 q.prefetched.write(tx, due, worker_id, now)?;
             }
-            let reaped = if reap { tx.reap_expired(now)? } else { 0 };
+            let reaped = if reap {
+                crate::worker::maintenance::reaper::reap(tx, now)?
+            } else {
+                0
+            };
             Ok((applied, reaped))
         };
         let claims = |tx: &dyn crate::storage::Tx| {

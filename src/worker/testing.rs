@@ -50,7 +50,8 @@ impl DrainReport {
 /// Runs every due job of the builder's queues and types on the calling thread, through the
 /// same claim, executor and completer code as a started worker, until none is due by the
 /// queue's clock. Jobs past their deadline are cancelled first, as a worker's expiry sweep
-/// would. Retries scheduled in the future stay: advance the
+/// would, and the waits on jobs that other programs ended by plain SQL are settled, as its
+/// waits sweep would. Retries scheduled in the future stay: advance the
 /// [`ManualClock`](crate::ManualClock) and drain again. Timeouts are not enforced (the
 /// handler runs inline).
 ///
@@ -89,6 +90,8 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
     for _ in 0..DRAIN_MAX_ROUNDS {
         // What a worker's expiry sweep would have cancelled by now (the claim skips it).
         report.expired += queue.cancel_expired()?;
+        // And what its waits sweep would have settled: waits on jobs another program ended.
+        queue.settle_waits()?;
         let now = queue.now_ms();
         let mut refused = Vec::new();
         // The worker's own path: the rules are checked by the claim's reading.

@@ -88,10 +88,11 @@ pub struct BatchSummary {
     pub name: String,
     /// Jobs that succeeded.
     pub succeeded: usize,
-    /// Jobs that ended dead.
+    /// Jobs that ended dead (a dead job that was requeued counts as its new job).
     pub dead: usize,
     /// Jobs that were cancelled.
     pub cancelled: usize,
-    /// Every job of the batch (not its callbacks), in id order.
+    /// Every job of the batch (not its callbacks), in id order; a dead job that was
+    /// requeued is replaced by its new job.
     pub members: Vec<i64>,
 }

@@ -9,7 +9,11 @@
 //! in the transaction that ends its dependency, and takes one off that count: a dependant is
 //! released (its `run_at` put back) by the last one, once, and never forgotten. A dependency
 //! that ends dead or cancelled cancels its dependants (and theirs, transitively) unless the
-//! row says any outcome will do; a requeue or retry of that dependency brings them back.
+//! row says any outcome will do; a requeue or retry of that dependency brings them back, and
+//! those that waited for it on any outcome and have not started wait for its new end.
+//! Every end is settled in its own transaction, whoever writes it (the completer, a
+//! person's cancel, the deadline sweep, the reaper); only ends written by other programs
+//! wait for the sweep.
 
 use crate::error::Result;
 
@@ -74,10 +78,11 @@ pub(crate) fn add_waits_of<S: DependencyStore + ?Sized>(
 
 /// Waits between jobs, each in the caller's write transaction.
 pub(crate) trait DependencyStore {
-    /// Adds `edges`. Each dependant must be `queued` and each dependency must exist. A
-    /// dependency that has already ended settles its row at once (done, or failed and the
-    /// dependant cancelled); otherwise the dependant is held until it ends. Returns what
-    /// that settled.
+    /// Adds `edges`. Each dependant must be `queued` (or cancelled by a dependency: it only
+    /// counts the new wait, so that it waits for it too if a requeue brings it back) and
+    /// each dependency must exist. A dependency that has already ended settles its row at
+    /// once (done, or failed and the dependant cancelled); otherwise the dependant is held
+    /// until it ends. Returns what that settled.
     fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled>;
 
     /// Settles the dependants of `ended` (jobs this transaction ended: succeeded, dead or
@@ -88,7 +93,9 @@ pub(crate) trait DependencyStore {
 
     /// `old` (dead or cancelled) is running again as `new` (a requeue's new job, or `old`
     /// itself after a retry): the dependants it failed wait for `new` again, and those it
-    /// cancelled (transitively) are held again. Returns the jobs brought back.
+    /// cancelled (transitively) are held again; so do those that waited for it on any
+    /// outcome and have not started (queued, or cancelled by a dependency). Returns the jobs
+    /// brought back.
     fn revive_dependants(&self, old: i64, new: i64, now: i64) -> Result<Vec<i64>>;
 
     /// Holds queued `ids` by `n` more (a batch's callbacks while it is open).

@@ -18,6 +18,23 @@ pub(crate) fn keep_counts_in_code(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Runs `f` on a caller's own connection (the `_in` enqueues) with the schema's triggers off,
+/// as on litejobs' own connections, then puts the caller's setting back: litejobs' code keeps
+/// the counts and holds waiting jobs itself, so with the triggers on both would be written
+/// twice (a cancelled job counted twice; a wait counted twice holds its job for ever).
+pub(crate) fn with_triggers_off<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let trigger = rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER;
+    if !conn.db_config(trigger)? {
+        return f();
+    }
+    conn.set_db_config(trigger, false)?;
+    let result = f();
+    let restored = conn.set_db_config(trigger, true);
+    let value = result?;
+    restored?;
+    Ok(value)
+}
+
 impl SqliteTx<'_> {
     /// Adds the jobs this transaction marked succeeded to `job_counts`, one row per queue
     /// and type (a batch of 64 completions costs one or two upserts, not 64).

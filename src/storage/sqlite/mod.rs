@@ -37,7 +37,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::{Backend, ChangeSignal, CommitFiles, DbConfig, Synchronous, Tx};
-pub(crate) use counts::keep_counts_in_code;
+pub(crate) use counts::{keep_counts_in_code, with_triggers_off};
 
 impl Synchronous {
     fn pragma_value(self) -> &'static str {

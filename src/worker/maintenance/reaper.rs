@@ -13,10 +13,20 @@ impl crate::Queue {
     /// spent), as workers do at start-up and periodically. Returns how many were reaped.
     pub fn reap_expired_leases(&self) -> crate::Result<usize> {
         let now = self.now_ms();
-        let reaped = self.db().write(|tx| tx.reap_expired(now))?;
+        let reaped = self.db().write(|tx| reap(tx, now))?;
         if reaped > 0 {
             self.notify();
         }
         Ok(reaped)
     }
+}
+
+/// Reaps the expired leases in `tx`. A job reaped with its attempts spent is dead: the jobs
+/// waiting for it are settled in this same transaction, as when any other end is written.
+pub(crate) fn reap(tx: &dyn crate::storage::Tx, now: i64) -> crate::Result<usize> {
+    let reaped = tx.reap_expired(now)?;
+    if reaped > 0 {
+        tx.settle_stragglers(usize::MAX, now)?;
+    }
+    Ok(reaped)
 }

@@ -28,8 +28,11 @@ impl DependencyStore for SqliteTx<'_> {
                 ));
             }
             let waiting = self.status_and_step(edge.job_id)?;
-            match waiting.as_ref().map(|(s, _)| s.as_str()) {
-                Some("queued") => {}
+            // A dependant cancelled by a dependency may be brought back by a requeue: it
+            // keeps count of its waits meanwhile, so that it then waits for this one too.
+            let cancelled = match waiting.as_ref().map(|(s, _)| s.as_str()) {
+                Some("queued") => false,
+                Some("cancelled") if self.cancelled_by_dependency(edge.job_id)? => true,
                 Some(other) => {
                     return Err(Error::new(
                         ErrorKind::InvalidState,
@@ -45,7 +48,7 @@ impl DependencyStore for SqliteTx<'_> {
                         format!("job {} does not exist", edge.job_id),
                     ))
                 }
-            }
+            };
             let Some((dep_status, dep_step)) = self.status_and_step(edge.depends_on)? else {
                 return Err(Error::new(
                     ErrorKind::NotFound,
@@ -82,7 +85,15 @@ impl DependencyStore for SqliteTx<'_> {
                 )?
                 .execute([edge.depends_on])?;
             match state {
+                "pending" if cancelled => {
+                    self.conn
+                        .prepare_cached(
+                            "UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ?1",
+                        )?
+                        .execute([edge.job_id])?;
+                }
                 "pending" => self.hold(&[edge.job_id], 1, now)?,
+                "failed" if cancelled => {}
                 "failed" => {
                     let reason =
                         dependency_ended_reason(edge.depends_on, dep_step.as_deref(), &dep_status);
@@ -171,6 +182,7 @@ impl DependencyStore for SqliteTx<'_> {
         let mut revived = Vec::new();
         let mut todo: VecDeque<(i64, i64)> = VecDeque::from([(old, new)]);
         while let Some((old, new)) = todo.pop_front() {
+            self.wait_again_on_any_outcome(old, new, now)?;
             let failed: Vec<i64> = self
                 .conn
                 .prepare_cached(
@@ -285,6 +297,57 @@ impl SqliteTx<'_> {
             .prepare_cached("SELECT CAST(status AS TEXT), step FROM jobs WHERE id = ?1")?
             .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?)
+    }
+
+    /// `old` (dead or cancelled) runs again as `new`: the jobs that waited for it on any
+    /// outcome and have not started took its end for an end, so they wait for `new` (held
+    /// again if queued). Those that have started are left alone.
+    fn wait_again_on_any_outcome(&self, old: i64, new: i64, now: i64) -> Result<()> {
+        let unstarted: Vec<(i64, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT d.job_id, CAST(j.status AS TEXT) FROM job_deps d JOIN jobs j ON j.id = d.job_id
+                 WHERE d.depends_on = ?1 AND d.state = 'done' AND d.any_outcome = 1
+                   AND j.started_at IS NULL
+                   AND (j.status = 'queued' OR (j.status = 'cancelled' AND j.cancelled_by = ?2))
+                 ORDER BY d.job_id",
+            )?
+            .query_map(params![old, CANCELLED_BY_DEPENDENCY], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if unstarted.is_empty() {
+            return Ok(());
+        }
+        self.conn
+            .prepare_cached("UPDATE jobs SET has_dependants = 1 WHERE id = ?1")?
+            .execute([new])?;
+        for (dependant, status) in unstarted {
+            self.conn
+                .prepare_cached(
+                    "UPDATE job_deps SET depends_on = ?3, state = 'pending'
+                     WHERE job_id = ?1 AND depends_on = ?2",
+                )?
+                .execute(params![dependant, old, new])?;
+            if status == "queued" {
+                self.hold(&[dependant], 1, now)?;
+            } else {
+                self.conn
+                    .prepare_cached("UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ?1")?
+                    .execute([dependant])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cancelled_by_dependency(&self, id: i64) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND status = 'cancelled'
+                                                   AND cancelled_by = ?2)",
+            )?
+            .query_row(params![id, CANCELLED_BY_DEPENDENCY], |row| row.get(0))?)
     }
 
     /// Puts back the `run_at` of a held queued job left waiting for nothing. True if it did.

@@ -103,7 +103,8 @@ impl SqliteTx<'_> {
             .conn
             .prepare_cached(
                 "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
-                        finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL
+                        finished_at = ?3, updated_at = ?3, locked_by = NULL, locked_until = NULL,
+                        run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
                  WHERE id = ?4 AND status IN ('queued', 'failed')",
             )?
             .execute(params![EXPIRED_BY, reason, now, id])?;

@@ -7,7 +7,7 @@ use super::{value_rows, value_rows_from, RowStatements};
 use crate::error::Result;
 use crate::job::{resolve_expiry, NewJob, RunAt};
 use crate::storage::jobs::insert::skips_the_rules;
-use crate::storage::jobs::{batch_error, ExpireStore, InsertStore, Inserted};
+use crate::storage::jobs::{batch_error, DependencyStore, ExpireStore, InsertStore, Inserted};
 use crate::storage::sqlite::SqliteTx;
 
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
@@ -52,6 +52,8 @@ impl InsertStore for SqliteTx<'_> {
                 if !self.expire_key_holder(key, now)? {
                     return Ok(Inserted { id, created: false });
                 }
+                // It ended: the jobs waiting for it are settled with that end.
+                self.settle_dependants(&[id], now)?;
                 if let Some(id) = self.find_key_holder(key, now)? {
                     return Ok(Inserted { id, created: false });
                 }
