@@ -179,10 +179,11 @@ CREATE TABLE jobs (
         OR status = 'succeeded' OR status = 'dead' OR status = 'cancelled')
 );
 
--- The claim reads due rows of one queue in (priority DESC, run_at, id) order; the index holds
--- only waiting rows, so finished jobs never slow it down.
+-- The claim reads due rows of one queue that wait for no other job (waiting_for = 0) in
+-- (priority DESC, run_at, id) order, so held jobs are never passed over; the index holds only
+-- waiting rows, so finished jobs never slow it down.
 -- Its last two columns let the live jobs be counted by type and status from the index alone.
-CREATE INDEX jobs_due_idx ON jobs (queue, priority DESC, run_at, id, job_type, status)
+CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id, job_type, status)
     WHERE status IN ('queued', 'failed');
 
 -- Enforces idempotency keys among live and succeeded jobs (dead and cancelled release theirs).
@@ -612,7 +613,7 @@ BEGIN
     WHERE id = NEW.job_id AND status = 'queued'
       AND (SELECT state FROM job_deps WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on) = 'pending';
     UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-                    cancel_reason = 'job ' || NEW.depends_on || ' ended '
+                    cancel_reason = 'dependency job ' || NEW.depends_on || ' ended '
                         || (SELECT status FROM jobs WHERE id = NEW.depends_on),
                     finished_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
                     updated_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),

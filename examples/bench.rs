@@ -1,7 +1,8 @@
 //! litejobs benchmark: litejobs against the bare-rusqlite ceiling, in one run, on one machine.
 //!
-//! `cargo run --release --example bench` (about a minute on 2 cores), `-- --json` for one JSON
-//! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes.
+//! `cargo run --release --example bench` (a few minutes on 2 cores), `-- --json` for one JSON
+//! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes; `-- --encryption-only`
+//! and `-- --workflows-only` for one part.
 //!
 //! Every figure is measured on a fresh file-backed WAL database in a temp dir, with the same
 //! pragmas for litejobs and for the ceiling: a minimal queue table driven by bare rusqlite
@@ -25,6 +26,8 @@ use serde_json::{json, Value};
 #[cfg(feature = "encryption")]
 #[path = "bench/encryption.rs"]
 mod encryption;
+#[path = "bench/workflows.rs"]
+mod workflows;
 
 #[derive(Debug, Clone)]
 struct Config {
@@ -41,6 +44,10 @@ struct Config {
     syncs: Vec<Synchronous>,
     /// Only the encrypted-against-plain figures (`--encryption-only`).
     encryption_only: bool,
+    /// Only the figures of jobs that wait for other jobs (`--workflows-only`).
+    workflows_only: bool,
+    /// Steps of the fan-out that one fan-in step waits for.
+    fan_out: usize,
 }
 
 impl Config {
@@ -60,6 +67,8 @@ impl Config {
             json: false,
             syncs: vec![Synchronous::Normal, Synchronous::Full],
             encryption_only: false,
+            workflows_only: false,
+            fan_out: 10_000,
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
         let mut i = 0;
@@ -85,6 +94,8 @@ impl Config {
                         json: c.json,
                         syncs: vec![Synchronous::Normal],
                         encryption_only: c.encryption_only,
+                        workflows_only: c.workflows_only,
+                        fan_out: 1_000,
                     }
                 }
                 "--single" => {
@@ -119,12 +130,17 @@ impl Config {
                     c.idle_secs = value(i) as u64;
                     i += 1
                 }
+                "--fan-out" => {
+                    c.fan_out = value(i).max(1);
+                    i += 1
+                }
                 "--rounds" => {
                     c.rounds = value(i).max(1);
                     i += 1
                 }
                 "--normal-only" => c.syncs = vec![Synchronous::Normal],
                 "--encryption-only" => c.encryption_only = true,
+                "--workflows-only" => c.workflows_only = true,
                 "--help" | "-h" => usage(""),
                 other => usage(&format!("unknown argument {other}")),
             }
@@ -145,9 +161,9 @@ fn usage(problem: &str) -> ! {
     }
     eprintln!(
         "usage: cargo run --release --example bench -- [--json] [--quick] [--normal-only]\n\
-         \x20 [--encryption-only]\n\
+         \x20 [--encryption-only] [--workflows-only]\n\
          \x20 [--single N] [--batched N] [--process N] [--steady N] [--latency-samples N]\n\
-         \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N]"
+         \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N] [--fan-out N]"
     );
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }
@@ -188,13 +204,17 @@ fn main() -> Res<()> {
 }
 
 fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Value>> {
-    // 9. encrypted 1 KiB payloads against plain ones (the rest is skipped with
-    // --encryption-only).
-    #[cfg(feature = "encryption")]
-    let mut f = encryption::figures(c, sync, dir)?;
-    #[cfg(not(feature = "encryption"))]
+    // 9. encrypted 1 KiB payloads against plain ones, and 10. jobs that wait for other jobs
+    // (the rest is skipped with --encryption-only or --workflows-only).
     let mut f = BTreeMap::<String, Value>::new();
-    if c.encryption_only {
+    #[cfg(feature = "encryption")]
+    if !c.workflows_only || c.encryption_only {
+        f.extend(encryption::figures(c, sync, dir)?);
+    }
+    if !c.encryption_only || c.workflows_only {
+        f.extend(workflows::figures(c, sync, dir)?);
+    }
+    if c.encryption_only || c.workflows_only {
         return Ok(f);
     }
     let mut n = 0;
@@ -868,9 +888,9 @@ fn print_table(report: &BTreeMap<String, Value>) {
         println!("\n{key}");
         #[cfg(feature = "encryption")]
         encryption::print(figures);
-        if figures.contains_key("enqueue_single_1kib_plain_per_s")
-            && !figures.contains_key("rounds")
-        {
+        workflows::print(figures);
+        // Only some parts ran (--encryption-only, --workflows-only).
+        if !figures.contains_key("rounds") {
             continue;
         }
         let rows: [(&str, &str, &str); 8] = [

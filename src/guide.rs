@@ -7,6 +7,8 @@
 //!   sidecar, `litejobs webhook`.
 //! - [Email](email): the SMTP and development mailers, sending once, the SMTP URL.
 //! - [Reports in chunks](reports): `ReportKind`, progress, the finishing job.
+//! - [Workflows and batches](workflows): jobs that wait for other jobs, fan-out and fan-in,
+//!   callbacks, failures and requeues, held jobs.
 //! - [Periodic jobs](periodic): cron and intervals, once per slot, missed slots.
 //! - [Jobs in any language](any_language): `--exec` and `--serve` command handlers.
 //! - [The `--serve` protocol](serve_protocol), for implementers.
@@ -34,6 +36,7 @@ macro_rules! guide_links {
          [benchmarks.md#command-handlers]: crate::guide::benchmarks#command-handlers\n\
          [benchmarks.md#postgresql]: crate::guide::benchmarks#postgresql\n\
          [dashboard.md]: crate::guide::dashboard\n\
+         [dashboard.md#seeing-workflows]: crate::guide::dashboard#seeing-workflows\n\
          [encryption.md]: crate::guide::encryption\n\
          [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
          [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
@@ -42,18 +45,22 @@ macro_rules! guide_links {
          [jobs.md#rate-limits-and-circuit-breakers]: crate::guide::jobs#rate-limits-and-circuit-breakers\n\
          [jobs.md#when-a-running-job-is-cancelled]: crate::guide::jobs#when-a-running-job-is-cancelled\n\
          [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
+         [operating.md#workflows-and-batches]: crate::guide::operating#workflows-and-batches\n\
          [periodic.md]: crate::guide::periodic\n\
          [postgres.md]: crate::guide::postgres\n\
+         [reports.md]: crate::guide::reports\n\
          [schema.md]: crate::guide::schema\n\
          [schema.md#deadlines-expires_at]: crate::guide::schema#deadlines-expires_at\n\
          [schema.md#dedupe-needs-idempotency_key]: crate::guide::schema#dedupe-needs-idempotency_key\n\
          [schema.md#encrypted-payloads]: crate::guide::schema#encrypted-payloads\n\
          [schema.md#ids-are-never-reused]: crate::guide::schema#ids-are-never-reused\n\
+         [schema.md#jobs-that-wait-for-other-jobs]: crate::guide::schema#jobs-that-wait-for-other-jobs\n\
          [schema.md#postgresql]: crate::guide::schema#postgresql\n\
          [serve-protocol.md]: crate::guide::serve_protocol\n\
          [serve-protocol.md#a-cancelled-job-one-line-in-the-jobs-answer-out]: crate::guide::serve_protocol#a-cancelled-job-one-line-in-the-jobs-answer-out\n\
          [webhooks.md#circuit-breaker-and-rate-limit]: crate::guide::webhooks#circuit-breaker-and-rate-limit\n\
-         [webhooks.md#webhook-endpoints-from-the-command-line]: crate::guide::webhooks#webhook-endpoints-from-the-command-line\n\n"
+         [webhooks.md#webhook-endpoints-from-the-command-line]: crate::guide::webhooks#webhook-endpoints-from-the-command-line\n\
+         [workflows.md]: crate::guide::workflows\n\n"
     };
 }
 
@@ -77,6 +84,7 @@ guide!(jobs, "jobs.md");
 guide!(webhooks, "webhooks.md", feature = "webhook");
 guide!(email, "email.md", feature = "email");
 guide!(reports, "reports.md");
+guide!(workflows, "workflows.md");
 guide!(periodic, "periodic.md");
 guide!(any_language, "any-language.md", unix, feature = "exec");
 guide!(serve_protocol, "serve-protocol.md");

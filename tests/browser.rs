@@ -2,7 +2,9 @@
 //! chromedriver's WebDriver protocol (plain HTTP on 127.0.0.1, spoken with ureq). It signs
 //! in with the token, opens the overview (whose script must run under the strict CSP and
 //! refresh the figures), follows the dead jobs to one job, requeues it through the form, and
-//! sees the new job queued, on the page and in the database. Screenshots of each page go to
+//! sees the new job queued, on the page and in the database; then opens a workflow whose
+//! first step failed, checks its graph is drawn, and follows a box to its job and back.
+//! Screenshots of each page go to
 //! `target/tmp/browser-screenshots/`; with `LITEJOBS_UPDATE_SCREENSHOT=1` the overview is
 //! also copied to `docs/dashboard.png` for the README.
 //!
@@ -198,6 +200,22 @@ impl<'d> Browser<'d> {
         self.post(&format!("/element/{id}/click"), json!({}));
     }
 
+    /// The rendered width and height of the first element matching `css`.
+    fn size(&self, css: &str) -> (f64, f64) {
+        let id = self.find(css);
+        let rect = self.get(&format!("/element/{id}/rect"));
+        (
+            rect["width"].as_f64().unwrap_or(0.0),
+            rect["height"].as_f64().unwrap_or(0.0),
+        )
+    }
+
+    /// How many elements match `css`.
+    fn count(&self, css: &str) -> usize {
+        let found = self.post("/elements", json!({"using": "css selector", "value": css}));
+        found.as_array().map_or(0, Vec::len)
+    }
+
     fn type_into(&self, css: &str, text: &str) {
         let id = self.find(css);
         self.post(&format!("/element/{id}/value"), json!({ "text": text }));
@@ -355,6 +373,64 @@ fn requeue_a_dead_job_in_a_real_browser() {
     browser.goto(&url);
     let card = browser.text(".card-alert .card-sub");
     assert!(card.starts_with("1 requeued"), "{card}");
+
+    // A workflow whose first step failed: the list, its graph, a box to its job and back.
+    let flow = litejobs::Workflow::new("purchase 1042")
+        .step(litejobs::Step::new(
+            "charge",
+            litejobs::NewJob::new("demo_charge", json!({})).queue("orders"),
+        ))
+        .step(
+            litejobs::Step::new(
+                "ship",
+                litejobs::NewJob::new("demo_ship", json!({})).queue("orders"),
+            )
+            .after("charge"),
+        )
+        .step(
+            litejobs::Step::new(
+                "refund",
+                litejobs::NewJob::new("demo_refund", json!({})).queue("orders"),
+            )
+            .after_any_outcome("charge"),
+        );
+    let flow = queue.enqueue_workflow(flow).expect("enqueue the workflow");
+    let orders = litejobs::Worker::builder(&queue)
+        .queue("orders", 1)
+        .handler("demo_charge", |_: &litejobs::JobContext| {
+            Err(litejobs::JobError::permanent("card declined"))
+        })
+        .handler("demo_refund", |_: &litejobs::JobContext| Ok(()));
+    litejobs::testing::drain(&orders).expect("drain the orders queue");
+    let ship = flow.step("ship").expect("ship");
+    browser.click("header nav a[href='/workflows']");
+    browser.wait_for_url("the workflows page", |u| u.ends_with("/workflows"));
+    assert_eq!(browser.text("h1"), "Workflows & batches");
+    assert!(browser.text("table.workflows").contains("3 of 3 ended"));
+    browser.screenshot("workflows");
+    browser.click(&format!(
+        "table.workflows a[href='/workflows/{}']",
+        flow.workflow_id
+    ));
+    let flow_url = browser.wait_for_url("the workflow's page", |u| {
+        u.ends_with(&format!("/workflows/{}", flow.workflow_id))
+    });
+    // The graph is drawn: a box per step, a line per wait, with a size on the page.
+    assert_eq!(browser.count("svg.flow a.node"), 3);
+    assert_eq!(browser.count("svg.flow path.edge"), 2);
+    let (w, h) = browser.size("svg.flow");
+    assert!(w > 300.0 && h > 50.0, "the graph has a size: {w}x{h}");
+    let (w, h) = browser.size(&format!("svg.flow a.node[data-job='{ship}'] rect"));
+    assert!(w > 100.0 && h > 20.0, "a box has a size: {w}x{h}");
+    browser.screenshot("workflow");
+    // A box is a link to its job, whose page links back.
+    browser.click(&format!("svg.flow a.node[data-job='{ship}']"));
+    browser.wait_for_url("the step's job page", |u| {
+        u.ends_with(&format!("/jobs/{ship}"))
+    });
+    assert_eq!(browser.text(".page-head .badge"), "cancelled");
+    browser.click("a.workflow-link");
+    browser.wait_for_url("the workflow again", |u| u == flow_url);
 
     // The other pages, for the record.
     browser.goto(&format!("{url}jobs"));

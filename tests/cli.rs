@@ -27,6 +27,7 @@ use crate::support::scripted::wait_event_within;
 use crate::support::{count_rows, raw_conn, temp_dir};
 
 mod actions; // cancel, retry, pause/resume with a running worker
+mod after; // enqueue --after: a job that waits for others
 #[cfg(unix)]
 mod cancel; // cancel by type and text (dry run, all or nothing); running commands in two other worker processes
 mod dead; // dead list, requeue (one, bulk, all or nothing), discard
@@ -44,6 +45,7 @@ mod views; // stats, list, show, masked secrets
 mod webhook; // webhook endpoints: add, list, show, enable, disable, rotate, remove; secrets shown once
 mod work; // work until SIGTERM
 mod work_help; // work --help lists every LITEJOBS_* variable the source reads
+mod workflows; // workflow list, show, cancel; held jobs in show, list, stats, metrics and check
 
 const BIN: &str = env!("CARGO_BIN_EXE_litejobs");
 const MINUTE: i64 = 60_000;

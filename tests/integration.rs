@@ -4,7 +4,7 @@
 //! A module that needs a Cargo feature is compiled only with it (`#[cfg(feature = ...)]`
 //! below), so `cargo test --no-default-features` tests the core alone.
 
-// the web dashboard in headless Chromium: sign in, overview, dead job, requeue through the form, screenshots
+// the web dashboard in headless Chromium: sign in, overview, dead job, requeue through the form, a workflow's graph, screenshots
 #[cfg(feature = "web")]
 mod browser;
 // cancel: running jobs stopped in-process and from elsewhere, late outcomes fenced, jobs waiting in a worker skipped, bulk by type and text, --exec and --serve

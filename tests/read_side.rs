@@ -791,3 +791,46 @@ fn error_groups_count_failing_jobs_and_say_when_each_error_first_appeared() {
         "the limit keeps the most common"
     );
 }
+
+#[test]
+fn held_jobs_are_counted_apart_from_due_and_scheduled_by_every_reading() {
+    let env = setup();
+    // Held: two steps wait for the first; one job is delayed, one due.
+    let flow = litejobs::Workflow::new("held")
+        .step(litejobs::Step::new("first", NewJob::new("t", json!({}))))
+        .step(litejobs::Step::new("second", NewJob::new("t", json!({}))).after("first"))
+        .step(
+            litejobs::Step::new("third", NewJob::new("t", json!({})).queue("other")).after("first"),
+        );
+    env.queue
+        .enqueue_workflow(flow)
+        .expect("enqueue the workflow");
+    enqueue(
+        &env,
+        NewJob::new("t", json!({})).delay(Duration::from_secs(60)),
+    );
+    let window = Duration::from_secs(3600);
+    let health = env.queue.health(window).expect("health");
+    let overview = env.queue.overview(window, 5).expect("overview");
+    for h in [&health, &overview.health] {
+        assert_eq!(
+            (h.due_now, h.scheduled, h.waiting_dependants),
+            (1, 1, 2),
+            "{h:?}"
+        );
+    }
+    let snapshot = env.queue.metrics_snapshot().expect("metrics");
+    assert_eq!(
+        snapshot.waiting_dependants,
+        vec![("default".to_string(), 1), ("other".to_string(), 1)]
+    );
+    assert_eq!(snapshot.health.waiting_dependants, 2);
+    // Never overdue, however long they wait: the queue holding only a held job has no due
+    // job to be late.
+    env.clock.advance(Duration::from_secs(86_400));
+    let oldest = env.queue.oldest_due_by_queue().expect("oldest due");
+    assert_eq!(
+        oldest.iter().map(|(q, _)| q.as_str()).collect::<Vec<_>>(),
+        ["default"]
+    );
+}

@@ -15,7 +15,10 @@ use litejobs::builtin::report::{
     REPORT_QUEUE,
 };
 use litejobs::testing::{self, DrainReport};
-use litejobs::{Event, JobContext, JobError, JobStatus, Queue, Worker, WorkerBuilder};
+use litejobs::workflow::{WaitState, WorkflowInfo};
+use litejobs::{
+    Event, JobContext, JobError, JobStatus, NewJob, Queue, Step, Worker, WorkerBuilder, Workflow,
+};
 use serde_json::{json, Value};
 
 use crate::read_side::{lit, sql_rows};
@@ -174,9 +177,16 @@ fn a_request_fans_out_into_chunks_and_progress_is_polled_to_ready() {
         (5, 3, 25)
     );
     assert_eq!(half.fraction_done(), 0.6);
+    // The finishing step is planned with the chunks, held until the last of them is done.
+    let finish = env
+        .queue
+        .job(half.finish_job_id.expect("planned with the chunks"))
+        .expect("read")
+        .expect("the finishing job");
     assert_eq!(
-        half.finish_job_id, None,
-        "no finishing job before the last chunk"
+        (finish.status, finish.waiting_for),
+        (JobStatus::Queued, 2),
+        "held for chunks 1 and 3"
     );
     assert_eq!(finishes.load(Ordering::SeqCst), 0);
     assert_eq!(env.queue.report_rows(id, 0, 100).expect("rows").len(), 25);
@@ -389,7 +399,15 @@ fn a_dead_chunk_fails_the_run_and_the_remaining_chunks_cancel() {
     assert_eq!(error, "chunk 1 of 3 failed: source table is gone");
     assert!(r.finished_at.is_some());
     assert_eq!(finishes.load(Ordering::SeqCst), 0);
-    assert!(jobs_of_type(&env, "report.broken.finish").is_empty());
+    // The finishing step never ran: the dead chunk cancelled it.
+    let finish = env
+        .queue
+        .job(r.finish_job_id.expect("planned"))
+        .expect("read")
+        .expect("the finishing job");
+    assert_eq!(finish.status, JobStatus::Cancelled);
+    assert_eq!(finish.attempts, 0);
+    assert_eq!(finish.cancelled_by.as_deref(), Some("dependency"));
     let chunks = jobs_of_type(&env, "report.broken.chunk");
     let statuses: Vec<&str> = chunks.iter().map(|(_, s)| s.as_str()).collect();
     assert_eq!(statuses, vec!["succeeded", "dead", "cancelled"]);
@@ -802,6 +820,183 @@ fn a_request_job_from_a_schedule_creates_its_own_run() {
         .result
         .expect("result");
     assert_eq!(result["run_id"], json!(r.id));
+    // The request job joined a workflow of the run's own when it planned.
+    let flow = env
+        .queue
+        .workflow(r.workflow_id.expect("the run's workflow"))
+        .expect("read")
+        .expect("the workflow");
+    let request = flow.steps.iter().find(|s| s.id == job_id).expect("a step");
+    assert_eq!(request.step.as_deref(), Some("request"));
+    assert_eq!(flow.steps.len(), 1 + 2 + 1, "request, 2 chunks, finish");
+    assert!(flow.is_finished());
+}
+
+fn step_names(flow: &WorkflowInfo) -> Vec<String> {
+    flow.steps
+        .iter()
+        .map(|s| s.step.clone().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_run_is_a_workflow_whose_finishing_step_waits_for_every_chunk() {
+    let env = setup();
+    let (kind, _done) = Numbers::new(10);
+    let builder = Worker::builder(&env.queue).report("numbers", kind);
+    let id = env
+        .queue
+        .request_report("numbers", json!({"n": 25}))
+        .expect("request");
+    let workflow_id = run(&env.queue, id)
+        .workflow_id
+        .expect("a workflow from the start");
+    let requested = env
+        .queue
+        .workflow(workflow_id)
+        .expect("read")
+        .expect("the workflow");
+    assert_eq!(requested.name, format!("report numbers run {id}"));
+    assert_eq!(step_names(&requested), ["request"]);
+
+    drain(&builder);
+    let r = run(&env.queue, id);
+    assert_eq!(
+        (r.state, r.workflow_id),
+        (ReportState::Ready, Some(workflow_id))
+    );
+    let flow = env
+        .queue
+        .workflow(workflow_id)
+        .expect("read")
+        .expect("the workflow");
+    assert_eq!(
+        step_names(&flow),
+        ["request", "chunk 0", "chunk 1", "chunk 2", "finish"]
+    );
+    assert!(flow.is_finished());
+    assert_eq!(flow.counts().get(&JobStatus::Succeeded), Some(&5));
+    let chunk_ids: Vec<i64> = flow.steps[1..4].iter().map(|s| s.id).collect();
+    let finish = &flow.steps[4];
+    assert_eq!(Some(finish.id), r.finish_job_id);
+    let waits: Vec<(i64, WaitState)> = finish
+        .waits_for
+        .iter()
+        .map(|w| (w.job_id, w.state))
+        .collect();
+    assert_eq!(
+        waits,
+        chunk_ids
+            .iter()
+            .map(|&c| (c, WaitState::Done))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_report_step_holds_the_steps_after_it_until_the_report_is_ready() {
+    let env = setup();
+    let (kind, _done) = Numbers::new(10);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in = Arc::clone(&seen);
+    let queue = env.queue.clone();
+    let builder = Worker::builder(&env.queue).report("numbers", kind).handler(
+        "email_link",
+        move |ctx: &JobContext| -> Result<(), JobError> {
+            let finished = ctx
+                .dependency_result("report: finish")
+                .map_err(|e| JobError::permanent(e.to_string()))?
+                .expect("the finishing step's result");
+            let run_id = finished["run_id"].as_i64().expect("run_id");
+            let state = queue.report_run(run_id).expect("read").expect("run").state;
+            seen_in
+                .lock()
+                .expect("lock")
+                .push((finished["rows"].clone(), state));
+            Ok(())
+        },
+    );
+    let flow = Workflow::new("monthly numbers")
+        .step(Step::new(
+            "report",
+            report::request_job("numbers", json!({"n": 25})),
+        ))
+        .step(Step::new("email", NewJob::new("email_link", json!({}))).after("report"))
+        .step(Step::new("archive", NewJob::new("email_link", json!({}))).after("report"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    // A step after the report, cancelled before it plans, waits for nothing more.
+    let archive = ids.step("archive").expect("archive");
+    env.queue
+        .cancel_as(archive, "ops", "no archive this month")
+        .expect("cancel");
+    drain(&builder);
+
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [(json!(25), ReportState::Ready)]
+    );
+    let flow = env
+        .queue
+        .workflow(ids.workflow_id)
+        .expect("read")
+        .expect("the workflow");
+    assert_eq!(
+        step_names(&flow),
+        [
+            "report",
+            "email",
+            "archive",
+            "report: chunk 0",
+            "report: chunk 1",
+            "report: chunk 2",
+            "report: finish"
+        ]
+    );
+    let runs = env.queue.report_runs(Some("numbers"), 10).expect("runs");
+    assert_eq!(runs[0].workflow_id, Some(ids.workflow_id));
+    let archive = flow
+        .steps
+        .iter()
+        .find(|s| s.id == archive)
+        .expect("archive");
+    assert_eq!(archive.status, JobStatus::Cancelled);
+}
+
+#[test]
+fn a_dead_chunk_cancels_the_steps_waiting_for_the_report() {
+    let env = setup();
+    let (kind, _done) = Numbers::new(10);
+    let kind = kind.hook(|_, chunk| {
+        if chunk.index == 0 {
+            return Err(JobError::permanent("source table is gone"));
+        }
+        Ok(())
+    });
+    let builder = Worker::builder(&env.queue).report("numbers", kind).handler(
+        "email_link",
+        |_: &JobContext| -> Result<(), JobError> {
+            panic!("the email of a failed report must not run")
+        },
+    );
+    let flow = Workflow::new("monthly numbers")
+        .step(Step::new(
+            "report",
+            report::request_job("numbers", json!({"n": 25})),
+        ))
+        .step(Step::new("email", NewJob::new("email_link", json!({}))).after("report"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    drain(&builder);
+    let runs = env.queue.report_runs(Some("numbers"), 10).expect("runs");
+    assert_eq!(runs[0].state, ReportState::Failed);
+    let email = env
+        .queue
+        .job(ids.step("email").expect("email"))
+        .expect("read")
+        .expect("the job");
+    assert_eq!(
+        (email.status, email.cancelled_by.as_deref(), email.attempts),
+        (JobStatus::Cancelled, Some("dependency"), 0)
+    );
 }
 
 #[test]

@@ -31,6 +31,7 @@ mod endpoints; // webhook endpoints: breaker states, enable/disable, never a sec
 mod pages; // every page and API route: status codes, filters, keyset pages, masking, escaping
 mod security; // CSRF, bearer tokens, sign-in, headers, read-only, host names
 mod sessions; // sign-out revokes, short tokens, lock-out of wrong tokens, CSRF per session, Origin
+mod workflows; // workflows and batches: list, graph, cascade, escaping, cancel form, read-only, JSON
 
 /// A dashboard on an ephemeral loopback port over a test database.
 pub struct Web {

@@ -351,6 +351,347 @@ fn a_retry_now_of_a_held_job_is_refused() {
 }
 
 #[test]
+fn a_workflow_enqueued_in_the_callers_transaction_commits_with_it_and_runs_in_order() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let dead = env
+        .queue
+        .enqueue(NewJob::new("fail_charge", json!({})))
+        .expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    // The caller's own connection, with the schema's triggers on as any program's are.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    tx.execute_batch(
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY); INSERT INTO orders DEFAULT VALUES",
+    )
+    .expect("the caller's own write");
+    let flow = Workflow::new("purchase")
+        .step(Step::new("charge", NewJob::new("charge", json!({}))))
+        .step(Step::new("ship", NewJob::new("ship", json!({}))).after("charge"))
+        .step(Step::new("late", NewJob::new("ship", json!({}))).after_job(dead));
+    let ids = env.queue.enqueue_workflow_in(&tx, flow).expect("enqueue");
+    tx.commit().expect("commit");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!((ship.status, ship.waiting_for), (JobStatus::Queued, 1));
+    // A wait for a job already dead cancels at once, counted once.
+    assert_eq!(
+        status(&env, ids.step("late").expect("late")),
+        JobStatus::Cancelled
+    );
+    assert_eq!(
+        env.queue
+            .stats()
+            .expect("stats")
+            .count(JobStatus::Cancelled),
+        1
+    );
+
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(
+        *ran.lock().expect("lock"),
+        ["fail_charge", "charge", "ship"]
+    );
+    assert_eq!(
+        status(&env, ids.step("ship").expect("ship")),
+        JobStatus::Succeeded
+    );
+}
+
+#[test]
+fn a_requeued_step_reads_the_results_of_the_steps_it_waited_for() {
+    let env = setup();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_in = Arc::clone(&seen);
+    let crm_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = Arc::clone(&crm_up);
+    let builder = Worker::builder(&env.queue)
+        .handler("echo", |ctx: &JobContext| -> Result<(), JobError> {
+            ctx.set_result(ctx.payload().clone());
+            Ok(())
+        })
+        .handler("crm", move |ctx: &JobContext| -> Result<(), JobError> {
+            let account = ctx
+                .dependency_result("account")
+                .map_err(|e| JobError::permanent(e.to_string()))?;
+            if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(JobError::permanent("CRM is down"));
+            }
+            seen_in.lock().expect("lock").push(account);
+            Ok(())
+        });
+    let flow = Workflow::new("signup")
+        .step(Step::new(
+            "account",
+            NewJob::new("echo", json!({"account_id": 1001})),
+        ))
+        .step(Step::new("crm", NewJob::new("crm", json!({}))).after("account"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    let crm = ids.step("crm").expect("crm");
+    assert_eq!(status(&env, crm), JobStatus::Dead);
+    crm_up.store(true, std::sync::atomic::Ordering::SeqCst);
+    let new_id = env
+        .queue
+        .requeue_dead(crm, "ops", "CRM is back")
+        .expect("requeue");
+    let requeued = job(&env.queue, new_id);
+    assert_eq!(
+        (requeued.step.as_deref(), requeued.waiting_for),
+        (Some("crm"), 0)
+    );
+    testing::drain(&builder).expect("drain");
+    assert_eq!(status(&env, new_id), JobStatus::Succeeded);
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        [Some(json!({"account_id": 1001}))]
+    );
+}
+
+#[test]
+fn a_held_job_waits_with_a_run_at_far_away_and_is_never_due() {
+    let env = setup();
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let b = ids.step("b").expect("b");
+    env.clock.advance(std::time::Duration::from_secs(3600));
+    // In the database: queued, run_at far away, the time it asked for kept beside it.
+    assert_eq!(
+        env.sql_i64(&format!(
+            "SELECT COUNT(*) FROM jobs WHERE id = {b} AND status = 'queued' AND waiting_for = 1
+               AND run_at = 99999999999999 AND held_run_at = {}",
+            crate::support::START_MS
+        )),
+        1
+    );
+    // Through the API: the time it asked for.
+    assert_eq!(job(&env.queue, b).run_at, crate::support::START_MS);
+    // Only "a" is due, an hour late; "b" is not counted as due.
+    let health = env
+        .queue
+        .health(std::time::Duration::from_secs(3600))
+        .expect("health");
+    assert_eq!(health.due_now, 1);
+}
+
+#[test]
+fn a_dependency_ended_by_plain_sql_releases_its_dependants_at_the_sweep_on_sqlite_at_once_on_postgres(
+) {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let (a, b) = (ids.step("a").expect("a"), ids.step("b").expect("b"));
+    // Another program ends "a" by hand.
+    env.sql_exec(&format!(
+        "UPDATE jobs SET status = 'succeeded', attempts = 1, finished_at = {now}, updated_at = {now}
+         WHERE id = {a}",
+        now = crate::support::START_MS
+    ));
+    if crate::support::on_postgres() {
+        // The schema's triggers settle its waits in that statement.
+        assert_eq!(job(&env.queue, b).waiting_for, 0);
+        assert_eq!(env.queue.settle_waits().expect("sweep"), 0);
+    } else {
+        // Nothing settles them in that statement: the sweep does.
+        assert_eq!(job(&env.queue, b).waiting_for, 1);
+        assert_eq!(env.queue.settle_waits().expect("sweep"), 1);
+        assert_eq!(job(&env.queue, b).waiting_for, 0);
+    }
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["ship"]);
+}
+
+#[test]
+fn a_held_step_past_its_deadline_is_cancelled_and_so_are_the_steps_after_it() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let quarter = std::time::Duration::from_secs(15 * 60);
+    let flow = Workflow::new("w")
+        // No handler for "slow" in this worker: it never runs.
+        .step(Step::new("a", NewJob::new("slow", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({})).expire_after(quarter)).after("a"))
+        .step(Step::new("c", NewJob::new("receipt", json!({}))).after("b"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    env.clock
+        .advance(quarter + std::time::Duration::from_secs(60));
+    let report = testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(report.expired, 1);
+    let b = job(&env.queue, ids.step("b").expect("b"));
+    assert_eq!(
+        (b.status, b.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("deadline"))
+    );
+    let c = job(&env.queue, ids.step("c").expect("c"));
+    assert_eq!(
+        (c.status, c.cancelled_by.as_deref()),
+        (JobStatus::Cancelled, Some("dependency"))
+    );
+    assert!(ran.lock().expect("lock").is_empty());
+}
+
+#[test]
+fn a_fan_out_passes_over_a_dependant_cancelled_meanwhile() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let builder = worker(&env, &ran).handler("plan", |ctx: &JobContext| {
+        let steps = vec![
+            Step::new("chunk 0", NewJob::new("chunk", json!({}))),
+            Step::new("finish", NewJob::new("finish", json!({}))).after("chunk 0"),
+        ];
+        ctx.add_steps_before_dependants(steps)
+            .map_err(|e| JobError::permanent(e.to_string()))?;
+        Ok(())
+    });
+    let flow = Workflow::new("report")
+        .step(Step::new("plan", NewJob::new("plan", json!({}))))
+        .step(Step::new("mail", NewJob::new("mail", json!({}))).after("plan"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    env.queue
+        .cancel_as(ids.step("mail").expect("mail"), "ops", "no mail")
+        .expect("cancel");
+    let report = testing::drain(&builder).expect("drain");
+    assert_eq!((report.succeeded, report.dead), (3, 0), "{report:?}");
+    assert_eq!(*ran.lock().expect("lock"), ["chunk", "finish"]);
+}
+
+#[test]
+fn pruning_a_finished_workflow_takes_its_waits_and_its_row_with_it() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("old")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    // A newer job: the newest row is never pruned (it keeps ids from being reused).
+    env.queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    env.clock
+        .advance(std::time::Duration::from_secs(8 * 24 * 3600));
+    env.queue
+        .prune(&litejobs::maintenance::PruneOptions::new(
+            std::time::Duration::from_secs(7 * 24 * 3600),
+        ))
+        .expect("prune");
+    assert!(env.queue.workflow(ids.workflow_id).expect("read").is_none());
+    assert_eq!(env.sql_i64("SELECT COUNT(*) FROM job_deps"), 0);
+}
+
+/// A running worker (not a drain): the fan-in runs once, after every chunk, without a poll
+/// interval's wait being needed to find it (its release is in the chunk's own write).
+#[test]
+fn a_running_worker_runs_a_fan_in_once_after_every_chunk() {
+    use crate::support::scripted::{stop, wait_finished};
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let events = env.queue.subscribe();
+    let chunks: Vec<Step> = (0..50)
+        .map(|i| Step::new(format!("c{i}"), NewJob::new("chunk", json!({"i": i}))))
+        .collect();
+    let finish = (0..50).fold(
+        Step::new("finish", NewJob::new("finish", json!({}))),
+        |s, i| s.after(format!("c{i}")),
+    );
+    let flow = chunks
+        .into_iter()
+        .fold(Workflow::new("fan"), Workflow::step)
+        .step(finish);
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let worker = worker(&env, &ran)
+        .concurrency(4)
+        // Far longer than the test may take: a release found only by polling would hang.
+        .poll_interval(std::time::Duration::from_secs(3600))
+        .start()
+        .expect("start");
+    let finished = wait_finished(&events, ids.step("finish").expect("finish"));
+    assert_eq!(finished.status, JobStatus::Succeeded);
+    stop(worker);
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran.iter().filter(|t| *t == "finish").count(), 1);
+    assert_eq!(ran.last().map(String::as_str), Some("finish"));
+    assert_eq!(ran.len(), 51);
+}
+
+#[test]
+fn a_job_enqueued_after_another_by_id_waits_for_it_and_a_missing_one_is_refused() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let ship = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(charge))
+        .expect("enqueue");
+    let batch = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("receipt", json!({})).after(ship),
+            NewJob::new("cleanup", json!({})).after_any_outcome(charge),
+        ])
+        .expect("batch");
+    assert_eq!(job(&env.queue, ship).waiting_for, 1);
+    assert_eq!(job(&env.queue, batch[0]).waiting_for, 1);
+    let before = env.count_jobs();
+    let e = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(987_654))
+        .expect_err("no such job");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(env.count_jobs(), before, "nothing was written");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran[0], "charge");
+    let pos = |t: &str| ran.iter().position(|r| r == t).expect("ran");
+    assert!(pos("ship") < pos("receipt"));
+    assert!(pos("charge") < pos("cleanup"));
+}
+
+#[test]
+fn a_job_enqueued_after_another_in_the_callers_transaction_runs_after_it() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    // The caller's own connection, with the schema's triggers on as any program's are.
+    let mut conn = env.raw();
+    let tx = conn.transaction().expect("begin");
+    let ship = env
+        .queue
+        .enqueue_in(&tx, NewJob::new("ship", json!({})).after(charge))
+        .expect("enqueue_in");
+    let receipt = litejobs::enqueue_in(&tx, NewJob::new("receipt", json!({})).after(ship))
+        .expect("the free enqueue_in");
+    tx.commit().expect("commit");
+    assert_eq!(job(&env.queue, ship).waiting_for, 1);
+    assert_eq!(job(&env.queue, receipt).waiting_for, 1);
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["charge", "ship"]);
+    // Released by ship's end, due at its own time (the free function's clock is the
+    // system's, later than this test's).
+    let receipt = job(&env.queue, receipt);
+    assert_eq!(
+        (receipt.status, receipt.waiting_for),
+        (JobStatus::Queued, 0)
+    );
+}
+
+#[test]
 fn on_success_brought_back_by_a_requeue_still_waits_for_members_added_after_its_cancel() {
     let env = setup();
     let ran = Arc::new(Mutex::new(Vec::new()));

@@ -12,6 +12,7 @@ pub use context::JobContext;
 pub(crate) use error::{bounded_error, Action};
 pub use error::{JobError, MAX_ERROR_BYTES};
 pub use typed::Perform;
+pub(crate) use workflow::Dependants;
 
 /// Runs jobs of one type on a worker's blocking threads.
 ///

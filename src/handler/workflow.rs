@@ -7,6 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::job::JobStatus;
 use crate::storage::jobs::Edge;
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
+use crate::storage::Tx;
 use crate::workflow::{BatchSummary, Dependency, Step};
 use crate::JobContext;
 
@@ -167,47 +168,94 @@ impl JobContext {
                 ),
             ));
         };
-        let me = self.row.id;
+        let dependants = if hold {
+            Dependants::WaitForAll
+        } else {
+            Dependants::Unchanged
+        };
         let queue = &self.queue;
         let now = queue.now_ms();
-        let ids = queue.db().write(|tx| {
-            let existing = queue.existing_steps(tx, workflow_id, &steps)?;
-            let dependants = if hold {
-                tx.pending_dependants_of(me)?
-            } else {
-                Vec::new()
-            };
-            for step in &steps {
-                for wait in &step.waits {
-                    if let crate::workflow::Target::Step(name) = &wait.target {
-                        if existing.get(name).is_some_and(|id| dependants.contains(id)) {
-                            return Err(Error::new(
-                                ErrorKind::InvalidJob,
-                                format!(
-                                    "step {:?} waits for step {name:?}, which will wait for it: \
-                                     a cycle",
-                                    step.name
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            let ids = queue.insert_steps(tx, workflow_id, &steps, &existing, now)?;
-            let edges: Vec<Edge> = dependants
-                .iter()
-                .flat_map(|&dependant| {
-                    ids.values().map(move |&new| Edge {
-                        job_id: dependant,
-                        depends_on: new,
-                        any_outcome: false,
-                    })
-                })
-                .collect();
-            tx.add_dependencies(&edges, now)?;
-            Ok(ids)
-        })?;
+        let ids = queue
+            .db()
+            .write(|tx| self.add_steps_on(tx, workflow_id, &steps, dependants, now))?;
         queue.notify();
         Ok(ids)
     }
+
+    /// Adds `steps` to workflow `workflow_id` in the caller's transaction, on behalf of this
+    /// job: the new steps may wait for steps the workflow has (this one's included), and
+    /// this job's dependants that have not started wait for the new steps `dependants` names
+    /// too. Returns the new steps' ids by name.
+    pub(crate) fn add_steps_on(
+        &self,
+        tx: &dyn Tx,
+        workflow_id: i64,
+        steps: &[Step],
+        dependants: Dependants<'_>,
+        now: i64,
+    ) -> Result<BTreeMap<String, i64>> {
+        let me = self.row.id;
+        let queue = &self.queue;
+        let existing = queue.existing_steps(tx, workflow_id, steps)?;
+        let waiting = match dependants {
+            Dependants::Unchanged => Vec::new(),
+            // One that was cancelled (by a person, or with its workflow) waits for nothing.
+            Dependants::WaitForAll | Dependants::WaitFor(_) => {
+                let mut queued = Vec::new();
+                for id in tx.pending_dependants_of(me)? {
+                    if tx.job(id)?.is_some_and(|j| j.status == JobStatus::Queued) {
+                        queued.push(id);
+                    }
+                }
+                queued
+            }
+        };
+        for step in steps {
+            for wait in &step.waits {
+                if let crate::workflow::Target::Step(name) = &wait.target {
+                    if existing.get(name).is_some_and(|id| waiting.contains(id)) {
+                        return Err(Error::new(
+                            ErrorKind::InvalidJob,
+                            format!(
+                                "step {:?} waits for step {name:?}, which will wait for it: \
+                                 a cycle",
+                                step.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let ids = queue.insert_steps(tx, workflow_id, steps, &existing, now)?;
+        let waited_for: Vec<i64> = match dependants {
+            Dependants::Unchanged => Vec::new(),
+            Dependants::WaitForAll => ids.values().copied().collect(),
+            Dependants::WaitFor(name) => ids.get(name).copied().into_iter().collect(),
+        };
+        let edges: Vec<Edge> = waiting
+            .iter()
+            .flat_map(|&dependant| {
+                waited_for.iter().map(move |&new| Edge {
+                    job_id: dependant,
+                    depends_on: new,
+                    any_outcome: false,
+                })
+            })
+            .collect();
+        tx.add_dependencies(&edges, now)?;
+        Ok(ids)
+    }
+}
+
+/// Which of the steps a job adds its own dependants (steps waiting for it that have not
+/// started) wait for too.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Dependants<'a> {
+    /// None: they still wait only for the job ([`JobContext::add_steps`]).
+    Unchanged,
+    /// Every new step ([`JobContext::add_steps_before_dependants`]).
+    WaitForAll,
+    /// The new step of this name, which itself waits for the others (a report's finishing
+    /// step: one wait instead of one per chunk).
+    WaitFor(&'a str),
 }

@@ -48,6 +48,9 @@ pub struct NewJob {
     pub(crate) expires: Option<Expiry>,
     /// Stored as an encrypted envelope ([`NewJob::encrypted`]).
     pub(crate) encrypted: bool,
+    /// Jobs it waits for, by id, and whether any outcome of each will do
+    /// ([`NewJob::after`], [`NewJob::after_any_outcome`]).
+    pub(crate) after: Vec<(i64, bool)>,
 }
 
 #[derive(Debug, Clone)]
@@ -162,6 +165,7 @@ impl NewJob {
             group_key: None,
             expires: None,
             encrypted: false,
+            after: Vec::new(),
         }
     }
 
@@ -231,6 +235,37 @@ impl NewJob {
     /// writing nothing, on a queue without encryption keys.
     pub fn encrypted(mut self) -> NewJob {
         self.encrypted = true;
+        self
+    }
+
+    /// Waits for job `id` to succeed before it runs: until then it stays `queued`, held
+    /// ([`JobRecord::waiting_for`](crate::JobRecord::waiting_for)), and if that job ends dead
+    /// or cancelled this one is cancelled instead (see [`Workflow`](crate::Workflow) for
+    /// named steps). May be called for several jobs.
+    ///
+    /// ```
+    /// use litejobs::{NewJob, Queue};
+    /// use serde_json::json;
+    /// # fn main() -> litejobs::Result<()> {
+    /// let queue = Queue::open_in_memory()?;
+    /// let charge = queue.enqueue(NewJob::new("charge_card", json!({"order": 7})))?;
+    /// let ship = queue.enqueue(NewJob::new("ship_order", json!({"order": 7})).after(charge))?;
+    /// assert_eq!(queue.job(ship)?.map(|j| j.waiting_for), Some(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Enqueueing fails with [`ErrorKind::NotFound`](crate::ErrorKind::NotFound), writing
+    /// nothing, when there is no job `id`.
+    pub fn after(mut self, id: i64) -> NewJob {
+        self.after.push((id, false));
+        self
+    }
+
+    /// Waits for job `id` to end, however it ends (succeeded, dead or cancelled): for
+    /// clean-up that must run anyway.
+    pub fn after_any_outcome(mut self, id: i64) -> NewJob {
+        self.after.push((id, true));
         self
     }
 

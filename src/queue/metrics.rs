@@ -5,6 +5,7 @@
 //! | --- | --- | --- | --- |
 //! | `litejobs_jobs` | gauge | `queue`, `job_type`, `status` | jobs in the database (every status of a known queue and type, zeros included) |
 //! | `litejobs_oldest_due_age_seconds` | gauge | `queue` | how long the oldest due job has waited past its run time; 0 when none is due |
+//! | `litejobs_waiting_dependants` | gauge | `queue` | queued jobs held until jobs they wait for end (workflow steps, batch callbacks); never due, never overdue |
 //! | `litejobs_dead_jobs` | gauge | | dead jobs waiting for a person (not requeued or discarded) |
 //! | `litejobs_dead_last_hour` | gauge | | jobs that became dead in the last hour |
 //! | `litejobs_expired_last_hour` | gauge | `queue`, `job_type` | jobs cancelled in the last hour because they were not started by their deadline |
@@ -92,6 +93,12 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
         .map(|(q, age)| (q.as_str(), *age))
         .collect();
     queues.extend(oldest.keys().copied());
+    let held: BTreeMap<&str, i64> = snapshot
+        .waiting_dependants
+        .iter()
+        .map(|(q, n)| (q.as_str(), *n))
+        .collect();
+    queues.extend(held.keys().copied());
     family(
         &mut out,
         "litejobs_oldest_due_age_seconds",
@@ -104,6 +111,20 @@ pub fn render(snapshot: &MetricsSnapshot) -> String {
             "litejobs_oldest_due_age_seconds",
             &[("queue", queue)],
             &seconds(age_ms),
+        );
+    }
+
+    family(
+        &mut out,
+        "litejobs_waiting_dependants",
+        "Queued jobs of the queue held until jobs they wait for end (workflow steps, batch callbacks); never due, never overdue.",
+    );
+    for queue in &queues {
+        sample(
+            &mut out,
+            "litejobs_waiting_dependants",
+            &[("queue", queue)],
+            &held.get(queue).copied().unwrap_or(0).to_string(),
         );
     }
 
@@ -275,6 +296,7 @@ mod tests {
                 at_ms: 0,
                 due_now: 0,
                 scheduled: 0,
+                waiting_dependants: 4,
                 running: 0,
                 oldest_due_age_ms: None,
                 dead: 2,
@@ -287,6 +309,7 @@ mod tests {
                 paused_queues: vec!["paused".into()],
             },
             oldest_due_age_ms: vec![],
+            waiting_dependants: vec![("held\"q".into(), 4)],
             attempts: vec![AttemptCount {
                 job_type: "t\\x\ny".into(),
                 outcome: "failed".into(),
@@ -316,6 +339,8 @@ mod tests {
         ));
         assert!(text.contains("litejobs_queue_paused{queue=\"q\\\"1\"} 0\n"));
         assert!(text.contains("litejobs_dead_jobs 2\n"));
+        assert!(text.contains("litejobs_waiting_dependants{queue=\"held\\\"q\"} 4\n"));
+        assert!(text.contains("litejobs_waiting_dependants{queue=\"paused\"} 0\n"));
         // Every line is a comment or a sample on one line: no raw newline leaked.
         for line in text.lines() {
             assert!(

@@ -15,6 +15,7 @@ pub(crate) mod rotation;
 pub(crate) mod wake;
 pub(crate) mod workflows;
 
+use crate::storage::jobs::deps::add_waits_of;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -361,10 +362,18 @@ impl Queue {
         let payload = self.stored_payload(None, &job, payload, now)?;
         // One insert (a key's races settled by the insert itself): no transaction around it
         // where that saves round trips.
-        let inserted = self
-            .inner
-            .db
-            .write_statements(|tx| tx.insert_job(&job, &payload, now))?;
+        let insert = |tx: &dyn Tx| {
+            let inserted = tx.insert_job(&job, &payload, now)?;
+            if inserted.created && !job.after.is_empty() {
+                add_waits_of(tx, inserted.id, &job, now)?;
+            }
+            Ok(inserted)
+        };
+        let inserted = if job.after.is_empty() {
+            self.inner.db.write_statements(insert)?
+        } else {
+            self.inner.db.write(insert)?
+        };
         if inserted.created {
             self.after_enqueue(&[(inserted.id, &job)]);
         }
@@ -452,7 +461,11 @@ impl Queue {
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
             let payload = self.stored_payload(Some(tx), &job, payload, now)?;
-            Ok(crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?.id)
+            let inserted = crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?;
+            if inserted.created {
+                add_waits_of(tx, inserted.id, &job, now)?;
+            }
+            Ok(inserted.id)
         })
     }
 
@@ -462,7 +475,11 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         let payload = self.stored_payload(Some(tx), &job, payload, now)?;
-        Ok(tx.insert_job(&job, &payload, now)?.id)
+        let inserted = tx.insert_job(&job, &payload, now)?;
+        if inserted.created {
+            add_waits_of(tx, inserted.id, &job, now)?;
+        }
+        Ok(inserted.id)
     }
 
     /// After a commit that inserted `jobs`: tells subscribers and wakes this process's
@@ -589,7 +606,12 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
         ));
     }
     crate::encryption::envelope::refuse_lookalike(&payload)?;
+    let now = SystemClock.now_ms();
     with_triggers_off(conn, || {
-        Ok(tx.insert_job(&job, &payload, SystemClock.now_ms())?.id)
+        let inserted = tx.insert_job(&job, &payload, now)?;
+        if inserted.created {
+            add_waits_of(tx, inserted.id, &job, now)?;
+        }
+        Ok(inserted.id)
     })
 }

@@ -32,6 +32,9 @@ pub struct Health {
     pub due_now: i64,
     /// Queued or failed jobs due later (retries in backoff, delayed jobs).
     pub scheduled: i64,
+    /// Queued jobs held until jobs they wait for end (workflow steps, batch callbacks):
+    /// neither due nor scheduled, and never counted as overdue.
+    pub waiting_dependants: i64,
     /// Jobs running under a lease.
     pub running: i64,
     /// How long the oldest due job has waited past its run time (ms); `None` when nothing is
@@ -162,6 +165,7 @@ impl Figures {
             due_now: self.live.due_now,
             scheduled: self.live.scheduled,
             running: self.live.running,
+            held: self.live.held.iter().map(|(_, n)| n).sum(),
             ..tx.health(now, since, false)?
         })
     }
@@ -195,6 +199,7 @@ impl Figures {
             at_ms: now,
             due_now: row.due_now,
             scheduled: row.scheduled,
+            waiting_dependants: row.held,
             running: row.running,
             oldest_due_age_ms: self.oldest_due_age_ms(now),
             dead: row.dead_awaiting,
@@ -232,6 +237,9 @@ pub struct MetricsSnapshot {
     pub health: Health,
     /// Per queue with due jobs: the oldest due job's age (ms).
     pub oldest_due_age_ms: Vec<(String, i64)>,
+    /// Per queue with held jobs: how many wait for other jobs to end
+    /// ([`Health::waiting_dependants`]).
+    pub waiting_dependants: Vec<(String, i64)>,
     /// Attempt outcomes by job type.
     pub attempts: Vec<AttemptCount>,
     /// Jobs that expired in the last hour, by queue and type.
@@ -366,6 +374,7 @@ impl Queue {
                 stats: figures.stats(now),
                 health,
                 oldest_due_age_ms: figures.oldest_due_ages(now),
+                waiting_dependants: figures.live.held.clone(),
                 expired: figures.expired.clone(),
                 attempts: tx
                     .attempt_outcomes()?

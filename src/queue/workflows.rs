@@ -74,7 +74,13 @@ impl Queue {
         })
     }
 
-    fn workflow_on(&self, tx: &dyn Tx, flow: &Workflow, now: i64) -> Result<WorkflowIds> {
+    /// Writes `flow` (already validated) in the caller's transaction.
+    pub(crate) fn workflow_on(
+        &self,
+        tx: &dyn Tx,
+        flow: &Workflow,
+        now: i64,
+    ) -> Result<WorkflowIds> {
         let workflow_id = tx.create_workflow("workflow", &flow.name, false, now)?;
         let steps = self.insert_steps(tx, workflow_id, &flow.steps, &BTreeMap::new(), now)?;
         Ok(WorkflowIds { workflow_id, steps })
@@ -101,6 +107,14 @@ impl Queue {
         }
         let mut edges = Vec::new();
         for step in steps {
+            // Waits given on the step's job itself (`NewJob::after`).
+            for &(depends_on, any_outcome) in &step.job.after {
+                edges.push(Edge {
+                    job_id: ids[&step.name],
+                    depends_on,
+                    any_outcome,
+                });
+            }
             for wait in &step.waits {
                 let depends_on = match &wait.target {
                     Target::Job(id) => *id,
@@ -383,14 +397,27 @@ impl Queue {
 }
 
 /// In the transaction that requeued dead job `old` as job `new`: `new` takes `old`'s place
-/// in its workflow or batch (same step name), and the jobs `old`'s end cancelled wait for
-/// `new` instead.
+/// in its workflow or batch (same step name) and its waits (so its handler reads what
+/// `old`'s read, with `JobContext::dependencies`), and the jobs `old`'s end cancelled wait
+/// for `new` instead.
 pub(crate) fn stand_in(tx: &dyn Tx, old: i64, new: i64, now: i64) -> Result<()> {
     if let Some(job) = tx.job(old)? {
         if let Some(workflow_id) = job.workflow_id {
             tx.place_in_workflow(new, workflow_id, job.step.as_deref())?;
         }
     }
+    // A job that ran had each of its waits satisfied, so the copies are too and hold `new`
+    // back for nothing; a wait still pending (a status changed by plain SQL) holds it.
+    let waits: Vec<Edge> = tx
+        .dependencies_of(old)?
+        .into_iter()
+        .map(|d| Edge {
+            job_id: new,
+            depends_on: d.id,
+            any_outcome: d.any_outcome,
+        })
+        .collect();
+    tx.add_dependencies(&waits, now)?;
     tx.revive_dependants(old, new, now)?;
     Ok(())
 }

@@ -234,7 +234,15 @@ impl Db {
         payloads: &[String],
         now: i64,
     ) -> Result<Vec<jobs::Inserted>> {
-        let insert = |tx: &dyn Tx| tx.insert_jobs(jobs, payloads, now);
+        let insert = |tx: &dyn Tx| {
+            let inserted = tx.insert_jobs(jobs, payloads, now)?;
+            for (ins, job) in inserted.iter().zip(jobs) {
+                if ins.created && !job.after.is_empty() {
+                    jobs::deps::add_waits_of(tx, ins.id, job, now)?;
+                }
+            }
+            Ok(inserted)
+        };
         if jobs::insert::skips_the_rules(jobs) {
             run_once(|g| self.backend.write_validated_tx(g), insert)
         } else {

@@ -169,6 +169,8 @@ pub(crate) struct HealthRow {
     pub(crate) due_now: i64,
     pub(crate) scheduled: i64,
     pub(crate) running: i64,
+    /// Queued jobs held until jobs they wait for end (neither due nor scheduled).
+    pub(crate) held: i64,
     pub(crate) dead_awaiting: i64,
     pub(crate) failed_attempts: i64,
     pub(crate) succeeded: i64,
@@ -183,11 +185,14 @@ pub(crate) type BucketCounts = Vec<(i64, i64)>;
 pub(crate) struct LiveSummary {
     /// Queued or failed jobs whose run time has come.
     pub(crate) due_now: i64,
-    /// Queued or failed jobs whose run time is still ahead.
+    /// Queued or failed jobs whose run time is still ahead (held jobs left out).
     pub(crate) scheduled: i64,
     pub(crate) running: i64,
     /// Per queue with due jobs, the oldest due job's run time (ms), by queue name.
     pub(crate) oldest_due: Vec<(String, i64)>,
+    /// Per queue with held jobs (queued, waiting for other jobs to end: their run time is
+    /// [`HELD_RUN_AT`](crate::storage::jobs::deps::HELD_RUN_AT)), how many, by queue name.
+    pub(crate) held: Vec<(String, i64)>,
 }
 
 /// Reads for people and tools. None of them writes.
@@ -234,8 +239,8 @@ pub(crate) trait ReadStore {
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>>;
 
     /// Waiting, running and dead counts now; failed attempts and successes since `since`.
-    /// Without `count_live` the waiting and running counts are left at 0, for a caller that
-    /// has them from [`ReadStore::status_counts`].
+    /// Without `count_live` the waiting, held and running counts are left at 0, for a caller
+    /// that has them from [`ReadStore::status_counts`].
     fn health(&self, now: i64, since: i64, count_live: bool) -> Result<HealthRow>;
 
     /// The oldest due job's run time per queue (only queues with due jobs).

@@ -2,9 +2,10 @@
 //!
 //! A chunk is done once: its rows, its `done` mark and the run's counters are written in one
 //! transaction, guarded by the chunk still being pending and by its job still holding this
-//! attempt (so a late result of a timed-out attempt writes nothing). The write that makes the
-//! last chunk done also enqueues the finishing job, which is how it comes to run once even
-//! when the last chunks finish at the same moment in different threads or processes.
+//! attempt (so a late result of a timed-out attempt writes nothing). The finishing job is a
+//! step of the run's workflow that waits for every chunk's job (see `builtin::report`), so
+//! the transaction that ends the last of them releases it, once, even when the last chunks
+//! finish at the same moment in different threads or processes.
 
 use std::fmt;
 

@@ -7,6 +7,8 @@
 //! | `GET /api/jobs` | `litejobs list --json` | `{"jobs": [...]}`; filters `status`, `type`, `queue`, `search`, `before`, `limit` |
 //! | `GET /api/jobs/{id}` | `litejobs show ID --json` | `{"job": {...}, "attempts": [...]}` |
 //! | `GET /api/dead` | `litejobs dead list --json` | `{"jobs": [...]}`, dead jobs waiting for a person |
+//! | `GET /api/workflows` | `litejobs workflow list --json` | `{"workflows": [...]}`, each with `ended` and `total`; `before`, `limit` |
+//! | `GET /api/workflows/{id}` | `litejobs workflow show ID --json` | the workflow or batch with every job and wait |
 //! | `GET /api/overview` | | the overview's live figures, by display key |
 //!
 //! Errors are `{"error": "..."}` with 400, 401, 404 or 500.
@@ -21,6 +23,7 @@ use crate::human::{excerpt, ERROR_EXCERPT_BYTES};
 use crate::job::{AttemptRecord, JobRecord};
 use crate::queue::reads::DEFAULT_HEALTH_WINDOW;
 use crate::storage::reads::DEFAULT_LIST_LIMIT;
+use crate::workflow::WorkflowListing;
 
 use super::app::App;
 use super::pages::jobs::ListQuery;
@@ -35,6 +38,20 @@ const TOP_ERRORS: usize = 5;
 #[derive(Serialize)]
 struct JobsJson {
     jobs: Vec<JobRecord>,
+}
+
+/// A workflow in a listing, with its progress spelled out (as `workflow list --json`).
+#[derive(Serialize)]
+struct ListedJson {
+    #[serde(flatten)]
+    listing: WorkflowListing,
+    ended: usize,
+    total: usize,
+}
+
+#[derive(Serialize)]
+struct WorkflowsJson {
+    workflows: Vec<ListedJson>,
 }
 
 #[derive(Serialize)]
@@ -138,6 +155,50 @@ pub(crate) fn job(app: &App, id: i64) -> Response {
         ))
     };
     read().unwrap_or_else(|e| error(&e))
+}
+
+/// `GET /api/workflows`.
+pub(crate) fn workflows(app: &App, req: &Request) -> Response {
+    let limit = match limit(req) {
+        Ok(n) => n,
+        Err(message) => return Response::json_error(400, &message),
+    };
+    let before = match req.query("before").map(str::parse::<i64>) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(_)) => return Response::json_error(400, "before must be a workflow id"),
+    };
+    match app.queue.workflows(limit, before) {
+        Ok(listings) => Response::json(
+            200,
+            &WorkflowsJson {
+                workflows: listings
+                    .into_iter()
+                    .map(|listing| ListedJson {
+                        ended: listing.ended(),
+                        total: listing.total(),
+                        listing,
+                    })
+                    .collect(),
+            },
+        ),
+        Err(e) => error(&e),
+    }
+}
+
+/// `GET /api/workflows/{id}`: secrets masked, errors cut.
+pub(crate) fn workflow(app: &App, id: i64) -> Response {
+    match app.queue.workflow(id) {
+        Ok(Some(info)) => {
+            let mut info = info.masked(&app.redactor);
+            for step in &mut info.steps {
+                bounded(&mut step.last_error);
+            }
+            Response::json(200, &info)
+        }
+        Ok(None) => Response::json_error(404, &format!("no workflow or batch with id {id}")),
+        Err(e) => error(&e),
+    }
 }
 
 /// `GET /api/overview`.

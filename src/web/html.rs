@@ -33,6 +33,7 @@ pub(crate) enum Nav {
     Overview,
     Jobs,
     Dead,
+    Workflows,
     Schedules,
     /// The webhook endpoints page, there only with the `webhook` feature.
     #[cfg(feature = "webhook")]
@@ -44,6 +45,7 @@ const NAV: &[(Nav, &str, &str)] = &[
     (Nav::Overview, "/", "Overview"),
     (Nav::Jobs, "/jobs", "Jobs"),
     (Nav::Dead, "/dead", "Dead"),
+    (Nav::Workflows, "/workflows", "Workflows"),
     (Nav::Schedules, "/schedules", "Schedules &amp; reports"),
     #[cfg(feature = "webhook")]
     (Nav::Endpoints, "/endpoints", "Endpoints"),

@@ -90,6 +90,7 @@ mod chart;
 mod csrf;
 mod flash;
 mod format;
+mod graph;
 mod html;
 mod keys;
 mod live;

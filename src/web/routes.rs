@@ -22,6 +22,9 @@
 //! | `GET /dead?type=&queue=&search=&before=` | dead jobs by error, with bulk requeue |
 //! | `POST /dead/requeue` | bulk requeue (type, error text, reason) |
 //! | `POST /queues/{name}/pause` · `/resume` | pause or resume a queue |
+//! | `GET /workflows?before=` | workflows and batches, newest first |
+//! | `GET /workflows/{id}` | one workflow or batch: its graph and its jobs |
+//! | `POST /workflows/{id}/cancel` | cancel every job of it that has not ended |
 //! | `GET /schedules` | periodic schedules and report runs |
 //! | `GET /endpoints` | webhook endpoints and their breakers (feature `webhook`) |
 //! | `POST /endpoints/{id}/enable` · `/disable` | enable or disable an endpoint (feature `webhook`) |
@@ -192,6 +195,15 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
         ["queues", name, switch @ ("pause" | "resume")] if post => {
             actions::queue_switch(app, ctx, name, *switch == "pause")
         }
+        ["workflows"] if read => pages::workflows::render(app, ctx, req),
+        ["workflows", id] if read => match parse_id(id) {
+            Some(id) => pages::workflow::render(app, ctx, id),
+            None => not_found(ctx, api),
+        },
+        ["workflows", id, "cancel"] if post => match parse_id(id) {
+            Some(id) => actions::workflow_cancel(app, ctx, req, id),
+            None => not_found(ctx, api),
+        },
         ["schedules"] if read => pages::schedules::render(app, ctx),
         #[cfg(feature = "webhook")]
         ["endpoints"] if read => pages::endpoints::render(app, ctx),
@@ -216,17 +228,27 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
             Some(id) => api::job(app, id),
             None => not_found(ctx, api),
         },
+        ["api", "workflows"] if read => api::workflows(app, req),
+        ["api", "workflows", id] if read => match parse_id(id) {
+            Some(id) => api::workflow(app, id),
+            None => not_found(ctx, api),
+        },
         []
         | ["jobs"]
         | ["jobs", _]
         | ["dead"]
+        | ["workflows"]
+        | ["workflows", _]
         | ["schedules"]
         | ["metrics"]
-        | ["api", "stats" | "overview" | "jobs" | "dead"]
-        | ["api", "jobs", _] => method_not_allowed("GET, HEAD"),
-        ["jobs", _, _] | ["dead", "requeue"] | ["queues", _, _] | ["login"] | ["logout"] => {
-            method_not_allowed("POST")
-        }
+        | ["api", "stats" | "overview" | "jobs" | "dead" | "workflows"]
+        | ["api", "jobs" | "workflows", _] => method_not_allowed("GET, HEAD"),
+        ["jobs", _, _]
+        | ["workflows", _, "cancel"]
+        | ["dead", "requeue"]
+        | ["queues", _, _]
+        | ["login"]
+        | ["logout"] => method_not_allowed("POST"),
         #[cfg(feature = "webhook")]
         ["endpoints"] => method_not_allowed("GET, HEAD"),
         #[cfg(feature = "webhook")]

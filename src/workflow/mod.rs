@@ -9,11 +9,13 @@
 
 mod batch;
 mod builder;
+mod shown;
 mod view;
 
 pub use batch::{Batch, BatchIds, BatchSummary};
 pub(crate) use builder::{check_steps, Target};
 pub use builder::{Step, Workflow};
+pub use shown::{WaitCounts, MEMBER_LABEL};
 pub(crate) use view::{info_of, listing_of};
 pub use view::{
     Dependency, WaitInfo, WaitState, WorkflowInfo, WorkflowKind, WorkflowListing, WorkflowStep,

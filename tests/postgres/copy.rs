@@ -237,3 +237,74 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     );
     assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM jobs"), 4);
 }
+
+/// A job waiting for another arrives held, waiting for the same job, in its workflow; the
+/// triggers do not hold it a second time, and it runs once its dependency has.
+#[test]
+fn copy_to_keeps_waiting_jobs_held_and_their_workflows() {
+    let Some(url) = server() else { return };
+    let dir = temp_dir();
+    let path = dir.path().join("app.db");
+    let clock = litejobs::ManualClock::new(START_MS);
+    let queue = litejobs::Queue::builder()
+        .clock(clock.clone())
+        .open(&path)
+        .expect("the SQLite queue");
+    let first = queue
+        .enqueue(NewJob::new("first", json!({})))
+        .expect("enqueue");
+    let second = queue
+        .enqueue(NewJob::new("second", json!({})))
+        .expect("enqueue");
+    // As another program writes them to the file (its triggers hold `second`).
+    raw_conn(&path)
+        .execute_batch(&format!(
+            "INSERT INTO workflows (id, kind, name) VALUES (5, 'workflow', 'order 1042');
+             UPDATE jobs SET workflow_id = 5, step = 'step-' || id WHERE id IN ({first}, {second});
+             INSERT INTO job_deps (job_id, depends_on) VALUES ({second}, {first});"
+        ))
+        .expect("a workflow whose second step waits for the first");
+    let target = PgSchema::new(&url);
+    let report =
+        litejobs::copy_sqlite_to_postgres(&path, &url, Some(&target.name)).expect("copy-to");
+    assert_eq!(
+        (report.live_jobs, report.workflows, report.dependencies),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    let mut conn = target.raw();
+    assert_eq!(
+        count(
+            &mut conn,
+            &format!(
+                "SELECT count(*) AS n FROM jobs WHERE id = {second} AND waiting_for = 1 \
+                 AND run_at = 99999999999999 AND held_run_at = {START_MS} AND workflow_id = 5"
+            )
+        ),
+        1,
+        "held once, as in the file"
+    );
+    let pg = target.queue(&clock);
+    let ran = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = |ran: &std::sync::Arc<std::sync::Mutex<Vec<i64>>>| {
+        let ran = std::sync::Arc::clone(ran);
+        move |ctx: &litejobs::JobContext| {
+            ran.lock().expect("the record").push(ctx.id());
+            Ok(())
+        }
+    };
+    let builder = Worker::builder(&pg)
+        .handler("first", record(&ran))
+        .handler("second", record(&ran));
+    let drained = litejobs::testing::drain(&builder).expect("drain");
+    assert_eq!(drained.succeeded, 2, "{drained:?}");
+    assert_eq!(*ran.lock().expect("the record"), vec![first, second]);
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT nextval(pg_get_serial_sequence('workflows', 'id')) AS n"
+        ),
+        6,
+        "new workflows continue after the copied ids"
+    );
+}

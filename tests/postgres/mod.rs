@@ -6,6 +6,8 @@ mod admin_dead_letter;
 // `litejobs copy-to`: a SQLite file moved into PostgreSQL
 #[cfg(feature = "cli")]
 mod copy;
+// jobs that wait for others: the job_deps and jobs triggers, by plain SQL and the worker
+mod deps;
 // several hosts, simulated: four worker processes on one schema, SIGKILL at random, restarts
 mod hosts;
 // Queue::enqueue_in_pg: the caller's own transaction

@@ -10,8 +10,8 @@ use litejobs::{testing, Clock, JobContext, JobStatus, ManualClock, Queue, System
 use crate::support::pg::{server, PgSchema};
 
 /// The statements `schema.pg.sql`'s header shows (indented comment lines, joined up to each
-/// `;`), but for the by-hand set-up, with `litejobs.` pointed at the test's schema.
-fn documented_statements(schema: &str) -> Vec<String> {
+/// `;`), with `litejobs.` pointed at the test's schema.
+pub(super) fn header_statements(schema: &str) -> Vec<String> {
     let header = include_str!("../../schema.pg.sql")
         .lines()
         .take_while(|l| l.starts_with("--"));
@@ -29,10 +29,25 @@ fn documented_statements(schema: &str) -> Vec<String> {
             statements.push(std::mem::take(&mut current));
         }
     }
-    let inserts: Vec<String> = statements
+    statements
         .into_iter()
-        .filter(|s| s.starts_with("INSERT INTO litejobs.jobs"))
-        .map(|s| s.replace("litejobs.", &format!("\"{schema}\".")))
+        .map(|s| s.trim_end().replace("litejobs.", &format!("\"{schema}\".")))
+        .collect()
+}
+
+/// The header's two lone job inserts (not those of its transaction with waits).
+fn documented_statements(schema: &str) -> Vec<String> {
+    let mut in_transaction = false;
+    let inserts: Vec<String> = header_statements(schema)
+        .into_iter()
+        .filter(|s| {
+            match s.as_str() {
+                "BEGIN;" => in_transaction = true,
+                "COMMIT;" => in_transaction = false,
+                _ => {}
+            }
+            !in_transaction && s.starts_with(&format!("INSERT INTO \"{schema}\".jobs"))
+        })
         .collect();
     assert_eq!(inserts.len(), 2, "the header's two inserts: {inserts:?}");
     inserts
@@ -40,7 +55,7 @@ fn documented_statements(schema: &str) -> Vec<String> {
 
 /// `psql -X` on the test server: no psqlrc, no PGOPTIONS, stops at the first error.
 /// `None` (skip) when psql is not installed, except under CI.
-fn psql(url: &str, args: &[&str]) -> Option<Result<String, String>> {
+pub(super) fn psql(url: &str, args: &[&str]) -> Option<Result<String, String>> {
     let mut cmd = Command::new("psql");
     cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url])
         .args(args)
@@ -66,7 +81,7 @@ fn psql(url: &str, args: &[&str]) -> Option<Result<String, String>> {
 }
 
 /// Runs `sql` in a fresh `psql -X` session and panics with psql's error if it fails.
-fn run_psql(url: &str, sql: &str) -> Option<String> {
+pub(super) fn run_psql(url: &str, sql: &str) -> Option<String> {
     psql(url, &["-c", sql]).map(|r| r.unwrap_or_else(|e| panic!("psql -X -c {sql:?}: {e}")))
 }
 

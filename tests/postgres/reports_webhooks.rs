@@ -409,9 +409,15 @@ fn pg_a_report_fans_out_into_chunks_and_is_polled_to_ready() {
         (half.chunks_total, half.chunks_done, half.rows_done),
         (3, 2, 15)
     );
+    // The finishing step is planned with the chunks, held until the last of them is done.
+    let finish = queue
+        .job(half.finish_job_id.expect("planned with the chunks"))
+        .expect("read")
+        .expect("the finishing job");
     assert_eq!(
-        half.finish_job_id, None,
-        "no finishing job before the last chunk"
+        (finish.status, finish.waiting_for),
+        (litejobs::JobStatus::Queued, 1),
+        "held for chunk 1"
     );
     assert_eq!(queue.report_rows(id, 0, 100).expect("rows").len(), 15);
 
@@ -442,8 +448,8 @@ fn pg_a_report_fans_out_into_chunks_and_is_polled_to_ready() {
 }
 
 /// Two workers on two queues (two processes), one thread each;
-/// the two chunks of each run meet in their handlers, so their completions race. Exactly
-/// one of them sees the last chunk done and enqueues the finishing job.
+/// the two chunks of each run meet in their handlers, so their completions race. The
+/// finishing step, which waits for both chunks' jobs, is released once.
 #[test]
 fn pg_the_finisher_runs_once_when_the_last_chunks_complete_together_in_two_processes() {
     let Some((schema, queue, clock)) = setup() else {

@@ -13,10 +13,12 @@ pub use crate::work_args::WorkArgs;
 mod cancel;
 mod dead;
 mod keys;
+mod workflow;
 
 pub use cancel::CancelArgs;
 pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 pub use keys::{KeysCommand, KeysNewArgs};
+pub use workflow::{WorkflowCancelArgs, WorkflowCommand, WorkflowListArgs};
 
 /// litejobs: background jobs in one SQLite file. Inspect, act on and run the jobs of a
 /// database.
@@ -86,6 +88,9 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Make a waiting job due now; a dead job gets one more attempt.
     Retry(IdArgs),
+    /// Workflows and batches (jobs that wait for other jobs): list, show, cancel.
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
     /// Stop claiming from a queue in every process (jobs wait, no attempt is spent).
     Pause(PauseArgs),
     /// Resume a paused queue.
@@ -201,6 +206,14 @@ pub struct EnqueueArgs {
     /// without it.
     #[arg(long)]
     pub encrypt: bool,
+    /// Wait for job ID to succeed first (held until then; cancelled if it ends dead or
+    /// cancelled). May be given more than once.
+    #[arg(long, value_name = "ID")]
+    pub after: Vec<i64>,
+    /// Wait for job ID to end, however it ends (clean-up that runs anyway). May be given
+    /// more than once.
+    #[arg(long, value_name = "ID")]
+    pub after_any: Vec<i64>,
 }
 
 /// `stats`.

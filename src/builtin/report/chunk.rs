@@ -1,6 +1,6 @@
 //! The chunk job: produces one chunk's rows and writes them with the chunk's done mark and
-//! the run's counters in one fenced transaction; the transaction that completes the last
-//! chunk enqueues the finishing job.
+//! the run's counters in one fenced transaction. The finishing step waits for every chunk's
+//! job: the transaction that ends the last of them releases it.
 
 use std::sync::Arc;
 
@@ -90,19 +90,11 @@ impl Handler for ChunkHandler {
             .db()
             .write(|tx| {
                 tx.lock_key(&format!("report-run:{run_id}"))?;
-                let written =
-                    tx.complete_chunk(run_id, i64::from(index), &rows, count, ctx.lease(), now)?;
-                if written == (ChunkWrite::Done { last: true }) {
-                    kind.enqueue_finish(tx, run_id)?;
-                }
-                Ok(written)
+                tx.complete_chunk(run_id, i64::from(index), &rows, count, ctx.lease(), now)
             })
             .map_err(storage_error)?;
         match written {
-            ChunkWrite::Done { last } => {
-                if last {
-                    queue.notify();
-                }
+            ChunkWrite::Done { .. } => {
                 ctx.set_result(json!({"run_id": run_id, "chunk": index, "rows": count}));
                 Ok(())
             }

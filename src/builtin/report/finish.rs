@@ -1,6 +1,6 @@
-//! The finishing job: runs once when every chunk is done (it is enqueued by the transaction
-//! that completed the last chunk, under the key `report:<run_id>:finish`), hands the run to
-//! [`ReportKind::finish`](super::ReportKind::finish), and marks the run ready.
+//! The finishing job: a step of the run's workflow that waits for every chunk's job, so the
+//! transaction that ends the last of them releases it, once. It hands the run to
+//! [`ReportKind::finish`](super::ReportKind::finish) and marks the run ready.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -92,7 +92,8 @@ impl Handler for FinishHandler {
             .ok_or_else(|| {
                 JobError::permanent(format!("report run {run_id} does not exist (deleted?)"))
             })?;
-        let run = ReportRun::from_row(row).map_err(storage_error)?;
+        let workflow_id = ctx.workflow_id().map_err(storage_error)?;
+        let run = ReportRun::from_row(row, workflow_id).map_err(storage_error)?;
         match run.state {
             ReportState::Ready => {
                 ctx.set_result(json!({"run_id": run_id, "already_ready": true}));

@@ -1,5 +1,6 @@
 //! Reports in chunks: a report request fans out into chunk jobs (one per page or key
-//! range) and a finishing job that runs once, when every chunk has succeeded.
+//! range) and a finishing job that runs once, when every chunk has succeeded: the steps of
+//! a workflow the request job plans at run time.
 //!
 //! You describe a report kind by implementing [`ReportKind`] (how to split a request into
 //! chunks, how to produce one chunk's rows, what to do with all of them) and register it
@@ -8,23 +9,31 @@
 //! done of total, rows so far, and the result (a file path and row count, or the rows kept
 //! in the `report_rows` table, read with [`Queue::report_rows`]).
 //!
-//! How a run goes, with the job types for a kind named `activity`:
+//! How a run goes, with the job types for a kind named `activity`: each run is a
+//! [workflow](crate::guide::workflows) ([`ReportRun::workflow_id`]), whose steps are its jobs.
 //! ```text
-//! request_report ─► report.activity.request ─► plan() ─► report.activity.chunk × N
+//! request_report ─► step "request" (report.activity.request) ─► plan()
+//!   adds steps "chunk 0" … "chunk N-1" (report.activity.chunk) and "finish"
+//!   (report.activity.finish), which waits for every chunk
 //!   each chunk: run_chunk() → rows + done mark + counters in one transaction
-//!   the transaction that marks the last chunk done enqueues ─► report.activity.finish ─► finish()
+//!   the transaction that ends the last chunk's job releases "finish" ─► finish()
 //! ```
 //! - A chunk's rows are written with its done mark in one transaction, fenced by its job's
 //!   attempt: a chunk that fails and retries, or times out and is retried while its first
 //!   attempt is still running, contributes its rows exactly once.
-//! - The finishing job is enqueued by the write that makes the chunk count reach the total
-//!   (one `BEGIN IMMEDIATE` at a time, across threads and processes), under the idempotency
-//!   key `report:<run_id>:finish`: it runs once even when the last chunks finish together.
+//! - The finishing step is planned with the chunks and held until each chunk's job has
+//!   succeeded: the transaction that ends the last of them releases it, once, even when the
+//!   last chunks finish together in different threads or processes.
 //! - A chunk that goes dead (permanent error, attempts spent, timed out or lost on its last
-//!   attempt) makes the run `failed`, with the chunk's error; the remaining chunks cancel
-//!   themselves instead of working for nothing.
+//!   attempt) makes the run `failed`, with the chunk's error, and cancels the finishing step
+//!   (`cancelled_by` `dependency`); the remaining chunks cancel themselves instead of working
+//!   for nothing.
 //! - Each chunk has a hard time limit ([`ReportKind::chunk_timeout`]): past it the attempt
 //!   is recorded as timed out and retried, and its late rows are discarded.
+//! - A request job that is a step of a workflow of yours ([`request_job`] as a
+//!   [`Step`]) adds the chunks to that workflow (named `<its step>: chunk 0` …
+//!   and `<its step>: finish`), and your steps that wait for it wait for the finishing step
+//!   too: "email the link" after "report" runs once the report is ready.
 //!
 //! Report jobs go to the [`REPORT_QUEUE`] queue, so a backlog of reports never delays other
 //! jobs; [`WorkerBuilder::report`] makes the worker work it.
@@ -45,6 +54,7 @@ use crate::error::{Error, Result};
 use crate::handler::JobContext;
 use crate::handler::{Action, JobError};
 use crate::job::{NewJob, DEFAULT_MAX_ATTEMPTS};
+use crate::workflow::{Step, Workflow};
 use crate::{Queue, WorkerBuilder};
 
 pub use finish::Finish;
@@ -228,7 +238,9 @@ pub fn finish_job_type(kind: &str) -> String {
 
 /// A request job that creates its own run when it runs: the template for a report on a
 /// schedule ([`Periodic`](crate::worker::maintenance::Periodic)), or for other programs (`{"params": {...}}` in
-/// the queue [`REPORT_QUEUE`]). A retried request job finds the run it created.
+/// the queue [`REPORT_QUEUE`]), or for a step of a workflow of yours. A retried request job
+/// finds the run it created. When it runs it joins a workflow of the run's own, or, as a step
+/// of your workflow, adds the chunks to yours; either way [`ReportRun::workflow_id`] names it.
 ///
 /// ```
 /// use litejobs::builtin::report;
@@ -297,8 +309,12 @@ impl Queue {
             let run_id = tx.insert_run(kind, &params_text, None, now)?;
             let job = NewJob::new(request_job_type(kind), json!({ "run_id": run_id }))
                 .queue(REPORT_QUEUE);
-            let job_id = self.enqueue_on(tx, job)?;
-            tx.set_request_job(run_id, job_id)?;
+            let flow = Workflow::new(format!("report {kind} run {run_id}"))
+                .step(Step::new(plan::REQUEST_STEP, job));
+            let ids = self.workflow_on(tx, &flow, now)?;
+            if let Some(job_id) = ids.step(plan::REQUEST_STEP) {
+                tx.set_request_job(run_id, job_id)?;
+            }
             Ok(run_id)
         })?;
         self.notify();
@@ -314,20 +330,13 @@ pub(crate) struct Kind {
 }
 
 impl Kind {
-    /// The finishing job of a run.
+    /// The finishing job of a run: a step that waits for every chunk.
     fn finish_job(&self, run_id: i64) -> NewJob {
         NewJob::new(finish_job_type(&self.name), json!({ "run_id": run_id }))
             .queue(REPORT_QUEUE)
             .timeout(self.report.finish_timeout())
             .max_attempts(self.report.chunk_max_attempts())
             .idempotency_key(format!("report:{run_id}:finish"))
-    }
-
-    /// Enqueues the finishing job inside the transaction that completed the run's last
-    /// chunk (or planned no chunks).
-    fn enqueue_finish(&self, tx: &dyn crate::storage::Tx, run_id: i64) -> Result<()> {
-        let job_id = self.queue.enqueue_on(tx, self.finish_job(run_id))?;
-        tx.set_finish_job(run_id, job_id)
     }
 
     /// Marks the run failed when `err` ends the job for good: a permanent error or a cancel,

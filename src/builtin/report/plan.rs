@@ -1,4 +1,5 @@
-//! The request job: plans a run's chunks and enqueues their jobs, all in one transaction.
+//! The request job: plans a run's chunks and adds them to the run's workflow as steps, with
+//! the finishing step that waits for all of them, in one transaction.
 
 use std::sync::Arc;
 
@@ -6,10 +7,15 @@ use serde_json::{json, Value};
 
 use super::{chunk_job_type, run_id_of, storage_error, Kind, REPORT_QUEUE};
 use crate::error::Result;
-use crate::handler::JobContext;
-use crate::handler::{Handler, JobError};
+use crate::handler::{Dependants, Handler, JobContext, JobError};
 use crate::job::NewJob;
 use crate::storage::reports::ReportState;
+use crate::storage::Tx;
+use crate::workflow::Step;
+
+/// The request's step name in the workflow [`Queue::request_report`](crate::Queue::request_report)
+/// makes (and in the one a request job without a workflow joins).
+pub(crate) const REQUEST_STEP: &str = "request";
 
 /// Runs `report.<kind>.request`.
 pub(crate) struct RequestHandler(pub(crate) Arc<Kind>);
@@ -19,6 +25,61 @@ enum Planned {
     Now { run_id: i64, chunks: usize },
     Already { run_id: i64 },
     Fenced,
+}
+
+/// Where a run's chunks go: the workflow, the prefix of their step names, and whether the
+/// request's own dependants (steps of the caller's workflow) wait for the finishing step.
+struct Placement {
+    workflow_id: i64,
+    prefix: String,
+    hold_dependants: bool,
+}
+
+impl Placement {
+    fn chunk(&self, index: usize) -> String {
+        format!("{}chunk {index}", self.prefix)
+    }
+
+    fn finish(&self) -> String {
+        format!("{}finish", self.prefix)
+    }
+}
+
+/// The workflow the run's steps join, in the planning transaction: the request's own (a
+/// step of the run's workflow, or of a workflow of the caller's, whose steps waiting for the
+/// request then wait for the finishing step too), or a new one: one the request job joins
+/// when it is in none (a request from a schedule or another program), or one of the run's
+/// own beside the batch the request job is a member of.
+fn place(tx: &dyn Tx, ctx: &JobContext, kind: &str, run_id: i64, now: i64) -> Result<Placement> {
+    let job = tx.job(ctx.id())?;
+    let (workflow_id, step) = job.map_or((None, None), |j| (j.workflow_id, j.step));
+    if let (Some(workflow_id), Some(step)) = (workflow_id, &step) {
+        let is_workflow = tx
+            .workflow(workflow_id)?
+            .is_some_and(|row| row.kind == "workflow");
+        if is_workflow {
+            let own = step == REQUEST_STEP;
+            return Ok(Placement {
+                workflow_id,
+                prefix: if own {
+                    String::new()
+                } else {
+                    format!("{step}: ")
+                },
+                hold_dependants: !own,
+            });
+        }
+    }
+    let name = format!("report {kind} run {run_id}");
+    let new = tx.create_workflow("workflow", &name, false, now)?;
+    if workflow_id.is_none() {
+        tx.place_in_workflow(ctx.id(), new, Some(REQUEST_STEP))?;
+    }
+    Ok(Placement {
+        workflow_id: new,
+        prefix: String::new(),
+        hold_dependants: false,
+    })
 }
 
 impl Handler for RequestHandler {
@@ -93,20 +154,31 @@ impl Handler for RequestHandler {
                 if !tx.plan_run(run_id, &spec_texts, now)? {
                     return Ok(Planned::Already { run_id });
                 }
+                let at = place(tx, ctx, &kind.name, run_id, now)?;
+                let mut steps: Vec<Step> = (0..spec_texts.len())
+                    .map(|index| Step::new(at.chunk(index), kind.chunk_job(run_id, index)))
+                    .collect();
+                // The finishing step waits for every chunk: the transaction that ends the
+                // last chunk's job releases it, once.
+                let finish = (0..spec_texts.len()).fold(
+                    Step::new(at.finish(), kind.finish_job(run_id)),
+                    |step, index| step.after(at.chunk(index)),
+                );
+                steps.push(finish);
+                let finish_name = at.finish();
+                let dependants = if at.hold_dependants {
+                    Dependants::WaitFor(&finish_name)
+                } else {
+                    Dependants::Unchanged
+                };
+                let ids = ctx.add_steps_on(tx, at.workflow_id, &steps, dependants, now)?;
                 for index in 0..spec_texts.len() {
-                    let job = NewJob::new(
-                        chunk_job_type(&kind.name),
-                        json!({"run_id": run_id, "chunk": index}),
-                    )
-                    .queue(REPORT_QUEUE)
-                    .timeout(kind.report.chunk_timeout())
-                    .max_attempts(kind.report.chunk_max_attempts())
-                    .idempotency_key(format!("report:{run_id}:chunk:{index}"));
-                    let job_id = queue.enqueue_on(tx, job)?;
-                    tx.set_chunk_job(run_id, index as i64, job_id)?;
+                    if let Some(&job_id) = ids.get(&at.chunk(index)) {
+                        tx.set_chunk_job(run_id, index as i64, job_id)?;
+                    }
                 }
-                if spec_texts.is_empty() {
-                    kind.enqueue_finish(tx, run_id)?;
+                if let Some(&job_id) = ids.get(&finish_name) {
+                    tx.set_finish_job(run_id, job_id)?;
                 }
                 Ok(Planned::Now {
                     run_id,
@@ -128,5 +200,19 @@ impl Handler for RequestHandler {
                 "the request attempt lost its job (timed out or reaped) before it planned",
             )),
         }
+    }
+}
+
+impl Kind {
+    /// The job of chunk `index` of a run.
+    fn chunk_job(&self, run_id: i64, index: usize) -> NewJob {
+        NewJob::new(
+            chunk_job_type(&self.name),
+            json!({"run_id": run_id, "chunk": index}),
+        )
+        .queue(REPORT_QUEUE)
+        .timeout(self.report.chunk_timeout())
+        .max_attempts(self.report.chunk_max_attempts())
+        .idempotency_key(format!("report:{run_id}:chunk:{index}"))
     }
 }

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::error::Result;
 pub use crate::storage::reports::ReportState;
 use crate::storage::reports::RunRow;
+use crate::storage::Tx;
 use crate::Queue;
 
 /// A report run: state, progress and result, as stored in `report_runs`. Times are
@@ -37,8 +38,12 @@ pub struct ReportRun {
     pub error: Option<String>,
     /// The job that planned the chunks.
     pub request_job_id: Option<i64>,
-    /// The finishing job, once enqueued.
+    /// The finishing job, once the chunks are planned (held until every chunk is done).
     pub finish_job_id: Option<i64>,
+    /// The run's workflow ([`Queue::workflow`]): its request, chunk and finishing jobs as
+    /// steps. `None` once those jobs are pruned, or for a run whose request job was
+    /// enqueued by another program and has not planned yet.
+    pub workflow_id: Option<i64>,
     /// When the chunks were planned.
     pub planned_at: Option<i64>,
     /// When the run was requested.
@@ -59,7 +64,7 @@ impl ReportRun {
         }
     }
 
-    pub(crate) fn from_row(row: RunRow) -> Result<ReportRun> {
+    pub(crate) fn from_row(row: RunRow, workflow_id: Option<i64>) -> Result<ReportRun> {
         let params = serde_json::from_str(&row.params).unwrap_or(Value::String(row.params));
         Ok(ReportRun {
             id: row.id,
@@ -74,6 +79,7 @@ impl ReportRun {
             error: row.error,
             request_job_id: row.request_job_id,
             finish_job_id: row.finish_job_id,
+            workflow_id,
             planned_at: row.planned_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
@@ -90,24 +96,45 @@ fn parse_rows(texts: Vec<String>) -> Vec<Value> {
         .collect()
 }
 
+/// The workflow of a run: its finishing job's (in the run's workflow once planned), or its
+/// request job's.
+fn workflow_of(tx: &dyn Tx, row: &RunRow) -> Result<Option<i64>> {
+    for id in [row.finish_job_id, row.request_job_id]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(workflow_id) = tx.job(id)?.and_then(|job| job.workflow_id) {
+            return Ok(Some(workflow_id));
+        }
+    }
+    Ok(None)
+}
+
 impl Queue {
     /// One report run by id (state, progress, result), or `None`. A run whose chunk job went
     /// dead reads as failed even before anything else noticed.
     pub fn report_run(&self, id: i64) -> Result<Option<ReportRun>> {
-        self.db()
-            .read(|conn| conn.report_run(id))?
-            .map(ReportRun::from_row)
-            .transpose()
+        self.db().read(|tx| {
+            let Some(row) = tx.report_run(id)? else {
+                return Ok(None);
+            };
+            let workflow_id = workflow_of(tx, &row)?;
+            ReportRun::from_row(row, workflow_id).map(Some)
+        })
     }
 
     /// The latest runs, newest first: of one kind, or of all with `None`.
     pub fn report_runs(&self, kind: Option<&str>, limit: usize) -> Result<Vec<ReportRun>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.db()
-            .read(|conn| conn.report_runs(kind, limit))?
-            .into_iter()
-            .map(ReportRun::from_row)
-            .collect()
+        self.db().read(|tx| {
+            tx.report_runs(kind, limit)?
+                .into_iter()
+                .map(|row| {
+                    let workflow_id = workflow_of(tx, &row)?;
+                    ReportRun::from_row(row, workflow_id)
+                })
+                .collect()
+        })
     }
 
     /// A page of a run's stored rows, in chunk order: at most `limit` rows from position

@@ -20,7 +20,7 @@ use crate::error::Result;
 
 /// `run_at` of a held job: later than any real time litejobs schedules (the schema's rule
 /// allows up to 99 999 999 999 999 ms, in the year 5138), so it is never due.
-pub(crate) const HELD_RUN_AT: i64 = 99_999_999_999_999;
+pub(crate) const HELD_RUN_AT: i64 = crate::job::MAX_RUN_AT_MS;
 
 /// `cancelled_by` of a job cancelled because a dependency ended dead or cancelled.
 pub(crate) const CANCELLED_BY_DEPENDENCY: &str = "dependency";
@@ -55,6 +55,26 @@ pub(crate) fn dependency_ended_reason(id: i64, step: Option<&str>, status: &str)
         Some(step) => format!("dependency job {id} (step {step}) ended {status}"),
         None => format!("dependency job {id} ended {status}"),
     }
+}
+
+/// Adds the waits a new job asked for ([`NewJob::after`](crate::NewJob::after)), in the
+/// transaction that inserted it as job `id`.
+pub(crate) fn add_waits_of<S: DependencyStore + ?Sized>(
+    store: &S,
+    id: i64,
+    job: &crate::job::NewJob,
+    now: i64,
+) -> Result<Settled> {
+    let edges: Vec<Edge> = job
+        .after
+        .iter()
+        .map(|&(depends_on, any_outcome)| Edge {
+            job_id: id,
+            depends_on,
+            any_outcome,
+        })
+        .collect();
+    store.add_dependencies(&edges, now)
 }
 
 /// Waits between jobs, each in the caller's write transaction.

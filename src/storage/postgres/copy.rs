@@ -1,14 +1,17 @@
 //! Moving a queue from a SQLite file to PostgreSQL (`litejobs copy-to`): the live jobs
 //! (queued, running, failed) and the dead ones awaiting a person, with their attempt
 //! history, the webhook endpoints (secrets included, ids kept: delivery payloads name them),
-//! the periodic schedules, paused queues, remembered idempotency keys and the job types marked
-//! encrypted (envelopes move as they are, still encrypted). Ids are kept, so
+//! the periodic schedules, paused queues, remembered idempotency keys, the job types marked
+//! encrypted (envelopes move as they are, still encrypted), the workflows and batches, and
+//! the waits between copied jobs (a held job arrives held, waiting for the same jobs). Ids
+//! are kept, so
 //! a job's id, a dead job's `requeued_as` and an endpoint's id mean the same after the move;
 //! the sequences continue after the largest copied id.
 //!
 //! Running jobs arrive queued (their leases belonged to workers on the file). Finished
 //! history (succeeded, cancelled), rate-limit and breaker state, and report runs stay
-//! behind. Everything is written in one PostgreSQL transaction into a schema with no jobs or
+//! behind; so do the waits on finished jobs (settled already: a waiting step can no longer
+//! read the results of its finished dependencies there). Everything is written in one PostgreSQL transaction into a schema with no jobs or
 //! endpoints yet: a copy either lands whole or not at all, and never mixes with other ids.
 
 use std::path::Path;
@@ -45,6 +48,10 @@ pub struct CopyReport {
     /// Job types marked encrypted (envelopes are copied as they are: the same keys open
     /// them on the server).
     pub encrypted_types: u64,
+    /// Workflows and batches.
+    pub workflows: u64,
+    /// Waits between copied jobs (`job_deps` rows).
+    pub dependencies: u64,
 }
 
 /// A column of a copied table, and whether it holds integers (`bigint`) or text.
@@ -80,6 +87,27 @@ const JOB_COLUMNS: Columns = &[
     ("cancelled_by", false),
     ("cancel_reason", false),
     ("expires_at", true),
+    ("workflow_id", true),
+    ("step", false),
+    ("waiting_for", true),
+    ("held_run_at", true),
+    ("has_dependants", true),
+];
+
+const WORKFLOW_COLUMNS: Columns = &[
+    ("id", true),
+    ("kind", false),
+    ("name", false),
+    ("open", true),
+    ("created_at", true),
+    ("closed_at", true),
+];
+
+const DEPENDENCY_COLUMNS: Columns = &[
+    ("job_id", true),
+    ("depends_on", true),
+    ("any_outcome", true),
+    ("state", false),
 ];
 
 const ATTEMPT_COLUMNS: Columns = &[
@@ -245,12 +273,30 @@ pub fn copy_sqlite_to_postgres(
             "1",
             |_| {},
         )?;
+        report.workflows = copy_rows(&source, &tx, "workflows", WORKFLOW_COLUMNS, "1", |_| {})?;
+        // The jobs came with their holds (waiting_for, held_run_at): the waits go in as they
+        // are, without the triggers that would hold their jobs a second time. DDL is
+        // transactional here, so the triggers are back whatever happens.
+        tx.execute(query("ALTER TABLE job_deps DISABLE TRIGGER USER"))?;
+        report.dependencies = copy_rows(
+            &source,
+            &tx,
+            "job_deps",
+            DEPENDENCY_COLUMNS,
+            &format!(
+                "job_id IN (SELECT id FROM jobs WHERE {jobs_where}) \
+                 AND depends_on IN (SELECT id FROM jobs WHERE {jobs_where})"
+            ),
+            |_| {},
+        )?;
+        tx.execute(query("ALTER TABLE job_deps ENABLE TRIGGER USER"))?;
         // New rows continue after the copied ids, and ids the file ever gave are not
         // given again (its largest id may belong to a job that stayed behind).
         for (table, file_max) in [
             ("jobs", max_id(&source, "jobs")?),
             ("job_attempts", max_id(&source, "job_attempts")?),
             ("webhook_endpoints", max_id(&source, "webhook_endpoints")?),
+            ("workflows", max_id(&source, "workflows")?),
         ] {
             tx.execute(
                 query(&format!(

@@ -33,7 +33,9 @@ pub(crate) const JOB_COLUMNS: &str = concat!(
      created_at, updated_at, started_at, finished_at, locked_by, locked_until, ",
     error_as_read!("last_error"),
     ", last_status_code, idempotency_key, group_key, timeout_ms, result, progress, \
-     requeued_by, requeued_at, requeue_reason, requeued_as, cancelled_by, cancel_reason, expires_at"
+     requeued_by, requeued_at, requeue_reason, requeued_as, cancelled_by, cancel_reason, expires_at, \
+     CAST(workflow_id AS BIGINT) AS workflow_id, step, CAST(waiting_for AS BIGINT) AS waiting_for, \
+     CAST(held_run_at AS BIGINT) AS held_run_at"
 );
 
 /// One `jobs` row as [`JOB_COLUMNS`] selects it.
@@ -97,6 +99,14 @@ pub(crate) struct JobRow {
     cancel_reason: Option<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
     expires_at: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    workflow_id: Option<i64>,
+    #[diesel(sql_type = Nullable<Text>)]
+    step: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    waiting_for: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    held_run_at: Option<i64>,
 }
 
 /// JSON text from the database as a value; text that is not JSON (a row written by hand)
@@ -130,7 +140,12 @@ impl JobRow {
             priority: self.priority,
             attempts: self.attempts,
             max_attempts: self.max_attempts,
-            run_at: self.run_at,
+            // A held job's run_at is a placeholder far in the future: show the time it
+            // asked for.
+            run_at: match (status, self.waiting_for > 0, self.held_run_at) {
+                (JobStatus::Queued, true, Some(asked)) => asked,
+                _ => self.run_at,
+            },
             created_at: self.created_at,
             updated_at: self.updated_at,
             started_at: self.started_at,
@@ -151,6 +166,9 @@ impl JobRow {
             cancelled_by: self.cancelled_by,
             cancel_reason: self.cancel_reason,
             expires_at: self.expires_at,
+            workflow_id: self.workflow_id,
+            step: self.step,
+            waiting_for: self.waiting_for,
             encryption_key: None,
             problems,
         }

@@ -25,7 +25,10 @@ mod reports;
 mod retention;
 pub(crate) mod sql;
 mod strays;
+#[cfg(test)]
+mod tests_on_server;
 mod webhooks;
+mod workflows;
 
 use std::cell::RefCell;
 use std::sync::Arc;

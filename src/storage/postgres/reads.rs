@@ -14,6 +14,7 @@ use super::sql::{query, IntRow, Query};
 use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
+use crate::storage::jobs::deps::HELD_RUN_AT;
 use crate::storage::reads::*;
 
 /// Attempt outcomes that count as failures in rates and error figures.
@@ -200,6 +201,9 @@ struct LiveRow {
     n: i64,
     #[diesel(sql_type = BigInt)]
     due: i64,
+    /// Held until jobs they wait for end (run_at is `HELD_RUN_AT`).
+    #[diesel(sql_type = BigInt)]
+    held: i64,
     #[diesel(sql_type = Nullable<BigInt>)]
     oldest: Option<i64>,
 }
@@ -252,6 +256,8 @@ struct HealthCounts {
     scheduled: i64,
     #[diesel(sql_type = BigInt)]
     running: i64,
+    #[diesel(sql_type = BigInt)]
+    held: i64,
     #[diesel(sql_type = BigInt)]
     dead_awaiting: i64,
     #[diesel(sql_type = BigInt)]
@@ -354,11 +360,13 @@ impl ReadStore for PgTx<'_> {
             query(
                 "SELECT queue, job_type, status, COUNT(*) AS n,
                         COUNT(*) FILTER (WHERE status <> 'running' AND run_at <= $1) AS due,
+                        COUNT(*) FILTER (WHERE status <> 'running' AND run_at >= $2) AS held,
                         MIN(run_at) FILTER (WHERE status <> 'running' AND run_at <= $1) AS oldest
                  FROM jobs WHERE status IN ('queued', 'failed', 'running')
                  GROUP BY queue, job_type, status",
             )
-            .int(now),
+            .int(now)
+            .int(HELD_RUN_AT),
         )?;
         let mut counts: Vec<(String, String, String, i64)> = Vec::new();
         let mut live = LiveSummary::default();
@@ -367,7 +375,13 @@ impl ReadStore for PgTx<'_> {
                 live.running += r.n;
             } else {
                 live.due_now += r.due;
-                live.scheduled += r.n - r.due;
+                live.scheduled += r.n - r.due - r.held;
+                if r.held > 0 {
+                    match live.held.iter_mut().find(|(q, _)| *q == r.queue) {
+                        Some((_, n)) => *n += r.held,
+                        None => live.held.push((r.queue.clone(), r.held)),
+                    }
+                }
                 if let Some(at) = r.oldest {
                     match live.oldest_due.iter_mut().find(|(q, _)| *q == r.queue) {
                         Some((_, oldest)) => *oldest = (*oldest).min(at),
@@ -378,6 +392,7 @@ impl ReadStore for PgTx<'_> {
             counts.push((r.queue, r.job_type, r.status, r.n));
         }
         live.oldest_due.sort();
+        live.held.sort();
         let finished = self.rows::<CountRow>(query(
             "SELECT queue, job_type, status, SUM(n)::bigint AS n FROM job_counts
              GROUP BY queue, job_type, status HAVING SUM(n) <> 0",
@@ -467,14 +482,21 @@ impl ReadStore for PgTx<'_> {
     }
 
     fn health(&self, now: i64, since: i64, count_live: bool) -> Result<HealthRow> {
+        // Held jobs' run_at is HELD_RUN_AT: they are counted apart, not as scheduled.
         let live = if count_live {
-            "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= $1)
-                AS due_now,
-             (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > $1)
-                AS scheduled,
-             (SELECT COUNT(*) FROM jobs WHERE status = 'running') AS running"
+            format!(
+                "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= $1)
+                    AS due_now,
+                 (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > $1
+                                              AND run_at < {HELD_RUN_AT}) AS scheduled,
+                 (SELECT COUNT(*) FROM jobs WHERE status = 'running') AS running,
+                 (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed')
+                                              AND run_at >= {HELD_RUN_AT}) AS held"
+            )
         } else {
-            "0::bigint AS due_now, 0::bigint AS scheduled, 0::bigint AS running"
+            "0::bigint AS due_now, 0::bigint AS scheduled, 0::bigint AS running, \
+             0::bigint AS held"
+                .to_string()
         };
         // Dead jobs awaiting a person: the kept dead count less the few requeued ones (an
         // index holds those), instead of reading every dead row.
@@ -495,6 +517,7 @@ impl ReadStore for PgTx<'_> {
             due_now: row.due_now,
             scheduled: row.scheduled,
             running: row.running,
+            held: row.held,
             dead_awaiting: row.dead_awaiting,
             failed_attempts: row.failed_attempts,
             succeeded: row.succeeded,

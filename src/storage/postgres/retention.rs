@@ -52,10 +52,39 @@ impl RetentionStore for PgTx<'_> {
         }
         let attempts =
             self.execute(query("DELETE FROM job_attempts WHERE job_id = ANY($1)").ints(&locked))?;
+        // Their settled waits go with them (a job's waits are settled when it ends), and so
+        // does a workflow left without jobs.
+        self.execute(
+            query(
+                "DELETE FROM job_deps WHERE state <> 'pending'
+                   AND (job_id = ANY($1) OR depends_on = ANY($1))",
+            )
+            .ints(&locked),
+        )?;
+        let workflows: Vec<i64> = self
+            .rows::<IntRow>(
+                query(
+                    "SELECT DISTINCT workflow_id AS v FROM jobs
+                     WHERE id = ANY($1) AND workflow_id IS NOT NULL",
+                )
+                .ints(&locked),
+            )?
+            .into_iter()
+            .map(|r| r.v)
+            .collect();
         let jobs = self.execute(
             query("DELETE FROM jobs WHERE id = ANY($1) AND status IN ('succeeded', 'cancelled')")
                 .ints(&locked),
         )?;
+        if !workflows.is_empty() {
+            self.execute(
+                query(
+                    "DELETE FROM workflows w WHERE w.id = ANY($1) AND w.open = 0
+                       AND NOT EXISTS (SELECT 1 FROM jobs WHERE workflow_id = w.id)",
+                )
+                .ints(&workflows),
+            )?;
+        }
         Ok((jobs as u64, attempts as u64))
     }
 

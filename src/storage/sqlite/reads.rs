@@ -7,6 +7,7 @@ use super::job_row::{error_as_read, job_from_row, JOB_COLUMNS};
 use super::{lenient, SqliteTx};
 use crate::error::Result;
 use crate::job::{AttemptOutcome, AttemptRecord, JobRecord, JobStatus};
+use crate::storage::jobs::deps::HELD_RUN_AT;
 use crate::storage::reads::{
     BucketCounts, ErrorGroup, ExpiredCount, HealthRow, JobFilter, LiveSummary, ReadStore,
     StatusCount,
@@ -18,15 +19,23 @@ fn summarize(live: &mut LiveSummary, row: &Row<'_>, now: i64) -> rusqlite::Resul
         live.running += 1;
         return Ok(());
     };
+    let queue: &[u8] = match row.get_ref(0)? {
+        ValueRef::Text(bytes) => bytes,
+        _ => b"",
+    };
+    if run_at >= HELD_RUN_AT {
+        // Held until jobs it waits for end: neither due nor scheduled.
+        match live.held.iter_mut().find(|(q, _)| q.as_bytes() == queue) {
+            Some((_, n)) => *n += 1,
+            None => live.held.push((lenient::label(row, 0)?, 1)),
+        }
+        return Ok(());
+    }
     if run_at > now {
         live.scheduled += 1;
         return Ok(());
     }
     live.due_now += 1;
-    let queue: &[u8] = match row.get_ref(0)? {
-        ValueRef::Text(bytes) => bytes,
-        _ => b"",
-    };
     // Rows stream in queue order from the due index: the entry to update is the last one.
     match live.oldest_due.last_mut() {
         Some((q, oldest)) if q.as_bytes() == queue => *oldest = (*oldest).min(run_at),
@@ -211,6 +220,7 @@ impl ReadStore for SqliteTx<'_> {
                 summarize(&mut live, row, now)?;
             }
             live.oldest_due.sort();
+            live.held.sort();
             self.push_counts(
                 "SELECT queue, job_type, status, n FROM job_counts WHERE n <> 0",
                 &mut counts,
@@ -226,6 +236,8 @@ impl ReadStore for SqliteTx<'_> {
                 scheduled: row.scheduled,
                 running: row.running,
                 oldest_due: self.oldest_due_by_queue(now)?,
+                // A file this old has no jobs that wait for others.
+                held: Vec::new(),
             }
         };
         Ok((crate::storage::reads::status_counts_of(counts), live))
@@ -331,12 +343,18 @@ impl ReadStore for SqliteTx<'_> {
         } else {
             "(SELECT COUNT(*) FROM jobs WHERE status = 'dead' AND requeued_as IS NULL)"
         };
+        // Held jobs' run_at is HELD_RUN_AT: they are counted apart, not as scheduled.
         let live = if count_live {
-            "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
-                (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1),
-                (SELECT COUNT(*) FROM jobs WHERE status = 'running')"
+            format!(
+                "(SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at <= ?1),
+                (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed') AND run_at > ?1
+                                             AND run_at < {HELD_RUN_AT}),
+                (SELECT COUNT(*) FROM jobs WHERE status = 'running'),
+                (SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'failed')
+                                             AND run_at >= {HELD_RUN_AT})"
+            )
         } else {
-            "0, 0, 0"
+            "0, 0, 0, 0".to_string()
         };
         let sql = format!(
             "SELECT
@@ -354,9 +372,10 @@ impl ReadStore for SqliteTx<'_> {
                     due_now: row.get(0)?,
                     scheduled: row.get(1)?,
                     running: row.get(2)?,
-                    dead_awaiting: row.get(3)?,
-                    failed_attempts: row.get(4)?,
-                    succeeded: row.get(5)?,
+                    held: row.get(3)?,
+                    dead_awaiting: row.get(4)?,
+                    failed_attempts: row.get(5)?,
+                    succeeded: row.get(6)?,
                 })
             })?)
     }

@@ -51,6 +51,26 @@ impl RetentionStore for SqliteTx<'_> {
             "id IN (SELECT value FROM json_each(?1)) AND status IN ('succeeded', 'cancelled')",
             &list,
         )?;
+        // Their settled waits go with them (a job's waits are settled when it ends, or by
+        // the sweep within a reap interval, long before it is old enough to prune), and so
+        // does a workflow left empty.
+        let workflows: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT workflow_id FROM jobs WHERE id IN (SELECT value FROM json_each(?1))
+                   AND workflow_id IS NOT NULL AND status IN ('succeeded', 'cancelled')",
+            )?
+            .query_map([&list], |row| row.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        self.conn
+            .prepare_cached(
+                "DELETE FROM job_deps WHERE state <> 'pending' AND (
+                    job_id IN (SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?1))
+                                 AND j.status IN ('succeeded', 'cancelled'))
+                    OR depends_on IN (SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?1))
+                                 AND j.status IN ('succeeded', 'cancelled')))",
+            )?
+            .execute([&list])?;
         let jobs = self
             .conn
             .prepare_cached(
@@ -58,6 +78,13 @@ impl RetentionStore for SqliteTx<'_> {
                    AND status IN ('succeeded', 'cancelled')",
             )?
             .execute([&list])?;
+        let mut empty = self.conn.prepare_cached(
+            "DELETE FROM workflows WHERE id = ?1 AND open = 0
+               AND NOT EXISTS (SELECT 1 FROM jobs WHERE workflow_id = ?1)",
+        )?;
+        for id in workflows {
+            empty.execute([id])?;
+        }
         Ok((jobs as u64, attempts as u64))
     }
 

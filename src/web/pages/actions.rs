@@ -92,6 +92,40 @@ pub(crate) fn job_action(app: &App, ctx: &Ctx, req: &Request, id: i64, action: &
     result.unwrap_or_else(|e| error_response(ctx, &e))
 }
 
+/// `POST /workflows/{id}/cancel`: every job of the workflow or batch that has not ended.
+pub(crate) fn workflow_cancel(app: &App, ctx: &Ctx, req: &Request, id: i64) -> Response {
+    let form = req.form();
+    let reason = form.get("reason").unwrap_or("");
+    let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
+    if too_long(reason) || too_long(by) {
+        return error_page(
+            ctx,
+            400,
+            "Too long",
+            &format!("reason and by must be at most {MAX_TEXT} characters"),
+        );
+    }
+    match app.queue.cancel_workflow(id, by, reason) {
+        Ok(cancelled) => {
+            let message = if cancelled.is_empty() {
+                format!("Nothing to cancel: every job of workflow {id} had ended.")
+            } else {
+                let why = if reason.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {reason}")
+                };
+                format!(
+                    "Workflow {id}: {} job(s) cancelled by {by}{why}.",
+                    cancelled.len()
+                )
+            };
+            flash::redirect(&app.secret, &format!("/workflows/{id}"), true, &message)
+        }
+        Err(e) => error_response(ctx, &e),
+    }
+}
+
 /// `POST /dead/requeue`: every dead job of one type whose last error contains a text.
 pub(crate) fn bulk_requeue(app: &App, ctx: &Ctx, req: &Request) -> Response {
     let form = req.form();

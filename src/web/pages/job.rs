@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::job::{JobRecord, JobStatus};
+use crate::workflow::{WorkflowInfo, MEMBER_LABEL};
 
 use crate::web::app::{App, Ctx};
 use crate::web::format::{ago, excerpt, human_ms, utc, ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES};
@@ -13,6 +14,7 @@ use crate::web::html::{
 use crate::web::server::http::{query_string, Response};
 
 use super::error_response;
+use super::flow_parts::{shown_name, waits_html};
 
 /// The `by` a requeue or a cancel records unless the form says otherwise.
 pub(crate) const DEFAULT_REQUEUED_BY: &str = "web dashboard";
@@ -41,15 +43,24 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     let mut body = String::new();
     let _ = writeln!(
         body,
-        "<div class=\"page-head\"><h1>Job #{} {}</h1><span class=\"muted\">{} in queue <a href=\"/jobs{}\">{}</a></span></div>",
+        "<div class=\"page-head\"><h1>Job #{} {}</h1><span class=\"muted\">{} in queue <a href=\"/jobs{}\">{}</a>{}</span></div>",
         job.id,
         badge(job.status),
         esc(&job.job_type),
         esc(&query_string(&[("queue", &job.queue)])),
-        esc(&job.queue)
+        esc(&job.queue),
+        if job.status == JobStatus::Queued && job.waiting_for > 0 {
+            format!(
+                " · <span class=\"held-note\">waiting for {} other job(s) to end</span>",
+                job.waiting_for
+            )
+        } else {
+            String::new()
+        }
     );
     actions(&mut body, ctx, &job);
 
+    let held = job.status == JobStatus::Queued && job.waiting_for > 0;
     let mut fields: Vec<(&str, String)> = vec![
         (
             "Attempts",
@@ -57,8 +68,21 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
         ),
         ("Priority", job.priority.to_string()),
         ("Created", at(job.created_at)),
-        ("Run at", at(job.run_at)),
+        (
+            "Run at",
+            if held {
+                format!("{}, held until the jobs it waits for end", at(job.run_at))
+            } else {
+                at(job.run_at)
+            },
+        ),
     ];
+    if let Some(workflow_id) = job.workflow_id {
+        match app.queue.workflow(workflow_id) {
+            Ok(info) => workflow_fields(&mut fields, &job, workflow_id, info.as_ref()),
+            Err(e) => return error_response(ctx, &e),
+        }
+    }
     if let Some(ms) = job.started_at {
         fields.push(("Started", at(ms)));
     }
@@ -211,13 +235,15 @@ fn actions(out: &mut String, ctx: &Ctx, job: &JobRecord) {
     }
     let base = format!("/jobs/{}", job.id);
     let waiting = matches!(job.status, JobStatus::Queued | JobStatus::Failed);
+    // A held job runs once the jobs it waits for allow it: there is no running it now.
+    let held = job.status == JobStatus::Queued && job.waiting_for > 0;
     let running = job.status == JobStatus::Running;
     let dead_waiting = job.status == JobStatus::Dead && job.requeued_as.is_none();
     if !waiting && !running && job.status != JobStatus::Dead {
         return;
     }
     out.push_str("<section class=\"actions-panel\">");
-    if waiting {
+    if waiting && !held {
         out.push_str(&action_button(
             ctx,
             &format!("{base}/retry"),
@@ -271,4 +297,38 @@ fn actions(out: &mut String, ctx: &Ctx, job: &JobRecord) {
         ));
     }
     out.push_str("</section>\n");
+}
+
+/// The job's workflow (a link, its step) and what it waits for there.
+fn workflow_fields(
+    fields: &mut Vec<(&str, String)>,
+    job: &JobRecord,
+    workflow_id: i64,
+    info: Option<&WorkflowInfo>,
+) {
+    let role = match &job.step {
+        Some(step) => format!("step <code>{}</code>", esc(step)),
+        None => MEMBER_LABEL.to_string(),
+    };
+    let Some(info) = info else {
+        fields.push((
+            "Workflow",
+            format!("#{workflow_id} (no longer stored), {role}"),
+        ));
+        return;
+    };
+    fields.push((
+        if info.is_batch() { "Batch" } else { "Workflow" },
+        format!(
+            "<a href=\"/workflows/{workflow_id}\" class=\"workflow-link\">#{workflow_id} {}</a> ({}), {role}",
+            esc(&shown_name(&info.name)),
+            esc(info.state())
+        ),
+    ));
+    if let Some(step) = info.steps.iter().find(|s| s.id == job.id) {
+        let waits = waits_html(info, step);
+        if waits != "–" {
+            fields.push(("Waits for", waits));
+        }
+    }
 }

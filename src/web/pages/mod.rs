@@ -5,11 +5,14 @@ pub(crate) mod actions;
 pub(crate) mod dead;
 #[cfg(feature = "webhook")]
 pub(crate) mod endpoints;
+pub(crate) mod flow_parts;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod schedules;
+pub(crate) mod workflow;
+pub(crate) mod workflows;
 
 use crate::error::{Error, ErrorKind};
 use crate::job::{JobRecord, JobStatus};

@@ -125,6 +125,7 @@ fn live_from(reading: &Reading) -> Live {
     put("due_now".into(), count(h.due_now));
     put("oldest_due".into(), oldest_text(h.oldest_due_age_ms));
     put("scheduled".into(), count(h.scheduled));
+    put("waiting_dependants".into(), count(h.waiting_dependants));
     put("running".into(), count(h.running));
     put("dead".into(), count(h.dead));
     put("dead_requeued".into(), count(requeued_dead(reading)));
@@ -226,7 +227,10 @@ pub(crate) fn render(app: &App, ctx: &Ctx) -> Result<Response> {
         &live,
         "Scheduled",
         "scheduled",
-        "retries in backoff, delayed jobs",
+        &format!(
+            "retries in backoff, delayed jobs · {} <a href=\"/workflows\">waiting for other jobs</a>",
+            live_span(&live, "waiting_dependants")
+        ),
         None,
         false,
     );

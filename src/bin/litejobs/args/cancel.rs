@@ -41,10 +41,14 @@ pub struct CancelArgs {
 impl CancelArgs {
     /// Who cancels: `--by`, else $USER, else "cli".
     pub fn who(&self) -> String {
-        self.by
-            .clone()
-            .filter(|by| !by.trim().is_empty())
-            .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
-            .unwrap_or_else(|| "cli".to_string())
+        who(self.by.as_deref())
     }
+}
+
+/// Who cancels: `by` when given, else $USER, else "cli".
+pub fn who(by: Option<&str>) -> String {
+    by.map(str::to_string)
+        .filter(|by| !by.trim().is_empty())
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
+        .unwrap_or_else(|| "cli".to_string())
 }

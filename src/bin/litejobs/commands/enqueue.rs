@@ -62,6 +62,13 @@ pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, C
         // file is created, so a refused enqueue leaves nothing behind.
         ctx.builder()?.open_in_memory()?.enqueue(job.clone())?;
     }
+    // After that check: the jobs waited for are in the database, not in that copy.
+    for &id in &args.after {
+        job = job.after(id);
+    }
+    for &id in &args.after_any {
+        job = job.after_any_outcome(id);
+    }
     let queue = ctx.open_or_create()?;
     let id = queue.enqueue(job)?;
     if ctx.json {

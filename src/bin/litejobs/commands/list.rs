@@ -37,25 +37,28 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
         return Ok(Exit::Ok);
     }
     let now = queue.now_ms();
-    let mut table = Table::new(&[
-        "ID>",
-        "QUEUE",
-        "TYPE",
-        "STATUS",
-        "TRIES",
-        "WHEN",
-        "LAST ERROR",
-    ]);
+    // The WORKFLOW column only when a job listed belongs to one.
+    let workflows = jobs.iter().any(|j| j.workflow_id.is_some());
+    let mut header = vec!["ID>", "QUEUE", "TYPE", "STATUS", "TRIES", "WHEN"];
+    if workflows {
+        header.push("WORKFLOW");
+    }
+    header.push("LAST ERROR");
+    let mut table = Table::new(&header);
     for job in &jobs {
-        table.row(vec![
+        let mut row = vec![
             job.id.to_string(),
             job.queue.clone(),
             job.job_type.clone(),
             job.status.to_string(),
             format!("{}/{}", job.attempts, job.max_attempts),
             when(job, now),
-            clip(&or_dash(current_error(job)), 70),
-        ]);
+        ];
+        if workflows {
+            row.push(workflow_cell(job));
+        }
+        row.push(clip(&or_dash(current_error(job)), 70));
+        table.row(row);
     }
     table.write(out)?;
     if jobs.len() == args.filter.limit {
@@ -86,11 +89,34 @@ fn current_error(job: &JobRecord) -> Option<&str> {
 /// The time that matters for a job in its status, relative to now; for a waiting job with
 /// a deadline, the deadline too.
 pub fn when(job: &JobRecord, now: i64) -> String {
+    if job.status == JobStatus::Queued && job.waiting_for > 0 {
+        let waiting = format!("waiting for {} job(s)", job.waiting_for);
+        return match job.expires_at {
+            Some(deadline) => format!("{waiting}, expires {}", ago(deadline, now)),
+            None => waiting,
+        };
+    }
     let (word, at) = job.status_time();
     match job.expires_at {
         Some(deadline) if matches!(job.status, JobStatus::Queued | JobStatus::Failed) => {
             format!("{word} {}, expires {}", ago(at, now), ago(deadline, now))
         }
         _ => format!("{word} {}", ago(at, now)),
+    }
+}
+
+/// `3 ship` (workflow 3, step ship), `4 member` for a batch member, `-` for neither.
+fn workflow_cell(job: &JobRecord) -> String {
+    match job.workflow_id {
+        Some(id) => format!(
+            "{id} {}",
+            clip(
+                job.step
+                    .as_deref()
+                    .unwrap_or(litejobs::workflow::MEMBER_LABEL),
+                30
+            )
+        ),
+        None => "-".to_string(),
     }
 }

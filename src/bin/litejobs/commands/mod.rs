@@ -25,6 +25,8 @@ pub mod webhook;
 pub mod work;
 pub mod work_commands;
 pub mod work_startup;
+pub mod workflow;
+pub mod workflow_show;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -34,7 +36,7 @@ use litejobs::encryption::Keyring;
 use litejobs::redact::Redactor;
 use litejobs::{JobRecord, Queue};
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, WorkflowCommand};
 
 /// How the process exits when a command did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +249,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Dead(cmd) => dead::run(&ctx, cmd, out),
         Command::Cancel(args) => cancel::run(&ctx, args, out),
         Command::Retry(args) => retry::run(&ctx, args, out),
+        Command::Workflow(WorkflowCommand::List(args)) => workflow::list(&ctx, args, out),
+        Command::Workflow(WorkflowCommand::Show(args)) => workflow_show::run(&ctx, args.id, out),
+        Command::Workflow(WorkflowCommand::Cancel(args)) => workflow::cancel(&ctx, args, out),
         Command::Pause(args) => pause::pause(&ctx, args, out),
         Command::Resume(args) => pause::resume(&ctx, args, out),
         Command::Prune(args) => prune::run(&ctx, args, out),

@@ -5,9 +5,11 @@
 use std::io::Write;
 
 use litejobs::human::{excerpt, ATTEMPT_ERROR_EXCERPT_BYTES, ERROR_EXCERPT_BYTES};
-use litejobs::{AttemptRecord, JobRecord};
+use litejobs::workflow::WorkflowInfo;
+use litejobs::{AttemptRecord, JobRecord, JobStatus};
 use serde::Serialize;
 
+use super::workflow_show::waits_text;
 use super::{CliError, Ctx, Exit};
 use crate::args::IdArgs;
 use crate::duration::{ago, human_ms, utc};
@@ -39,20 +41,45 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     }
     let now = queue.now_ms();
     let at = |ms: i64| format!("{} ({})", utc(ms), ago(ms, now));
+    let held = job.status == JobStatus::Queued && job.waiting_for > 0;
+    let status = if held {
+        format!(
+            "{}, waiting for {} other job(s) to end",
+            job.status, job.waiting_for
+        )
+    } else {
+        job.status.to_string()
+    };
+    let run_at = if held {
+        format!("{}, held until the jobs it waits for end", at(job.run_at))
+    } else {
+        at(job.run_at)
+    };
     let mut fields: Vec<(&str, String)> = vec![
         ("job", format!("{} ({})", job.id, job.job_type)),
         ("queue", job.queue.clone()),
         (
             "status",
             format!(
-                "{} (attempt {} of {})",
-                job.status, job.attempts, job.max_attempts
+                "{status} (attempt {} of {})",
+                job.attempts, job.max_attempts
             ),
         ),
         ("priority", job.priority.to_string()),
         ("created", at(job.created_at)),
-        ("run at", at(job.run_at)),
+        ("run at", run_at),
     ];
+    if let Some(workflow_id) = job.workflow_id {
+        let info = queue.workflow(workflow_id)?;
+        fields.push(("workflow", workflow_text(workflow_id, &job, info.as_ref())));
+        let waits = info
+            .as_ref()
+            .and_then(|info| Some((info, info.steps.iter().find(|s| s.id == job.id)?)))
+            .map(|(info, step)| waits_text(info, step));
+        if let Some(waits) = waits.filter(|w| w != "-") {
+            fields.push(("waits for", waits));
+        }
+    }
     if let Some(ms) = job.started_at {
         fields.push(("started", at(ms)));
     }
@@ -186,4 +213,22 @@ fn write_json_field(
         writeln!(out, "  {line}")?;
     }
     Ok(())
+}
+
+/// `workflow 3 (purchase 1042), step ship` or `batch 4 (invoices), member`; the id alone
+/// when the workflow is gone.
+fn workflow_text(id: i64, job: &JobRecord, info: Option<&WorkflowInfo>) -> String {
+    let role = match &job.step {
+        Some(step) => format!("step {step}"),
+        None => litejobs::workflow::MEMBER_LABEL.to_string(),
+    };
+    match info {
+        Some(info) => format!(
+            "{} {id} ({}, {}), {role}",
+            info.kind.as_str(),
+            info.name,
+            info.state()
+        ),
+        None => format!("{id} (no longer stored), {role}"),
+    }
 }

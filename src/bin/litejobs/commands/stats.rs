@@ -43,9 +43,15 @@ pub fn write_summary(
         Some(age) => format!("oldest due job waiting {}", human_ms(age)),
         None => "nothing overdue".to_string(),
     };
+    // Held jobs are neither due nor scheduled: said apart, when there are any.
+    let held = if h.waiting_dependants > 0 {
+        format!(", {} waiting for other jobs", h.waiting_dependants)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "waiting   {} due now, {} scheduled, {} running; {oldest}",
+        "waiting   {} due now, {} scheduled{held}, {} running; {oldest}",
         h.due_now, h.scheduled, h.running
     )?;
     let rate = match h.failure_rate {

@@ -62,7 +62,7 @@ impl ClaimStore for PgTx<'_> {
         }
         let due = self.row::<BoolRow>(
             query(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND waiting_for = 0
                                   AND status IN ('queued', 'failed') AND run_at <= $2
                                   AND (expires_at IS NULL OR expires_at > $2)
                                   AND job_type = ANY($3))
@@ -95,7 +95,8 @@ impl PgTx<'_> {
         let sql = format!(
             "WITH picked AS (
                 SELECT j.id, j.attempts FROM jobs j
-                WHERE j.queue = $1 AND j.status IN ('queued', 'failed') AND j.run_at <= $2
+                WHERE j.queue = $1 AND j.waiting_for = 0 AND j.status IN ('queued', 'failed')
+                  AND j.run_at <= $2
                   AND (j.expires_at IS NULL OR j.expires_at > $2)
                   AND j.job_type = ANY($3)
                   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = $1 AND paused = 1)
@@ -105,6 +106,7 @@ impl PgTx<'_> {
                        AND j.id = (SELECT g.id FROM jobs g
                                    WHERE g.group_key = j.group_key
                                      AND g.status IN ('queued', 'failed') AND g.run_at <= $2
+                                     AND g.waiting_for = 0
                                      AND (g.expires_at IS NULL OR g.expires_at > $2)
                                    ORDER BY {group_order} LIMIT 1)))
                 ORDER BY {order}

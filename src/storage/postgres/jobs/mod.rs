@@ -1,7 +1,8 @@
 //! The job stores of [`crate::storage::jobs`] on PostgreSQL, one concern per file, each a
 //! trait implemented on [`PgTx`](super::PgTx) where its SQL is: [`insert`] (with idempotency
 //! keys), [`claim`], the claimed-row rules' reading of a claimed row ([`row_rules`]), the
-//! lease-fenced writes ([`complete`]), the reaper ([`reap`]) and deadlines ([`expire`]).
+//! lease-fenced writes ([`complete`]), the reaper ([`reap`]), deadlines ([`expire`]) and
+//! the waits between jobs ([`deps`], mostly the schema's triggers).
 //!
 //! Unlike SQLite, many processes write at once (READ COMMITTED), so each read-then-write is
 //! one statement or guarded by a unique index: an idempotency key by
@@ -14,6 +15,7 @@
 
 mod claim;
 mod complete;
+mod deps;
 mod expire;
 mod insert;
 mod reap;

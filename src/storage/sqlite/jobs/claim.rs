@@ -37,8 +37,8 @@ impl ClaimStore for SqliteTx<'_> {
             .map(|i| format!("?{}", i + 3))
             .collect();
         let sql = format!(
-            "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND status IN ('queued', 'failed')
-                            AND run_at <= ?2 AND job_type IN ({})
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND waiting_for = 0
+                            AND status IN ('queued', 'failed') AND run_at <= ?2 AND job_type IN ({})
                             AND (expires_at IS NULL OR expires_at > ?2))
                     AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused = 1)",
             type_params.join(", ")
@@ -126,8 +126,8 @@ impl SqliteTx<'_> {
 }
 
 /// The claim's statements for a worker of `types` job types.
-struct ClaimSql {
-    select: String,
+pub(super) struct ClaimSql {
+    pub(super) select: String,
     /// The update of 1, 2, 4, … [`CLAIM_IDS_PER_UPDATE`] chosen jobs by id.
     updates: Vec<String>,
 }
@@ -137,7 +137,7 @@ const CLAIM_IDS_PER_UPDATE: usize = 64;
 
 /// The claim's statements for `types` job types, built once per process for each count (a
 /// claim's text depends on nothing else; building it per claim cost 8 000 instructions).
-fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
+pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
     static BUILT: std::sync::Mutex<Vec<(usize, std::sync::Arc<ClaimSql>)>> =
         std::sync::Mutex::new(Vec::new());
     let mut built = BUILT
@@ -164,7 +164,8 @@ fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
     let lease = format!("?2 + COALESCE(timeout_ms, CASE job_type{lease_cases} ELSE ?3 END) + ?4");
     let choice = format!(
         "FROM jobs j
-            WHERE j.queue = ?5 AND j.status IN ('queued', 'failed') AND j.run_at <= ?2
+            WHERE j.queue = ?5 AND j.waiting_for = 0 AND j.status IN ('queued', 'failed')
+              AND j.run_at <= ?2
               AND (j.expires_at IS NULL OR j.expires_at > ?2)
               AND j.job_type IN ({types})
               AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
@@ -174,6 +175,7 @@ fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
                    AND j.id = (SELECT g.id FROM jobs g
                                WHERE g.group_key = j.group_key
                                  AND g.status IN ('queued', 'failed') AND g.run_at <= ?2
+                                 AND g.waiting_for = 0
                                  AND (g.expires_at IS NULL OR g.expires_at > ?2)
                                ORDER BY {group_order} LIMIT 1)))
             ORDER BY {order}

@@ -15,6 +15,12 @@ ALTER TABLE jobs ADD COLUMN held_run_at INTEGER;
 -- 1 once another job depends on this one: only such jobs look for dependants when they end.
 ALTER TABLE jobs ADD COLUMN has_dependants INTEGER NOT NULL DEFAULT 0;
 
+-- The claim's index gains waiting_for after the queue: a claim reads the jobs waiting for
+-- nothing (waiting_for = 0) in claim order, and never passes over held jobs, however many.
+DROP INDEX jobs_due_idx;
+CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id, job_type, status)
+    WHERE status IN ('queued', 'failed');
+
 -- Jobs others wait for: a batch of jobs that just ended looks up which of them have
 -- dependants here, by id range, without reading their rows.
 CREATE INDEX jobs_with_dependants_idx ON jobs (id) WHERE has_dependants = 1;
@@ -95,7 +101,7 @@ BEGIN
     WHERE id = NEW.job_id AND status = 'queued'
       AND (SELECT state FROM job_deps WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on) = 'pending';
     UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-                    cancel_reason = 'job ' || NEW.depends_on || ' ended '
+                    cancel_reason = 'dependency job ' || NEW.depends_on || ' ended '
                         || (SELECT status FROM jobs WHERE id = NEW.depends_on),
                     finished_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),
                     updated_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),

@@ -142,3 +142,30 @@ fn the_claim_keeps_one_running_job_per_group_key_in_order() {
     })
     .expect("the group-key scenario runs");
 }
+
+/// The claim and an idle worker's look for due jobs search the due index by queue and
+/// `waiting_for = 0`: jobs held for other jobs are never read, however many there are.
+#[test]
+fn the_claim_reads_only_jobs_that_wait_for_nothing() {
+    let conn = db();
+    let plan = |sql: &str, args: usize| -> String {
+        let params: Vec<rusqlite::types::Value> = (0..args)
+            .map(|_| rusqlite::types::Value::Integer(1))
+            .collect();
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .and_then(|mut s| {
+                s.query_map(rusqlite::params_from_iter(params), |r| {
+                    r.get::<_, String>(3)
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .expect("a plan")
+            .join("; ")
+    };
+    let claim = crate::storage::sqlite::jobs::claim::claim_sql(1);
+    let shown = plan(&claim.select, 8);
+    assert!(
+        shown.contains("jobs_due_idx (queue=? AND waiting_for=?)"),
+        "{shown}"
+    );
+}

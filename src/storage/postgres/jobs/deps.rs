@@ -1,0 +1,400 @@
+//! [`DependencyStore`] on PostgreSQL. Unlike SQLite, triggers run for litejobs' own
+//! connections too, so the schema's `job_deps` and `jobs` triggers (migration 4) hold,
+//! release and cancel dependants for every writer alike, in the transaction that inserts the
+//! wait or ends the dependency, under the row locks that make concurrent writers safe. What
+//! is left here: inserting waits (the triggers settle them), reading back what the triggers
+//! did, bringing dependants back after a requeue or retry, and a batch's holds.
+//!
+//! The triggers write litejobs' times, as on SQLite: a job that ends settles its dependants
+//! at the `finished_at` its write set, and a new row at the time passed in the
+//! transaction-local setting `litejobs.now_ms`.
+
+use std::collections::VecDeque;
+
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use diesel::sql_types::{BigInt, Bool, Text};
+use diesel::QueryableByName;
+
+use super::super::reads::limit_int;
+use super::super::sql::{query, IntRow};
+use super::super::PgTx;
+use crate::error::{Error, ErrorKind, Result};
+use crate::storage::jobs::deps::{
+    DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY, HELD_RUN_AT,
+};
+
+#[derive(QueryableByName)]
+struct StatusRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    status: String,
+}
+
+#[derive(QueryableByName)]
+struct SettledRow {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Bool)]
+    released: bool,
+}
+
+/// What the triggers settled for `ended` (jobs this transaction ended): dependants released
+/// (queued, waiting for nothing, their `run_at` put back at the settling time) and those
+/// cancelled, transitively. A dependant is settled at `at`, or at the `finished_at` of the
+/// job that ended (the time its write set, which the trigger used). A cancelled job's own
+/// dependants carry its `finished_at`: that is how the walk tells the jobs this settling
+/// cancelled from jobs a failed wait of theirs had cancelled before.
+const SETTLED: &str = "
+    WITH RECURSIVE ended AS (
+        SELECT id, COALESCE($2, finished_at) AS at FROM jobs
+        WHERE id = ANY($1) AND has_dependants = 1
+          AND status IN ('succeeded', 'dead', 'cancelled')
+    ), cancelled (id, at) AS (
+        SELECT j.id, j.finished_at
+        FROM ended e JOIN job_deps d ON d.depends_on = e.id AND d.state = 'failed'
+        JOIN jobs j ON j.id = d.job_id
+        WHERE j.status = 'cancelled' AND j.cancelled_by = $3 AND j.finished_at = e.at
+      UNION
+        SELECT j.id, j.finished_at
+        FROM cancelled c JOIN job_deps d ON d.depends_on = c.id AND d.state = 'failed'
+        JOIN jobs j ON j.id = d.job_id
+        WHERE j.status = 'cancelled' AND j.cancelled_by = $3 AND j.finished_at = c.at
+    )
+    SELECT DISTINCT j.id, true AS released
+    FROM ended e JOIN job_deps d ON d.depends_on = e.id AND d.state = 'done'
+    JOIN jobs j ON j.id = d.job_id
+    WHERE j.status = 'queued' AND j.waiting_for = 0 AND j.updated_at = e.at
+    UNION
+    SELECT id, false AS released FROM cancelled
+    ORDER BY id";
+
+impl PgTx<'_> {
+    fn settled(&self, ended: &[i64], at: Option<i64>) -> Result<Settled> {
+        let mut settled = Settled::default();
+        if ended.is_empty() {
+            return Ok(settled);
+        }
+        let rows = self.rows::<SettledRow>(
+            query(SETTLED)
+                .ints(ended)
+                .opt_int(at)
+                .text(CANCELLED_BY_DEPENDENCY),
+        )?;
+        for row in rows {
+            if row.released {
+                settled.released.push(row.id);
+            } else {
+                settled.cancelled.push(row.id);
+            }
+        }
+        Ok(settled)
+    }
+
+    /// Passes litejobs' clock to the triggers for the rest of this transaction ('' clears
+    /// it: the triggers then take the server's).
+    fn set_trigger_clock(&self, now: Option<i64>) -> Result<()> {
+        let value = now.map(|n| n.to_string()).unwrap_or_default();
+        self.execute(query("SELECT set_config('litejobs.now_ms', $1, true)").text(&value))?;
+        Ok(())
+    }
+
+    /// The same refusals as on SQLite, with the same kinds, before the insert: the triggers
+    /// check again under their locks (a status changed since is refused by them).
+    fn check_edges(&self, edges: &[Edge]) -> Result<()> {
+        let mut ids: Vec<i64> = edges
+            .iter()
+            .flat_map(|e| [e.job_id, e.depends_on])
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let found = self.rows::<StatusRow>(
+            query("SELECT id, status FROM jobs WHERE id = ANY($1) ORDER BY id").ints(&ids),
+        )?;
+        let status = |id: i64| -> Option<&str> {
+            found
+                .binary_search_by_key(&id, |r| r.id)
+                .ok()
+                .map(|i| found[i].status.as_str())
+        };
+        for edge in edges {
+            if edge.job_id == edge.depends_on {
+                return Err(Error::new(
+                    ErrorKind::InvalidJob,
+                    format!("job {} cannot wait for itself", edge.job_id),
+                ));
+            }
+            match status(edge.job_id) {
+                Some("queued") => {}
+                Some(other) => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidState,
+                        format!(
+                            "job {} is {other}: only a queued job can wait for another",
+                            edge.job_id
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("job {} does not exist", edge.job_id),
+                    ))
+                }
+            }
+            if status(edge.depends_on).is_none() {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!(
+                        "job {} would wait for job {}, which does not exist",
+                        edge.job_id, edge.depends_on
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A refusal of the `job_deps` triggers (a circle, or a status changed since the check) as
+/// the invalid state it is; anything else as it came.
+fn trigger_refusal(e: DieselError) -> Error {
+    if let DieselError::DatabaseError(kind, info) = &e {
+        let message = info.message();
+        if message.starts_with("job_deps:") {
+            let kind = match kind {
+                DatabaseErrorKind::ForeignKeyViolation => ErrorKind::NotFound,
+                _ => ErrorKind::InvalidState,
+            };
+            return Error::new(kind, message.trim_start_matches("job_deps: ").to_string());
+        }
+    }
+    Error::from(e)
+}
+
+impl DependencyStore for PgTx<'_> {
+    /// Inserts the rows; the triggers hold the dependants or settle the rows at once. Returns
+    /// the dependants that cancelled (transitively), read back.
+    fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
+        if edges.is_empty() {
+            return Ok(Settled::default());
+        }
+        self.check_edges(edges)?;
+        let waiting: Vec<i64> = edges.iter().map(|e| e.job_id).collect();
+        let on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
+        let any: Vec<i64> = edges.iter().map(|e| i64::from(e.any_outcome)).collect();
+        self.set_trigger_clock(Some(now))?;
+        let inserted = {
+            use diesel::RunQueryDsl;
+            let mut conn = self.conn.borrow_mut();
+            query(
+                "INSERT INTO job_deps (job_id, depends_on, any_outcome)
+                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
+                 ON CONFLICT DO NOTHING
+                 RETURNING job_id AS v",
+            )
+            .ints(&waiting)
+            .ints(&on)
+            .ints(&any)
+            .load::<IntRow>(&mut **conn)
+            .map_err(trigger_refusal)?
+        };
+        self.set_trigger_clock(None)?;
+        if inserted.is_empty() {
+            return Ok(Settled::default());
+        }
+        // A new row whose dependency had ended dead or cancelled cancelled its dependant at
+        // `now`, and that dependant's own dependants in turn.
+        let cancelled = self.rows::<IntRow>(
+            query(
+                "WITH RECURSIVE cancelled (id) AS (
+                     SELECT j.id FROM unnest($1::bigint[], $2::bigint[]) AS e (job_id, depends_on)
+                     JOIN job_deps d ON d.job_id = e.job_id AND d.depends_on = e.depends_on
+                                    AND d.state = 'failed'
+                     JOIN jobs j ON j.id = d.job_id
+                     WHERE j.status = 'cancelled' AND j.cancelled_by = $3 AND j.finished_at = $4
+                   UNION
+                     SELECT j.id FROM cancelled c
+                     JOIN job_deps d ON d.depends_on = c.id AND d.state = 'failed'
+                     JOIN jobs j ON j.id = d.job_id
+                     WHERE j.status = 'cancelled' AND j.cancelled_by = $3 AND j.finished_at = $4
+                 )
+                 SELECT id AS v FROM cancelled ORDER BY id",
+            )
+            .ints(&waiting)
+            .ints(&on)
+            .text(CANCELLED_BY_DEPENDENCY)
+            .int(now),
+        )?;
+        Ok(Settled {
+            released: Vec::new(),
+            cancelled: cancelled.into_iter().map(|r| r.v).collect(),
+        })
+    }
+
+    /// Settling already happened: the `jobs` trigger did it in the statement that ended each
+    /// job, in this transaction. This reads back what it did (one statement; a batch with
+    /// no job that others wait for finds nothing at once).
+    fn settle_dependants(&self, ended: &[i64], _now: i64) -> Result<Settled> {
+        self.settled(ended, None)
+    }
+
+    fn revive_dependants(&self, old: i64, new: i64, now: i64) -> Result<Vec<i64>> {
+        let mut revived = Vec::new();
+        let mut todo: VecDeque<(i64, i64)> = VecDeque::from([(old, new)]);
+        while let Some((old, new)) = todo.pop_front() {
+            // The failed rows wait again, for the job that now stands in for `old`.
+            let failed: Vec<i64> = self
+                .rows::<IntRow>(
+                    query(
+                        "UPDATE job_deps SET depends_on = $2, state = 'pending'
+                         WHERE depends_on = $1 AND state = 'failed'
+                         RETURNING job_id AS v",
+                    )
+                    .int(old)
+                    .int(new),
+                )?
+                .into_iter()
+                .map(|r| r.v)
+                .collect();
+            if failed.is_empty() {
+                continue;
+            }
+            self.execute(
+                query("UPDATE jobs SET has_dependants = 1 WHERE id = $1 AND has_dependants = 0")
+                    .int(new),
+            )?;
+            lock_in_order(self, &failed)?;
+            self.execute(
+                query("UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ANY($1)")
+                    .ints(&failed),
+            )?;
+            // Back to queued and held, unless another wait of theirs failed too, or their
+            // idempotency key went to another job meanwhile (they stay cancelled).
+            let back = self.rows::<IntRow>(
+                query(
+                    "UPDATE jobs SET status = 'queued', cancelled_by = NULL, cancel_reason = NULL,
+                            finished_at = NULL, updated_at = $2, held_run_at = run_at, run_at = $3
+                     WHERE id = ANY($1) AND status = 'cancelled' AND cancelled_by = $4
+                       AND NOT EXISTS (SELECT 1 FROM job_deps d
+                                       WHERE d.job_id = jobs.id AND d.state = 'failed')
+                       AND (idempotency_key IS NULL OR NOT EXISTS (
+                           SELECT 1 FROM jobs k WHERE k.idempotency_key = jobs.idempotency_key
+                              AND k.id <> jobs.id
+                              AND k.status IN ('queued', 'running', 'failed', 'succeeded')))
+                     RETURNING id AS v",
+                )
+                .ints(&failed)
+                .int(now)
+                .int(HELD_RUN_AT)
+                .text(CANCELLED_BY_DEPENDENCY),
+            )?;
+            let mut back: Vec<i64> = back.into_iter().map(|r| r.v).collect();
+            back.sort_unstable();
+            for id in back {
+                revived.push(id);
+                todo.push_back((id, id));
+            }
+        }
+        Ok(revived)
+    }
+
+    fn hold(&self, ids: &[i64], n: i64, now: i64) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        lock_in_order(self, ids)?;
+        self.execute(
+            query(
+                "UPDATE jobs SET held_run_at = CASE WHEN waiting_for > 0 AND run_at = $4
+                                                    THEN held_run_at ELSE run_at END,
+                        run_at = $4, waiting_for = waiting_for + $2, updated_at = $3
+                 WHERE id = ANY($1) AND status = 'queued'",
+            )
+            .ints(ids)
+            .int(n)
+            .int(now)
+            .int(HELD_RUN_AT),
+        )?;
+        Ok(())
+    }
+
+    fn unhold(&self, ids: &[i64], now: i64) -> Result<Settled> {
+        if ids.is_empty() {
+            return Ok(Settled::default());
+        }
+        lock_in_order(self, ids)?;
+        self.execute(
+            query(
+                "UPDATE jobs SET waiting_for = waiting_for - 1 WHERE id = ANY($1) AND waiting_for > 0",
+            )
+            .ints(ids),
+        )?;
+        let mut released: Vec<i64> = self
+            .rows::<IntRow>(
+                query(
+                    "UPDATE jobs SET run_at = COALESCE(held_run_at, $2), held_run_at = NULL,
+                            updated_at = $2
+                     WHERE id = ANY($1) AND status = 'queued' AND waiting_for = 0 AND run_at = $3
+                     RETURNING id AS v",
+                )
+                .ints(ids)
+                .int(now)
+                .int(HELD_RUN_AT),
+            )?
+            .into_iter()
+            .map(|r| r.v)
+            .collect();
+        if !released.is_empty() {
+            // As the trigger does when it releases: other hosts' workers look at once.
+            self.execute(query("SELECT pg_notify('litejobs_jobs', '')"))?;
+        }
+        released.sort_unstable();
+        Ok(Settled {
+            released,
+            cancelled: Vec::new(),
+        })
+    }
+
+    /// Only a status changed while triggers were off (`session_replication_role = replica`,
+    /// a restore) leaves pending rows behind an ended job; the schema's own settling function
+    /// settles them.
+    fn settle_stragglers(&self, limit: usize, now: i64) -> Result<Settled> {
+        let ended: Vec<i64> = self
+            .rows::<IntRow>(
+                query(
+                    "SELECT DISTINCT d.depends_on AS v
+                     FROM job_deps d JOIN jobs j ON j.id = d.depends_on
+                     WHERE d.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
+                     ORDER BY 1 LIMIT $1",
+                )
+                .int(limit_int(limit)),
+            )?
+            .into_iter()
+            .map(|r| r.v)
+            .collect();
+        if ended.is_empty() {
+            return Ok(Settled::default());
+        }
+        // A status changed that way may not have marked the job as one with dependants.
+        self.execute(
+            query("UPDATE jobs SET has_dependants = 1 WHERE id = ANY($1) AND has_dependants = 0")
+                .ints(&ended),
+        )?;
+        self.execute(
+            query("SELECT job_deps_settle(id, $2) FROM unnest($1::bigint[]) AS id")
+                .ints(&ended)
+                .int(now),
+        )?;
+        self.settled(&ended, Some(now))
+    }
+}
+
+/// Locks `ids` in id order, as the triggers lock dependants, so that two transactions
+/// changing the same jobs wait for each other rather than deadlock.
+fn lock_in_order(tx: &PgTx<'_>, ids: &[i64]) -> Result<()> {
+    tx.execute(
+        query("SELECT 1 FROM jobs WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE").ints(ids),
+    )?;
+    Ok(())
+}
