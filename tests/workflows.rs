@@ -1017,3 +1017,50 @@ fn a_workflow_enqueued_in_the_callers_transaction_waits_once_per_wait() {
     testing::drain(&worker(&env, &ran)).expect("drain");
     assert_eq!(*ran.lock().expect("lock"), ["charge", "ship"]);
 }
+
+#[test]
+fn a_step_cancelled_by_its_first_wait_still_counts_the_others_and_a_requeue_brings_it_back_waiting_for_all(
+) {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let builder = worker(&env, &ran);
+    let dead = env
+        .queue
+        .enqueue(NewJob::new("fail_charge", json!({})))
+        .expect("enqueue");
+    testing::drain(&builder).expect("drain");
+    assert_eq!(status(&env, dead), JobStatus::Dead);
+    // "ship" waits for the dead job (declared first) and for "pack", not yet run.
+    let flow = Workflow::new("purchase")
+        .step(
+            Step::new("ship", NewJob::new("ship", json!({})))
+                .after_job(dead)
+                .after("pack"),
+        )
+        .step(Step::new(
+            "pack",
+            NewJob::new("charge", json!({})).delay(std::time::Duration::from_secs(60)),
+        ));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!(
+        (ship.status, ship.cancelled_by.as_deref(), ship.waiting_for),
+        (JobStatus::Cancelled, Some("dependency"), 1),
+        "cancelled by the dead job, still counting its wait for pack"
+    );
+    env.sql_exec(&format!(
+        "UPDATE jobs SET job_type = 'charge' WHERE id = {dead}"
+    ));
+    env.queue
+        .requeue_dead(dead, "ops", "fixed")
+        .expect("requeue");
+    let ship = job(&env.queue, ids.step("ship").expect("ship"));
+    assert_eq!((ship.status, ship.waiting_for), (JobStatus::Queued, 2));
+    // The requeued job succeeds; ship still waits for pack.
+    ran.lock().expect("lock").clear();
+    testing::drain(&builder).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["charge"]);
+    env.clock.advance(std::time::Duration::from_secs(61));
+    testing::drain(&builder).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["charge", "charge", "ship"]);
+}

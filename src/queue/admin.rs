@@ -174,7 +174,7 @@ impl Queue {
             }
             tx.retry_now(id, now)?;
             // Jobs this one's end had cancelled wait for it again.
-            tx.revive_dependants(id, id, now)
+            crate::queue::workflows::revive(tx, id, id, now)
         })?;
         log::info!("litejobs: job {id} made due now");
         self.notify();

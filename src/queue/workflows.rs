@@ -7,7 +7,6 @@ use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{validate, NewJob};
-use crate::storage::jobs::deps::CANCELLED_BY_DEPENDENCY;
 use crate::storage::jobs::{Edge, Settled};
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
 use crate::storage::{with_triggers_off, SqliteTx, Tx};
@@ -238,16 +237,15 @@ impl Queue {
                 ))
             }
         }
-        // The callbacks wait for the new jobs too: those still queued, and an on_success
-        // cancelled by a member that ended dead, which a requeue of that member brings back
-        // (it must then wait for every member). One cancelled otherwise waits for nothing.
+        // A callback already cancelled (a member ended dead: no more on_success) waits for
+        // nothing more; if a requeue of that member brings it back, it waits for these then
+        // (see `revive`).
         let mut callbacks = Vec::new();
         for (name, id) in tx.steps_by_name(batch_id, &[ON_SUCCESS.into(), ON_COMPLETE.into()])? {
-            if tx.job(id)?.is_some_and(|j| {
-                j.status == crate::job::JobStatus::Queued
-                    || (j.status == crate::job::JobStatus::Cancelled
-                        && j.cancelled_by.as_deref() == Some(CANCELLED_BY_DEPENDENCY))
-            }) {
+            if tx
+                .job(id)?
+                .is_some_and(|j| j.status == crate::job::JobStatus::Queued)
+            {
                 callbacks.push((name, id));
             }
         }
@@ -418,7 +416,49 @@ pub(crate) fn stand_in(tx: &dyn Tx, old: i64, new: i64, now: i64) -> Result<()> 
         })
         .collect();
     tx.add_dependencies(&waits, now)?;
-    tx.revive_dependants(old, new, now)?;
+    revive(tx, old, new, now)
+}
+
+/// In the transaction that runs dead job `old` again as `new` (a requeue's new job, or `old`
+/// itself after a retry): the jobs its end had cancelled wait for `new` again (see
+/// `DependencyStore::revive_dependants`), and a batch's on_success brought back also waits
+/// for the members added while it stood cancelled.
+pub(crate) fn revive(tx: &dyn Tx, old: i64, new: i64, now: i64) -> Result<()> {
+    for id in tx.revive_dependants(old, new, now)? {
+        rejoin_batch(tx, id, now)?;
+    }
+    Ok(())
+}
+
+/// Job `id`, just brought back: a batch's on_success waits for every member it does not wait
+/// for yet (added while it stood cancelled), but a dead member a requeue replaced.
+fn rejoin_batch(tx: &dyn Tx, id: i64, now: i64) -> Result<()> {
+    let Some(job) = tx.job(id)? else {
+        return Ok(());
+    };
+    let (Some(batch), Some(ON_SUCCESS)) = (job.workflow_id, job.step.as_deref()) else {
+        return Ok(());
+    };
+    if tx.workflow(batch)?.is_none_or(|row| row.kind != "batch") {
+        return Ok(());
+    }
+    let waited: BTreeSet<i64> = tx.dependencies_of(id)?.into_iter().map(|d| d.id).collect();
+    let mut edges = Vec::new();
+    for member in tx.workflow_steps(batch)? {
+        if member.step.is_some() || waited.contains(&member.id) {
+            continue;
+        }
+        if member.status == "dead" && tx.job(member.id)?.is_some_and(|j| j.requeued_as.is_some()) {
+            continue;
+        }
+        edges.push(Edge {
+            job_id: id,
+            depends_on: member.id,
+            any_outcome: false,
+        });
+    }
+    let settled = tx.add_dependencies(&edges, now)?;
+    log_settled(&settled);
     Ok(())
 }
 

@@ -253,6 +253,7 @@ impl Model {
     /// retry): the waits it failed wait for `new`, and the jobs it cancelled (transitively)
     /// that nothing else fails come back.
     pub(super) fn revive(&mut self, old: i64, new: i64) {
+        let mut revived = Vec::new();
         let mut todo = VecDeque::from([(old, new)]);
         while let Some((old, new)) = todo.pop_front() {
             // Those that waited for it on any outcome and have not started wait for its
@@ -300,9 +301,42 @@ impl Model {
                     if matches!(job.role, Role::Callback { success: true, .. }) {
                         cover("on_success brought back by a requeued member");
                     }
+                    revived.push(d);
                     todo.push_back((d, d));
                 }
             }
+        }
+        for id in revived {
+            self.rejoin_batch(id);
+        }
+    }
+
+    /// Job `id`, just brought back: a batch's on_success waits for every member it does not
+    /// wait for yet (added while it stood cancelled), but a dead member a requeue replaced.
+    fn rejoin_batch(&mut self, id: i64) {
+        let Role::Callback {
+            group,
+            success: true,
+        } = self.job(id).role
+        else {
+            return;
+        };
+        let missing: Vec<i64> = self.groups[group]
+            .jobs
+            .iter()
+            .copied()
+            .filter(|&m| {
+                let member = self.job(m);
+                matches!(member.role, Role::Member { .. })
+                    && !(member.status == JobStatus::Dead && member.requeued_as.is_some())
+                    && !self.job(id).waits.iter().any(|w| w.on == m)
+            })
+            .collect();
+        if !missing.is_empty() {
+            cover("on_success brought back waits for the members added meanwhile");
+        }
+        for m in missing {
+            self.add_wait(id, m, false);
         }
     }
 
@@ -472,8 +506,8 @@ impl Model {
         }
     }
 
-    /// `Queue::add_to_batch`: the new members, and the batch's callbacks wait for them (a
-    /// callback cancelled by a dead member too, so that it waits for them if it comes back).
+    /// `Queue::add_to_batch`: the new members, and the batch's queued callbacks wait for
+    /// them (an on_success cancelled by a dead member waits for them if it comes back).
     pub(super) fn add_members(&mut self, g: usize, ids: &[i64], specs: &[JobSpec]) {
         for (&id, spec) in ids.iter().zip(specs) {
             self.insert(id, Role::Member { group: g }, g, spec);
@@ -489,13 +523,11 @@ impl Model {
             .collect();
         for (callback, success) in callbacks {
             let job = self.job(callback);
-            let waits = job.status == JobStatus::Queued
-                || (job.status == JobStatus::Cancelled && job.by_dependency);
-            if !waits {
+            if job.status != JobStatus::Queued {
+                if job.by_dependency {
+                    cover("a member added after on_success was cancelled");
+                }
                 continue;
-            }
-            if job.status == JobStatus::Cancelled {
-                cover("a member added after on_success was cancelled");
             }
             for &id in ids {
                 self.add_wait(callback, id, !success);
@@ -503,7 +535,8 @@ impl Model {
         }
     }
 
-    /// A dead job requeued as `new`, which takes its place (in its workflow or batch).
+    /// A dead job requeued as `new`, which takes its place (in its workflow or batch) and its
+    /// waits.
     pub(super) fn requeue(&mut self, old: i64, new: i64, script: &[Outcome]) {
         let job = self.job(old).clone();
         let spec = JobSpec {
@@ -513,6 +546,11 @@ impl Model {
         };
         self.insert(new, job.role, job.group, &spec);
         self.job_mut(old).requeued_as = Some(new);
+        // It waits for what the dead job waited for: done for those that ended as the wait
+        // asks (they did before the dead job ran), pending for one brought back since.
+        for w in &job.waits {
+            self.add_wait(new, w.on, w.any);
+        }
         if self.has_failed_dependants(old) {
             cover("a dead job requeued: its cancelled dependants wait again");
         }

@@ -79,8 +79,9 @@ pub(crate) fn add_waits_of<S: DependencyStore + ?Sized>(
 
 /// Waits between jobs, each in the caller's write transaction.
 pub(crate) trait DependencyStore {
-    /// Adds `edges`. Each dependant must be `queued` (or cancelled by a dependency: it only
-    /// counts the new wait, so that it waits for it too if a requeue brings it back) and
+    /// Adds `edges`. Each dependant must be `queued`, or cancelled by a dependency (an
+    /// earlier edge of the same job, on a job that had ended dead: it only counts its pending
+    /// waits, so that a requeue that brings it back leaves it waiting for all of them), and
     /// each dependency must exist. A dependency that has already ended settles its row at
     /// once (done, or failed and the dependant cancelled); otherwise the dependant is held
     /// until it ends. Returns what that settled.

@@ -111,7 +111,8 @@ impl AdminStore for PgTx<'_> {
             query(
                 "UPDATE jobs SET status = 'cancelled', finished_at = $1, updated_at = $1,
                         locked_by = NULL, locked_until = NULL,
-                        cancelled_by = $2, cancel_reason = NULLIF($3, '')
+                        cancelled_by = $2, cancel_reason = NULLIF($3, ''),
+                        run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
                  WHERE id = $4 AND status IN ('queued', 'failed', 'running')",
             )
             .int(now)

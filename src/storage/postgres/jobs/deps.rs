@@ -22,6 +22,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
     DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY, HELD_RUN_AT,
 };
+use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
 
 #[derive(QueryableByName)]
 struct StatusRow {
@@ -203,6 +204,25 @@ impl DependencyStore for PgTx<'_> {
         if inserted.is_empty() {
             return Ok(Settled::default());
         }
+        // A dependant that a row of this insert cancelled (its dependency had ended dead or
+        // cancelled) was not held by the rows after it: it counts its pending waits all the
+        // same (and its batch's hold), so that a requeue that brings it back leaves it
+        // waiting for every one.
+        self.execute(
+            query(
+                "UPDATE jobs j SET waiting_for =
+                        (SELECT count(*) FROM job_deps d WHERE d.job_id = j.id AND d.state = 'pending')
+                        + CASE WHEN j.step IN ($3, $4) AND EXISTS (
+                              SELECT 1 FROM workflows w
+                              WHERE w.id = j.workflow_id AND w.kind = 'batch' AND w.open = 1)
+                          THEN 1 ELSE 0 END
+                 WHERE j.id = ANY($1) AND j.status = 'cancelled' AND j.cancelled_by = $2",
+            )
+            .ints(&waiting)
+            .text(CANCELLED_BY_DEPENDENCY)
+            .text(ON_SUCCESS)
+            .text(ON_COMPLETE),
+        )?;
         // A new row whose dependency had ended dead or cancelled cancelled its dependant at
         // `now`, and that dependant's own dependants in turn.
         let cancelled = self.rows::<IntRow>(
@@ -243,6 +263,7 @@ impl DependencyStore for PgTx<'_> {
         let mut revived = Vec::new();
         let mut todo: VecDeque<(i64, i64)> = VecDeque::from([(old, new)]);
         while let Some((old, new)) = todo.pop_front() {
+            self.wait_again_on_any_outcome(old, new, now)?;
             // The failed rows wait again, for the job that now stands in for `old`.
             let failed: Vec<i64> = self
                 .rows::<IntRow>(
@@ -387,6 +408,47 @@ impl DependencyStore for PgTx<'_> {
                 .int(now),
         )?;
         self.settled(&ended, Some(now))
+    }
+}
+
+impl PgTx<'_> {
+    /// `old` (dead or cancelled) runs again as `new`: the jobs that waited for it on any
+    /// outcome and have not started took its end for an end, so they wait for `new` (held
+    /// again if queued). Those that have started are left alone.
+    fn wait_again_on_any_outcome(&self, old: i64, new: i64, now: i64) -> Result<()> {
+        let again = self.rows::<StatusRow>(
+            query(
+                "UPDATE job_deps d SET depends_on = $2, state = 'pending'
+                 FROM jobs j
+                 WHERE d.depends_on = $1 AND d.state = 'done' AND d.any_outcome = 1
+                   AND j.id = d.job_id AND j.started_at IS NULL
+                   AND (j.status = 'queued' OR (j.status = 'cancelled' AND j.cancelled_by = $3))
+                 RETURNING d.job_id AS id, j.status AS status",
+            )
+            .int(old)
+            .int(new)
+            .text(CANCELLED_BY_DEPENDENCY),
+        )?;
+        if again.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            query("UPDATE jobs SET has_dependants = 1 WHERE id = $1 AND has_dependants = 0")
+                .int(new),
+        )?;
+        let (queued, cancelled): (Vec<&StatusRow>, Vec<&StatusRow>) =
+            again.iter().partition(|r| r.status == "queued");
+        let queued: Vec<i64> = queued.iter().map(|r| r.id).collect();
+        let cancelled: Vec<i64> = cancelled.iter().map(|r| r.id).collect();
+        self.hold(&queued, 1, now)?;
+        if !cancelled.is_empty() {
+            lock_in_order(self, &cancelled)?;
+            self.execute(
+                query("UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ANY($1)")
+                    .ints(&cancelled),
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -60,7 +60,8 @@ impl ExpireStore for PgTx<'_> {
             query(
                 "UPDATE jobs SET status = 'cancelled', cancelled_by = $1,
                         cancel_reason = done.reason, finished_at = $2, updated_at = $2,
-                        locked_by = NULL, locked_until = NULL
+                        locked_by = NULL, locked_until = NULL,
+                        run_at = COALESCE(jobs.held_run_at, jobs.run_at), held_run_at = NULL
                  FROM unnest($3, $4) AS done(id, reason)
                  WHERE jobs.id = done.id AND jobs.status IN ('queued', 'failed')
                  RETURNING jobs.id AS v",
@@ -96,7 +97,8 @@ impl ExpireStore for PgTx<'_> {
         let ended = self.row::<IntRow>(
             query(
                 "UPDATE jobs SET status = 'cancelled', cancelled_by = $1, cancel_reason = $2,
-                        finished_at = $3, updated_at = $3, locked_by = NULL, locked_until = NULL
+                        finished_at = $3, updated_at = $3, locked_by = NULL, locked_until = NULL,
+                        run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
                  WHERE id = $4 AND status IN ('queued', 'failed') AND expires_at <= $3
                  RETURNING id AS v",
             )
