@@ -13,8 +13,9 @@ use crate::storage::jobs::deps::{
 };
 use crate::storage::sqlite::SqliteTx;
 
-fn is_ended(status: &str) -> bool {
-    matches!(status, "succeeded" | "dead" | "cancelled")
+/// `ids` as a JSON array, for `json_each`.
+fn id_list(ids: &[i64]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::new(ErrorKind::Database, format!("id list: {e}")))
 }
 
 impl DependencyStore for SqliteTx<'_> {
@@ -108,6 +109,10 @@ impl DependencyStore for SqliteTx<'_> {
         Ok(settled)
     }
 
+    /// Set-wise, a few statements per batch of ended jobs whatever its size (a worker's
+    /// completions come in batches): their pending waits are read and marked in one
+    /// statement each, and their dependants counted down and released in one more. Only a
+    /// cascade of cancels goes on, level by level, the same way.
     fn settle_dependants(&self, ended: &[i64], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
         let (Some(&low), Some(&high)) = (ended.iter().min(), ended.iter().max()) else {
@@ -115,65 +120,19 @@ impl DependencyStore for SqliteTx<'_> {
         };
         // Most jobs have no dependants: one look at the small index of those that do, over
         // the batch's id range, instead of a look at each job's row.
-        let with_dependants: Vec<i64> = self
+        let mut level: Vec<i64> = self
             .conn
             .prepare_cached(
                 "SELECT id FROM jobs WHERE has_dependants = 1 AND id BETWEEN ?1 AND ?2",
             )?
             .query_map([low, high], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut todo: VecDeque<i64> = with_dependants
+            .collect::<rusqlite::Result<Vec<i64>>>()?
             .into_iter()
             .filter(|id| ended.contains(id))
             .collect();
-        while let Some(id) = todo.pop_front() {
-            let found: Option<(String, Option<String>)> = self
-                .conn
-                .prepare_cached(
-                    "SELECT status, step FROM jobs WHERE id = ?1 AND has_dependants = 1",
-                )?
-                .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            let Some((status, step)) = found else {
-                continue;
-            };
-            if !is_ended(&status) {
-                continue;
-            }
-            let waiting: Vec<(i64, bool)> = self
-                .conn
-                .prepare_cached(
-                    "SELECT job_id, any_outcome FROM job_deps
-                     WHERE depends_on = ?1 AND state = 'pending'",
-                )?
-                .query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            for (dependant, any_outcome) in waiting {
-                let done = status == "succeeded" || any_outcome;
-                self.conn
-                    .prepare_cached(
-                        "UPDATE job_deps SET state = ?3 WHERE job_id = ?1 AND depends_on = ?2",
-                    )?
-                    .execute(params![dependant, id, if done { "done" } else { "failed" }])?;
-                // One pending row fewer, whatever the dependant's status, so the count stays
-                // the number of pending rows if it is ever brought back.
-                self.conn
-                    .prepare_cached(
-                        "UPDATE jobs SET waiting_for = waiting_for - 1 WHERE id = ?1 AND waiting_for > 0",
-                    )?
-                    .execute([dependant])?;
-                if done {
-                    if self.release_if_free(dependant, now)? {
-                        settled.released.push(dependant);
-                    }
-                } else {
-                    let reason = dependency_ended_reason(id, step.as_deref(), &status);
-                    if self.cancel_dependant(dependant, &reason, now)? {
-                        settled.cancelled.push(dependant);
-                        todo.push_back(dependant);
-                    }
-                }
-            }
+        while !level.is_empty() {
+            let cancelled = self.settle_level(&level, now, &mut settled)?;
+            level = cancelled;
         }
         Ok(settled)
     }
@@ -291,6 +250,111 @@ impl DependencyStore for SqliteTx<'_> {
 }
 
 impl SqliteTx<'_> {
+    /// Settles the pending waits on `ended` (jobs with dependants): marks each wait done or
+    /// failed, counts each dependant down, releases those left waiting for nothing and
+    /// cancels those a failed wait fails. Returns the dependants it cancelled (the next
+    /// level of a cascade).
+    fn settle_level(&self, ended: &[i64], now: i64, settled: &mut Settled) -> Result<Vec<i64>> {
+        let list = id_list(ended)?;
+        // (dependency, its status, its step, dependant, any outcome) of every pending wait.
+        type Wait = (i64, String, Option<String>, i64, bool);
+        let waits: Vec<Wait> = self
+            .conn
+            .prepare_cached(
+                "SELECT j.id, CAST(j.status AS TEXT), j.step, d.job_id, d.any_outcome
+                 FROM jobs j JOIN job_deps d ON d.depends_on = j.id AND d.state = 'pending'
+                 WHERE j.id IN (SELECT value FROM json_each(?1))
+                   AND (j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
+                 ORDER BY d.job_id",
+            )?
+            .query_map([&list], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if waits.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.conn
+            .prepare_cached(
+                "UPDATE job_deps SET state = CASE
+                        WHEN any_outcome = 1 OR (SELECT status FROM jobs WHERE id = depends_on) = 'succeeded'
+                        THEN 'done' ELSE 'failed' END
+                 WHERE depends_on IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
+            )?
+            .execute([&list])?;
+        // Per dependant: how many waits ended, and the first that failed it.
+        let mut counts: Vec<(i64, i64, Option<String>)> = Vec::new();
+        for (dependency, status, step, dependant, any_outcome) in &waits {
+            let failed = status != "succeeded" && !any_outcome;
+            match counts.last_mut() {
+                Some((d, n, why)) if d == dependant => {
+                    *n += 1;
+                    if failed && why.is_none() {
+                        *why = Some(dependency_ended_reason(
+                            *dependency,
+                            step.as_deref(),
+                            status,
+                        ));
+                    }
+                }
+                _ => counts.push((
+                    *dependant,
+                    1,
+                    failed.then(|| dependency_ended_reason(*dependency, step.as_deref(), status)),
+                )),
+            }
+        }
+        // One pending wait fewer each, whatever the dependant's status (the count stays the
+        // number of pending waits if it is ever brought back); released at 0 unless failed.
+        let rows: Vec<serde_json::Value> = counts
+            .iter()
+            .map(|(id, n, why)| serde_json::json!([id, n, why.is_some()]))
+            .collect();
+        let released: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET waiting_for = MAX(waiting_for - c.value ->> 1, 0),
+                        run_at = CASE WHEN waiting_for <= c.value ->> 1 AND NOT (c.value ->> 2)
+                                       AND status = 'queued' AND run_at = ?3
+                                      THEN COALESCE(held_run_at, ?2) ELSE run_at END,
+                        held_run_at = CASE WHEN waiting_for <= c.value ->> 1 AND NOT (c.value ->> 2)
+                                       AND status = 'queued' AND run_at = ?3
+                                      THEN NULL ELSE held_run_at END,
+                        updated_at = ?2
+                 FROM json_each(?1) AS c
+                 WHERE jobs.id = c.value ->> 0
+                 RETURNING jobs.id, waiting_for = 0 AND status = 'queued' AND run_at <> ?3",
+            )?
+            .query_map(
+                params![serde_json::Value::Array(rows).to_string(), now, HELD_RUN_AT],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, bool>(1)?)),
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|&(id, free)| {
+                free && counts.iter().any(|(d, _, why)| *d == id && why.is_none())
+            })
+            .map(|(id, _)| id)
+            .collect();
+        settled.released.extend(released);
+        let mut cancelled = Vec::new();
+        for (dependant, _, why) in counts {
+            if let Some(reason) = why {
+                if self.cancel_dependant(dependant, &reason, now)? {
+                    settled.cancelled.push(dependant);
+                    cancelled.push(dependant);
+                }
+            }
+        }
+        Ok(cancelled)
+    }
+
     fn status_and_step(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
         Ok(self
             .conn
