@@ -3,9 +3,9 @@
 //! triggers do the insert side of the same for other programs. SQLite's one writer makes
 //! each read-then-write here safe.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
@@ -19,22 +19,47 @@ fn id_list(ids: &[i64]) -> Result<String> {
 }
 
 impl DependencyStore for SqliteTx<'_> {
+    /// Set-wise, a few statements for any number of waits (a batch of jobs each waiting
+    /// for one, a workflow's steps): the jobs involved are read in one statement, the waits
+    /// inserted in one, the jobs waited for marked in one and the waiting jobs held in one;
+    /// only a wait on a job already dead or cancelled cancels, one job at a time.
     fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
+        if edges.is_empty() {
+            return Ok(settled);
+        }
+        if let Some(e) = edges.iter().find(|e| e.job_id == e.depends_on) {
+            return Err(Error::new(
+                ErrorKind::InvalidJob,
+                format!("job {} cannot wait for itself", e.job_id),
+            ));
+        }
+        let mut ids: Vec<i64> = edges
+            .iter()
+            .flat_map(|e| [e.job_id, e.depends_on])
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        // id → (status, step, cancelled by a dependency)
+        let jobs: HashMap<i64, (String, Option<String>, bool)> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, CAST(status AS TEXT), step,
+                        status = 'cancelled' AND cancelled_by IS ?2
+                 FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
+            )?
+            .query_map(params![id_list(&ids)?, CANCELLED_BY_DEPENDENCY], |row| {
+                Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut rows = Vec::with_capacity(edges.len());
         for edge in edges {
-            if edge.job_id == edge.depends_on {
-                return Err(Error::new(
-                    ErrorKind::InvalidJob,
-                    format!("job {} cannot wait for itself", edge.job_id),
-                ));
-            }
-            let waiting = self.status_and_step(edge.job_id)?;
             // A dependant cancelled by a dependency may be brought back by a requeue: it
             // keeps count of its waits meanwhile, so that it then waits for this one too.
-            let cancelled = match waiting.as_ref().map(|(s, _)| s.as_str()) {
-                Some("queued") => false,
-                Some("cancelled") if self.cancelled_by_dependency(edge.job_id)? => true,
-                Some(other) => {
+            match jobs.get(&edge.job_id) {
+                Some((status, _, _)) if status == "queued" => {}
+                Some((_, _, true)) => {}
+                Some((other, _, _)) => {
                     return Err(Error::new(
                         ErrorKind::InvalidState,
                         format!(
@@ -49,8 +74,8 @@ impl DependencyStore for SqliteTx<'_> {
                         format!("job {} does not exist", edge.job_id),
                     ))
                 }
-            };
-            let Some((dep_status, dep_step)) = self.status_and_step(edge.depends_on)? else {
+            }
+            let Some((dep_status, _, _)) = jobs.get(&edge.depends_on) else {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!(
@@ -65,45 +90,94 @@ impl DependencyStore for SqliteTx<'_> {
                 "dead" | "cancelled" => "failed",
                 _ => "pending",
             };
-            let added = self
-                .conn
-                .prepare_cached(
-                    "INSERT INTO job_deps (job_id, depends_on, any_outcome, state)
-                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                )?
-                .execute(params![
-                    edge.job_id,
-                    edge.depends_on,
-                    edge.any_outcome,
-                    state
-                ])?;
-            if added == 0 {
-                continue;
-            }
-            self.conn
-                .prepare_cached(
-                    "UPDATE jobs SET has_dependants = 1 WHERE id = ?1 AND has_dependants = 0",
-                )?
-                .execute([edge.depends_on])?;
-            match state {
-                "pending" if cancelled => {
-                    self.conn
-                        .prepare_cached(
-                            "UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ?1",
-                        )?
-                        .execute([edge.job_id])?;
-                }
-                "pending" => self.hold(&[edge.job_id], 1, now)?,
-                "failed" if cancelled => {}
-                "failed" => {
-                    let reason =
-                        dependency_ended_reason(edge.depends_on, dep_step.as_deref(), &dep_status);
-                    if self.cancel_dependant(edge.job_id, &reason, now)? {
-                        settled.cancelled.push(edge.job_id);
-                        settled.extend(self.settle_dependants(&[edge.job_id], now)?);
+            rows.push(serde_json::json!([
+                edge.job_id,
+                edge.depends_on,
+                edge.any_outcome,
+                state
+            ]));
+        }
+        // The waits not there already (a repeated wait is one wait).
+        let mut added: Vec<(i64, i64, String)> = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO job_deps (job_id, depends_on, any_outcome, state)
+                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?1)
+                 WHERE true ON CONFLICT DO NOTHING
+                 RETURNING job_id, depends_on, state",
+            )?
+            .query_map([serde_json::Value::Array(rows).to_string()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if added.is_empty() {
+            return Ok(settled);
+        }
+        added.sort_unstable();
+        let mut waited_for: Vec<i64> = added.iter().map(|(_, d, _)| *d).collect();
+        waited_for.sort_unstable();
+        waited_for.dedup();
+        self.conn
+            .prepare_cached(
+                "UPDATE jobs SET has_dependants = 1
+                 WHERE id IN (SELECT value FROM json_each(?1)) AND has_dependants = 0",
+            )?
+            .execute([id_list(&waited_for)?])?;
+        // Per waiting job: its new pending waits, and the first wait that fails it.
+        let mut per_job: Vec<(i64, i64, Option<String>)> = Vec::new();
+        for (job_id, depends_on, state) in &added {
+            let failed = (state == "failed").then(|| {
+                let (status, step, _) = &jobs[depends_on];
+                dependency_ended_reason(*depends_on, step.as_deref(), status)
+            });
+            let pending = i64::from(state == "pending");
+            match per_job.last_mut() {
+                Some((j, n, why)) if j == job_id => {
+                    *n += pending;
+                    if why.is_none() {
+                        *why = failed;
                     }
                 }
-                _ => {}
+                _ => per_job.push((*job_id, pending, failed)),
+            }
+        }
+        let holds: Vec<serde_json::Value> = per_job
+            .iter()
+            .filter(|(_, n, _)| *n > 0)
+            .map(|(id, n, _)| serde_json::json!([id, n]))
+            .collect();
+        if !holds.is_empty() {
+            // A queued job is held (its run_at kept aside); one cancelled by a dependency
+            // only counts the wait, for when a requeue brings it back.
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET
+                        held_run_at = CASE WHEN status <> 'queued' THEN held_run_at
+                                           WHEN waiting_for > 0 AND run_at = ?3 THEN held_run_at
+                                           ELSE run_at END,
+                        run_at = CASE WHEN status = 'queued' THEN ?3 ELSE run_at END,
+                        waiting_for = waiting_for + c.value ->> 1,
+                        updated_at = CASE WHEN status = 'queued' THEN ?2 ELSE updated_at END
+                     FROM json_each(?1) AS c
+                     WHERE jobs.id = c.value ->> 0",
+                )?
+                .execute(params![
+                    serde_json::Value::Array(holds).to_string(),
+                    now,
+                    HELD_RUN_AT
+                ])?;
+        }
+        for (job_id, _, why) in per_job {
+            let Some(reason) = why else { continue };
+            if jobs
+                .get(&job_id)
+                .is_some_and(|(_, _, cancelled)| *cancelled)
+            {
+                continue;
+            }
+            if self.cancel_dependant(job_id, &reason, now)? {
+                settled.cancelled.push(job_id);
+                settled.extend(self.settle_dependants(&[job_id], now)?);
             }
         }
         Ok(settled)
@@ -355,14 +429,6 @@ impl SqliteTx<'_> {
         Ok(cancelled)
     }
 
-    fn status_and_step(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
-        Ok(self
-            .conn
-            .prepare_cached("SELECT CAST(status AS TEXT), step FROM jobs WHERE id = ?1")?
-            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?)
-    }
-
     /// `old` (dead or cancelled) runs again as `new`: the jobs that waited for it on any
     /// outcome and have not started took its end for an end, so they wait for `new` (held
     /// again if queued). Those that have started are left alone.
@@ -402,16 +468,6 @@ impl SqliteTx<'_> {
             }
         }
         Ok(())
-    }
-
-    fn cancelled_by_dependency(&self, id: i64) -> Result<bool> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND status = 'cancelled'
-                                                   AND cancelled_by = ?2)",
-            )?
-            .query_row(params![id, CANCELLED_BY_DEPENDENCY], |row| row.get(0))?)
     }
 
     /// Puts back the `run_at` of a held queued job left waiting for nothing. True if it did.
