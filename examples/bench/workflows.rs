@@ -5,6 +5,9 @@
 //!   against plain jobs: one pair (or two plain jobs) per transaction, and 500 pairs (a
 //!   workflow of 1 000 steps) against batches of 1 000 plain jobs;
 //! - processing with 4 handler threads of such pairs against plain jobs;
+//! - the same three for jobs with one wait by id (`NewJob::after`, no workflow): one job per
+//!   transaction each waiting for the one before, batches of 1 000 each waiting for a job of
+//!   the batch before, and processing of jobs half of which wait for the other half;
 //! - a fan-out of 10 000 steps with one fan-in step that waits for all of them: the time from
 //!   the commit of the last fan-out step's outcome (its `Finished` event, sent right after
 //!   the commit; negative when the event thread read it after the fan-in started), and from
@@ -66,6 +69,71 @@ fn enqueue_plain(q: &Queue, n: usize, per_tx: usize) -> Res<()> {
     Ok(())
 }
 
+/// Jobs a second, enqueueing `n` jobs with one wait each by id (`NewJob::after`, no
+/// workflow): one job per transaction waiting for the one before (`per_tx` 1), or batches
+/// of `per_tx` whose jobs each wait for a job of the batch before; `waits` false enqueues
+/// the same jobs plain.
+fn enqueue_after_rate(
+    path: &Path,
+    sync: Synchronous,
+    n: usize,
+    per_tx: usize,
+    waits: bool,
+) -> Res<f64> {
+    let q = open(path, sync)?;
+    // The first jobs waited for are there before the clock starts.
+    let mut previous: Vec<i64> = q.enqueue_batch((0..per_tx).map(job).collect())?;
+    let t = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let count = per_tx.min(n - i);
+        let jobs: Vec<NewJob> = (0..count)
+            .map(|k| {
+                let j = job(i + k);
+                if waits {
+                    j.after(previous[k % previous.len()])
+                } else {
+                    j
+                }
+            })
+            .collect();
+        previous = if count == 1 {
+            vec![q.enqueue(jobs.into_iter().next().ok_or("a job")?)?]
+        } else {
+            q.enqueue_batch(jobs)?
+        };
+        i += count;
+    }
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Jobs a second processed by 4 threads, of `n` jobs: half plain, half each waiting for
+/// one of those by id (`waits`), or all plain.
+fn process_after_rate(path: &Path, sync: Synchronous, n: usize, waits: bool) -> Res<f64> {
+    let q = open(path, sync)?;
+    let half = n / 2;
+    let mut i = 0;
+    while i < half {
+        let count = BATCH.min(half - i);
+        let first = q.enqueue_batch((i..i + count).map(job).collect())?;
+        let second: Vec<NewJob> = first
+            .iter()
+            .enumerate()
+            .map(|(k, &id)| {
+                let j = job(half + i + k);
+                if waits {
+                    j.after(id)
+                } else {
+                    j
+                }
+            })
+            .collect();
+        q.enqueue_batch(second)?;
+        i += count;
+    }
+    run_noops(&q, half * 2)
+}
+
 /// Jobs a second, enqueueing `n` of them `per_tx` per transaction, as pairs or plain.
 fn enqueue_rate(path: &Path, sync: Synchronous, n: usize, per_tx: usize, paired: bool) -> Res<f64> {
     let q = open(path, sync)?;
@@ -88,10 +156,16 @@ fn process_rate(path: &Path, sync: Synchronous, n: usize, paired: bool) -> Res<f
     } else {
         enqueue_plain(&q, n, BATCH)?;
     }
+    run_noops(&q, n)
+}
+
+/// Runs the `n` no-op jobs of `q` with 4 threads; jobs a second from the worker's start to
+/// the last write-back.
+fn run_noops(q: &Queue, n: usize) -> Res<f64> {
     let done = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&done);
     let t = Instant::now();
-    let worker = Worker::builder(&q)
+    let worker = Worker::builder(q)
         .handler("noop", move |_: &JobContext| -> Result<(), JobError> {
             counter.fetch_add(1, Ordering::Relaxed);
             Ok(())
@@ -239,6 +313,26 @@ pub(crate) fn figures(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap
             );
             discard(&path);
         }
+        for (kind, waits) in [("plain", false), ("after", true)] {
+            let path = fresh(&format!("after-single-{kind}"));
+            sample(
+                &format!("one_wait_single_{kind}_per_s"),
+                enqueue_after_rate(&path, sync, c.single, 1, waits)?,
+            );
+            discard(&path);
+            let path = fresh(&format!("after-batched-{kind}"));
+            sample(
+                &format!("one_wait_batched_{kind}_per_s"),
+                enqueue_after_rate(&path, sync, c.batched, BATCH, waits)?,
+            );
+            discard(&path);
+            let path = fresh(&format!("after-process-{kind}"));
+            sample(
+                &format!("one_wait_process_4_threads_{kind}_per_s"),
+                process_after_rate(&path, sync, c.process, waits)?,
+            );
+            discard(&path);
+        }
         for (label, own_queue) in [("fan_in", false), ("fan_in_own_queue", true)] {
             let path = fresh(label);
             let run = fan_in(&path, sync, c.fan_out, own_queue)?;
@@ -266,6 +360,17 @@ pub(crate) fn figures(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap
         f.insert(
             format!("wf_ratio_{what}_paired_to_plain"),
             ratio(get("paired"), get("plain")),
+        );
+    }
+    for what in [
+        "one_wait_single",
+        "one_wait_batched",
+        "one_wait_process_4_threads",
+    ] {
+        let get = |kind: &str| median(&rounds[&format!("{what}_{kind}_per_s")]);
+        f.insert(
+            format!("wf_ratio_{what}_after_to_plain"),
+            ratio(get("after"), get("plain")),
         );
     }
     f.insert("wf_fan_out_steps".into(), json!(c.fan_out));
@@ -314,6 +419,32 @@ pub(crate) fn print(figures: &serde_json::Map<String, Value>) {
             "  {label:<44} {a:>12.0} {b:>12.0} {:>7.2}   rounds {} / {}",
             a / b,
             spread(&format!("{what}_paired_per_s")),
+            spread(&format!("{what}_plain_per_s"))
+        );
+    }
+    println!(
+        "  {:<44} {:>12} {:>12} {:>7}",
+        "jobs with one wait by id (NewJob::after)", "one wait", "plain", "ratio"
+    );
+    for (label, what) in [
+        ("enqueue, 1 job per transaction (jobs/s)", "one_wait_single"),
+        (
+            "enqueue, 1 000 per transaction (jobs/s)",
+            "one_wait_batched",
+        ),
+        (
+            "process, 4 threads, half waiting (jobs/s)",
+            "one_wait_process_4_threads",
+        ),
+    ] {
+        let (a, b) = (
+            get(&format!("{what}_after_per_s")),
+            get(&format!("{what}_plain_per_s")),
+        );
+        println!(
+            "  {label:<44} {a:>12.0} {b:>12.0} {:>7.2}   rounds {} / {}",
+            a / b,
+            spread(&format!("{what}_after_per_s")),
             spread(&format!("{what}_plain_per_s"))
         );
     }

@@ -96,14 +96,15 @@ impl Queue {
         existing: &BTreeMap<String, i64>,
         now: i64,
     ) -> Result<BTreeMap<String, i64>> {
-        let mut ids = BTreeMap::new();
-        for step in steps {
-            let id = self
-                .insert_member(tx, &step.job, now)
-                .map_err(|e| e.prefixed(&format!("step {:?}", step.name)))?;
-            tx.place_in_workflow(id, workflow_id, Some(&step.name))?;
-            ids.insert(step.name.clone(), id);
-        }
+        let jobs: Vec<NewJob> = steps.iter().map(|s| s.job.clone()).collect();
+        let new = self.insert_members(tx, &jobs, |i| format!("step {:?}", steps[i].name), now)?;
+        let placed: Vec<(i64, Option<String>)> = new
+            .iter()
+            .zip(steps)
+            .map(|(&id, step)| (id, Some(step.name.clone())))
+            .collect();
+        tx.place_many_in_workflow(workflow_id, &placed)?;
+        let ids: BTreeMap<String, i64> = steps.iter().map(|s| s.name.clone()).zip(new).collect();
         let mut edges = Vec::new();
         for step in steps {
             // Waits given on the step's job itself (`NewJob::after`).
@@ -155,6 +156,46 @@ impl Queue {
             ));
         }
         Ok(inserted.id)
+    }
+
+    /// Inserts the jobs of a workflow or batch, each a new job, in as few statements as a
+    /// batch enqueue; `what` names job `i` in an error.
+    fn insert_members(
+        &self,
+        tx: &dyn Tx,
+        jobs: &[NewJob],
+        what: impl Fn(usize) -> String,
+        now: i64,
+    ) -> Result<Vec<i64>> {
+        let payloads = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, job)| {
+                validate(job, self.max_payload_bytes())
+                    .and_then(|payload| self.stored_payload(Some(tx), job, payload, now))
+                    .map_err(|e| e.prefixed(&what(i)))
+            })
+            .collect::<Result<Vec<String>>>()?;
+        let inserted = tx.insert_jobs(jobs, &payloads, now)?;
+        inserted
+            .into_iter()
+            .enumerate()
+            .map(|(i, ins)| {
+                if ins.created {
+                    Ok(ins.id)
+                } else {
+                    Err(Error::new(
+                        ErrorKind::InvalidState,
+                        format!(
+                            "its idempotency key is held by job {}, and a job of a workflow or \
+                             batch must be a new job; nothing was written",
+                            ins.id
+                        ),
+                    )
+                    .prefixed(&what(i)))
+                }
+            })
+            .collect()
     }
 
     /// Wakes workers and tells subscribers of the steps just committed.
@@ -249,14 +290,10 @@ impl Queue {
                 callbacks.push((name, id));
             }
         }
-        let mut ids = Vec::with_capacity(jobs.len());
-        for (i, job) in jobs.iter().enumerate() {
-            let id = self
-                .insert_member(tx, job, now)
-                .map_err(|e| e.prefixed(&format!("job {i} for batch {batch_id}")))?;
-            tx.place_in_workflow(id, batch_id, None)?;
-            ids.push(id);
-        }
+        let ids =
+            self.insert_members(tx, jobs, |i| format!("job {i} for batch {batch_id}"), now)?;
+        let placed: Vec<(i64, Option<String>)> = ids.iter().map(|&id| (id, None)).collect();
+        tx.place_many_in_workflow(batch_id, &placed)?;
         let edges: Vec<Edge> = callbacks
             .iter()
             .flat_map(|(name, callback)| {

@@ -236,11 +236,14 @@ impl Db {
     ) -> Result<Vec<jobs::Inserted>> {
         let insert = |tx: &dyn Tx| {
             let inserted = tx.insert_jobs(jobs, payloads, now)?;
-            for (ins, job) in inserted.iter().zip(jobs) {
-                if ins.created && !job.after.is_empty() {
-                    jobs::deps::add_waits_of(tx, ins.id, job, now)?;
-                }
-            }
+            // Every wait of the batch at once (a handful of statements for any number).
+            let edges: Vec<jobs::Edge> = inserted
+                .iter()
+                .zip(jobs)
+                .filter(|(ins, _)| ins.created)
+                .flat_map(|(ins, job)| jobs::deps::edges_of(ins.id, job))
+                .collect();
+            tx.add_dependencies(&edges, now)?;
             Ok(inserted)
         };
         if jobs::insert::skips_the_rules(jobs) {

@@ -74,6 +74,18 @@ pub(crate) trait WorkflowStore {
     /// Puts job `job_id` in workflow `workflow_id` under `step` (none for a batch member).
     fn place_in_workflow(&self, job_id: i64, workflow_id: i64, step: Option<&str>) -> Result<()>;
 
+    /// Puts each of `jobs` in workflow `workflow_id` under its step name.
+    fn place_many_in_workflow(
+        &self,
+        workflow_id: i64,
+        jobs: &[(i64, Option<String>)],
+    ) -> Result<()> {
+        for (id, step) in jobs {
+            self.place_in_workflow(*id, workflow_id, step.as_deref())?;
+        }
+        Ok(())
+    }
+
     /// One workflow or batch.
     fn workflow(&self, id: i64) -> Result<Option<WorkflowRow>>;
 

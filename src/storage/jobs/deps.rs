@@ -65,16 +65,19 @@ pub(crate) fn add_waits_of<S: DependencyStore + ?Sized>(
     job: &crate::job::NewJob,
     now: i64,
 ) -> Result<Settled> {
-    let edges: Vec<Edge> = job
-        .after
+    let edges: Vec<Edge> = edges_of(id, job).collect();
+    store.add_dependencies(&edges, now)
+}
+
+/// The waits new job `id` asked for.
+pub(crate) fn edges_of(id: i64, job: &crate::job::NewJob) -> impl Iterator<Item = Edge> + '_ {
+    job.after
         .iter()
-        .map(|&(depends_on, any_outcome)| Edge {
+        .map(move |&(depends_on, any_outcome)| Edge {
             job_id: id,
             depends_on,
             any_outcome,
         })
-        .collect();
-    store.add_dependencies(&edges, now)
 }
 
 /// Waits between jobs, each in the caller's write transaction.

@@ -38,6 +38,28 @@ impl WorkflowStore for SqliteTx<'_> {
         Ok(())
     }
 
+    /// In one statement, whatever the number of jobs.
+    fn place_many_in_workflow(
+        &self,
+        workflow_id: i64,
+        jobs: &[(i64, Option<String>)],
+    ) -> Result<()> {
+        let rows: Vec<serde_json::Value> = jobs
+            .iter()
+            .map(|(id, step)| serde_json::json!([id, step]))
+            .collect();
+        self.conn
+            .prepare_cached(
+                "UPDATE jobs SET workflow_id = ?2, step = p.value ->> 1
+                 FROM json_each(?1) AS p WHERE jobs.id = p.value ->> 0",
+            )?
+            .execute(params![
+                serde_json::Value::Array(rows).to_string(),
+                workflow_id
+            ])?;
+        Ok(())
+    }
+
     fn workflow(&self, id: i64) -> Result<Option<WorkflowRow>> {
         Ok(self
             .conn

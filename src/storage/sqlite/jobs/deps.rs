@@ -3,9 +3,9 @@
 //! triggers do the insert side of the same for other programs. SQLite's one writer makes
 //! each read-then-write here safe.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
@@ -13,27 +13,53 @@ use crate::storage::jobs::deps::{
 };
 use crate::storage::sqlite::SqliteTx;
 
-fn is_ended(status: &str) -> bool {
-    matches!(status, "succeeded" | "dead" | "cancelled")
+/// `ids` as a JSON array, for `json_each`.
+fn id_list(ids: &[i64]) -> Result<String> {
+    serde_json::to_string(ids).map_err(|e| Error::new(ErrorKind::Database, format!("id list: {e}")))
 }
 
 impl DependencyStore for SqliteTx<'_> {
+    /// Set-wise, a few statements for any number of waits (a batch of jobs each waiting
+    /// for one, a workflow's steps): the jobs involved are read in one statement, the waits
+    /// inserted in one, the jobs waited for marked in one and the waiting jobs held in one;
+    /// only a wait on a job already dead or cancelled cancels, one job at a time.
     fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
+        if edges.is_empty() {
+            return Ok(settled);
+        }
+        if let Some(e) = edges.iter().find(|e| e.job_id == e.depends_on) {
+            return Err(Error::new(
+                ErrorKind::InvalidJob,
+                format!("job {} cannot wait for itself", e.job_id),
+            ));
+        }
+        let mut ids: Vec<i64> = edges
+            .iter()
+            .flat_map(|e| [e.job_id, e.depends_on])
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        // id → (status, step, cancelled by a dependency)
+        let jobs: HashMap<i64, (String, Option<String>, bool)> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, CAST(status AS TEXT), step,
+                        status = 'cancelled' AND cancelled_by IS ?2
+                 FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
+            )?
+            .query_map(params![id_list(&ids)?, CANCELLED_BY_DEPENDENCY], |row| {
+                Ok((row.get(0)?, (row.get(1)?, row.get(2)?, row.get(3)?)))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut rows = Vec::with_capacity(edges.len());
         for edge in edges {
-            if edge.job_id == edge.depends_on {
-                return Err(Error::new(
-                    ErrorKind::InvalidJob,
-                    format!("job {} cannot wait for itself", edge.job_id),
-                ));
-            }
-            let waiting = self.status_and_step(edge.job_id)?;
             // A dependant cancelled by a dependency may be brought back by a requeue: it
             // keeps count of its waits meanwhile, so that it then waits for this one too.
-            let cancelled = match waiting.as_ref().map(|(s, _)| s.as_str()) {
-                Some("queued") => false,
-                Some("cancelled") if self.cancelled_by_dependency(edge.job_id)? => true,
-                Some(other) => {
+            match jobs.get(&edge.job_id) {
+                Some((status, _, _)) if status == "queued" => {}
+                Some((_, _, true)) => {}
+                Some((other, _, _)) => {
                     return Err(Error::new(
                         ErrorKind::InvalidState,
                         format!(
@@ -48,8 +74,8 @@ impl DependencyStore for SqliteTx<'_> {
                         format!("job {} does not exist", edge.job_id),
                     ))
                 }
-            };
-            let Some((dep_status, dep_step)) = self.status_and_step(edge.depends_on)? else {
+            }
+            let Some((dep_status, _, _)) = jobs.get(&edge.depends_on) else {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     format!(
@@ -64,50 +90,103 @@ impl DependencyStore for SqliteTx<'_> {
                 "dead" | "cancelled" => "failed",
                 _ => "pending",
             };
-            let added = self
-                .conn
-                .prepare_cached(
-                    "INSERT INTO job_deps (job_id, depends_on, any_outcome, state)
-                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                )?
-                .execute(params![
-                    edge.job_id,
-                    edge.depends_on,
-                    edge.any_outcome,
-                    state
-                ])?;
-            if added == 0 {
-                continue;
-            }
-            self.conn
-                .prepare_cached(
-                    "UPDATE jobs SET has_dependants = 1 WHERE id = ?1 AND has_dependants = 0",
-                )?
-                .execute([edge.depends_on])?;
-            match state {
-                "pending" if cancelled => {
-                    self.conn
-                        .prepare_cached(
-                            "UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ?1",
-                        )?
-                        .execute([edge.job_id])?;
-                }
-                "pending" => self.hold(&[edge.job_id], 1, now)?,
-                "failed" if cancelled => {}
-                "failed" => {
-                    let reason =
-                        dependency_ended_reason(edge.depends_on, dep_step.as_deref(), &dep_status);
-                    if self.cancel_dependant(edge.job_id, &reason, now)? {
-                        settled.cancelled.push(edge.job_id);
-                        settled.extend(self.settle_dependants(&[edge.job_id], now)?);
+            rows.push(serde_json::json!([
+                edge.job_id,
+                edge.depends_on,
+                edge.any_outcome,
+                state
+            ]));
+        }
+        // The waits not there already (a repeated wait is one wait).
+        let mut added: Vec<(i64, i64, String)> = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO job_deps (job_id, depends_on, any_outcome, state)
+                 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?1)
+                 WHERE true ON CONFLICT DO NOTHING
+                 RETURNING job_id, depends_on, state",
+            )?
+            .query_map([serde_json::Value::Array(rows).to_string()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if added.is_empty() {
+            return Ok(settled);
+        }
+        added.sort_unstable();
+        let mut waited_for: Vec<i64> = added.iter().map(|(_, d, _)| *d).collect();
+        waited_for.sort_unstable();
+        waited_for.dedup();
+        self.conn
+            .prepare_cached(
+                "UPDATE jobs SET has_dependants = 1
+                 WHERE id IN (SELECT value FROM json_each(?1)) AND has_dependants = 0",
+            )?
+            .execute([id_list(&waited_for)?])?;
+        // Per waiting job: its new pending waits, and the first wait that fails it.
+        let mut per_job: Vec<(i64, i64, Option<String>)> = Vec::new();
+        for (job_id, depends_on, state) in &added {
+            let failed = (state == "failed").then(|| {
+                let (status, step, _) = &jobs[depends_on];
+                dependency_ended_reason(*depends_on, step.as_deref(), status)
+            });
+            let pending = i64::from(state == "pending");
+            match per_job.last_mut() {
+                Some((j, n, why)) if j == job_id => {
+                    *n += pending;
+                    if why.is_none() {
+                        *why = failed;
                     }
                 }
-                _ => {}
+                _ => per_job.push((*job_id, pending, failed)),
+            }
+        }
+        let holds: Vec<serde_json::Value> = per_job
+            .iter()
+            .filter(|(_, n, _)| *n > 0)
+            .map(|(id, n, _)| serde_json::json!([id, n]))
+            .collect();
+        if !holds.is_empty() {
+            // A queued job is held (its run_at kept aside); one cancelled by a dependency
+            // only counts the wait, for when a requeue brings it back.
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET
+                        held_run_at = CASE WHEN status <> 'queued' THEN held_run_at
+                                           WHEN waiting_for > 0 AND run_at = ?3 THEN held_run_at
+                                           ELSE run_at END,
+                        run_at = CASE WHEN status = 'queued' THEN ?3 ELSE run_at END,
+                        waiting_for = waiting_for + c.value ->> 1,
+                        updated_at = CASE WHEN status = 'queued' THEN ?2 ELSE updated_at END
+                     FROM json_each(?1) AS c
+                     WHERE jobs.id = c.value ->> 0",
+                )?
+                .execute(params![
+                    serde_json::Value::Array(holds).to_string(),
+                    now,
+                    HELD_RUN_AT
+                ])?;
+        }
+        for (job_id, _, why) in per_job {
+            let Some(reason) = why else { continue };
+            if jobs
+                .get(&job_id)
+                .is_some_and(|(_, _, cancelled)| *cancelled)
+            {
+                continue;
+            }
+            if self.cancel_dependant(job_id, &reason, now)? {
+                settled.cancelled.push(job_id);
+                settled.extend(self.settle_dependants(&[job_id], now)?);
             }
         }
         Ok(settled)
     }
 
+    /// Set-wise, a few statements per batch of ended jobs whatever its size (a worker's
+    /// completions come in batches): their pending waits are read and marked in one
+    /// statement each, and their dependants counted down and released in one more. Only a
+    /// cascade of cancels goes on, level by level, the same way.
     fn settle_dependants(&self, ended: &[i64], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
         let (Some(&low), Some(&high)) = (ended.iter().min(), ended.iter().max()) else {
@@ -115,65 +194,19 @@ impl DependencyStore for SqliteTx<'_> {
         };
         // Most jobs have no dependants: one look at the small index of those that do, over
         // the batch's id range, instead of a look at each job's row.
-        let with_dependants: Vec<i64> = self
+        let mut level: Vec<i64> = self
             .conn
             .prepare_cached(
                 "SELECT id FROM jobs WHERE has_dependants = 1 AND id BETWEEN ?1 AND ?2",
             )?
             .query_map([low, high], |row| row.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut todo: VecDeque<i64> = with_dependants
+            .collect::<rusqlite::Result<Vec<i64>>>()?
             .into_iter()
             .filter(|id| ended.contains(id))
             .collect();
-        while let Some(id) = todo.pop_front() {
-            let found: Option<(String, Option<String>)> = self
-                .conn
-                .prepare_cached(
-                    "SELECT status, step FROM jobs WHERE id = ?1 AND has_dependants = 1",
-                )?
-                .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            let Some((status, step)) = found else {
-                continue;
-            };
-            if !is_ended(&status) {
-                continue;
-            }
-            let waiting: Vec<(i64, bool)> = self
-                .conn
-                .prepare_cached(
-                    "SELECT job_id, any_outcome FROM job_deps
-                     WHERE depends_on = ?1 AND state = 'pending'",
-                )?
-                .query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            for (dependant, any_outcome) in waiting {
-                let done = status == "succeeded" || any_outcome;
-                self.conn
-                    .prepare_cached(
-                        "UPDATE job_deps SET state = ?3 WHERE job_id = ?1 AND depends_on = ?2",
-                    )?
-                    .execute(params![dependant, id, if done { "done" } else { "failed" }])?;
-                // One pending row fewer, whatever the dependant's status, so the count stays
-                // the number of pending rows if it is ever brought back.
-                self.conn
-                    .prepare_cached(
-                        "UPDATE jobs SET waiting_for = waiting_for - 1 WHERE id = ?1 AND waiting_for > 0",
-                    )?
-                    .execute([dependant])?;
-                if done {
-                    if self.release_if_free(dependant, now)? {
-                        settled.released.push(dependant);
-                    }
-                } else {
-                    let reason = dependency_ended_reason(id, step.as_deref(), &status);
-                    if self.cancel_dependant(dependant, &reason, now)? {
-                        settled.cancelled.push(dependant);
-                        todo.push_back(dependant);
-                    }
-                }
-            }
+        while !level.is_empty() {
+            let cancelled = self.settle_level(&level, now, &mut settled)?;
+            level = cancelled;
         }
         Ok(settled)
     }
@@ -291,12 +324,109 @@ impl DependencyStore for SqliteTx<'_> {
 }
 
 impl SqliteTx<'_> {
-    fn status_and_step(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
-        Ok(self
+    /// Settles the pending waits on `ended` (jobs with dependants): marks each wait done or
+    /// failed, counts each dependant down, releases those left waiting for nothing and
+    /// cancels those a failed wait fails. Returns the dependants it cancelled (the next
+    /// level of a cascade).
+    fn settle_level(&self, ended: &[i64], now: i64, settled: &mut Settled) -> Result<Vec<i64>> {
+        let list = id_list(ended)?;
+        // (dependency, its status, its step, dependant, any outcome) of every pending wait.
+        type Wait = (i64, String, Option<String>, i64, bool);
+        let waits: Vec<Wait> = self
             .conn
-            .prepare_cached("SELECT CAST(status AS TEXT), step FROM jobs WHERE id = ?1")?
-            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?)
+            .prepare_cached(
+                "SELECT j.id, CAST(j.status AS TEXT), j.step, d.job_id, d.any_outcome
+                 FROM jobs j JOIN job_deps d ON d.depends_on = j.id AND d.state = 'pending'
+                 WHERE j.id IN (SELECT value FROM json_each(?1))
+                   AND (j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
+                 ORDER BY d.job_id",
+            )?
+            .query_map([&list], |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        if waits.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.conn
+            .prepare_cached(
+                "UPDATE job_deps SET state = CASE
+                        WHEN any_outcome = 1 OR (SELECT status FROM jobs WHERE id = depends_on) = 'succeeded'
+                        THEN 'done' ELSE 'failed' END
+                 WHERE depends_on IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
+            )?
+            .execute([&list])?;
+        // Per dependant: how many waits ended, and the first that failed it.
+        let mut counts: Vec<(i64, i64, Option<String>)> = Vec::new();
+        for (dependency, status, step, dependant, any_outcome) in &waits {
+            let failed = status != "succeeded" && !any_outcome;
+            match counts.last_mut() {
+                Some((d, n, why)) if d == dependant => {
+                    *n += 1;
+                    if failed && why.is_none() {
+                        *why = Some(dependency_ended_reason(
+                            *dependency,
+                            step.as_deref(),
+                            status,
+                        ));
+                    }
+                }
+                _ => counts.push((
+                    *dependant,
+                    1,
+                    failed.then(|| dependency_ended_reason(*dependency, step.as_deref(), status)),
+                )),
+            }
+        }
+        // One pending wait fewer each, whatever the dependant's status (the count stays the
+        // number of pending waits if it is ever brought back); released at 0 unless failed.
+        let rows: Vec<serde_json::Value> = counts
+            .iter()
+            .map(|(id, n, why)| serde_json::json!([id, n, why.is_some()]))
+            .collect();
+        let released: Vec<i64> = self
+            .conn
+            .prepare_cached(
+                "UPDATE jobs SET waiting_for = MAX(waiting_for - c.value ->> 1, 0),
+                        run_at = CASE WHEN waiting_for <= c.value ->> 1 AND NOT (c.value ->> 2)
+                                       AND status = 'queued' AND run_at = ?3
+                                      THEN COALESCE(held_run_at, ?2) ELSE run_at END,
+                        held_run_at = CASE WHEN waiting_for <= c.value ->> 1 AND NOT (c.value ->> 2)
+                                       AND status = 'queued' AND run_at = ?3
+                                      THEN NULL ELSE held_run_at END,
+                        updated_at = ?2
+                 FROM json_each(?1) AS c
+                 WHERE jobs.id = c.value ->> 0
+                 RETURNING jobs.id, waiting_for = 0 AND status = 'queued' AND run_at <> ?3",
+            )?
+            .query_map(
+                params![serde_json::Value::Array(rows).to_string(), now, HELD_RUN_AT],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, bool>(1)?)),
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|&(id, free)| {
+                free && counts.iter().any(|(d, _, why)| *d == id && why.is_none())
+            })
+            .map(|(id, _)| id)
+            .collect();
+        settled.released.extend(released);
+        let mut cancelled = Vec::new();
+        for (dependant, _, why) in counts {
+            if let Some(reason) = why {
+                if self.cancel_dependant(dependant, &reason, now)? {
+                    settled.cancelled.push(dependant);
+                    cancelled.push(dependant);
+                }
+            }
+        }
+        Ok(cancelled)
     }
 
     /// `old` (dead or cancelled) runs again as `new`: the jobs that waited for it on any
@@ -338,16 +468,6 @@ impl SqliteTx<'_> {
             }
         }
         Ok(())
-    }
-
-    fn cancelled_by_dependency(&self, id: i64) -> Result<bool> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?1 AND status = 'cancelled'
-                                                   AND cancelled_by = ?2)",
-            )?
-            .query_row(params![id, CANCELLED_BY_DEPENDENCY], |row| row.get(0))?)
     }
 
     /// Puts back the `run_at` of a held queued job left waiting for nothing. True if it did.
