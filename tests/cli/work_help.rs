@@ -7,6 +7,8 @@ use super::*;
 /// Variables in the source that `work` does not read, and why they need no line in its help.
 const NOT_READ_BY_WORK: &[(&str, &str)] = &[
     ("LITEJOBS_WEB_TOKEN", "read by `web` only"),
+    // The unit tests that need a server (src/storage/postgres/tests_on_server).
+    ("LITEJOBS_TEST_PG", "read by tests only"),
     // Set for the commands of --exec/--serve (src/exec), not read: documented with them.
     ("LITEJOBS_JOB_ID", "given to commands"),
     ("LITEJOBS_JOB_TYPE", "given to commands"),
