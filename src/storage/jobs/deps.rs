@@ -80,6 +80,55 @@ pub(crate) fn edges_of(id: i64, job: &crate::job::NewJob) -> impl Iterator<Item 
         })
 }
 
+/// Refuses what both backends refuse of a wait, with the same words, before anything is
+/// written: a job waiting for itself, a waiting job that does not exist or is not queued
+/// (`waiting`: its status, and whether a dependency cancelled it, which `revivable_ok`
+/// accepts: it only counts the wait, for when a requeue brings it back), and a wait for a
+/// job that does not exist.
+pub(crate) fn check_wait(
+    edge: &Edge,
+    waiting: Option<(&str, bool)>,
+    waited_for_exists: bool,
+    revivable_ok: bool,
+) -> Result<()> {
+    use crate::error::{Error, ErrorKind};
+    if edge.job_id == edge.depends_on {
+        return Err(Error::new(
+            ErrorKind::InvalidJob,
+            format!("job {} cannot wait for itself", edge.job_id),
+        ));
+    }
+    match waiting {
+        Some(("queued", _)) => {}
+        Some((_, true)) if revivable_ok => {}
+        Some((other, _)) => {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                format!(
+                    "job {} is {other}: only a queued job can wait for another",
+                    edge.job_id
+                ),
+            ))
+        }
+        None => {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("job {} does not exist", edge.job_id),
+            ))
+        }
+    }
+    if !waited_for_exists {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "job {} would wait for job {}, which does not exist",
+                edge.job_id, edge.depends_on
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Waits between jobs, each in the caller's write transaction.
 pub(crate) trait DependencyStore {
     /// Adds `edges`. Each dependant must be `queued`, or cancelled by a dependency (an

@@ -20,7 +20,7 @@ use super::super::sql::{query, IntRow};
 use super::super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
-    DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY, HELD_RUN_AT,
+    check_wait, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY, HELD_RUN_AT,
 };
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
 
@@ -119,39 +119,12 @@ impl PgTx<'_> {
                 .map(|i| found[i].status.as_str())
         };
         for edge in edges {
-            if edge.job_id == edge.depends_on {
-                return Err(Error::new(
-                    ErrorKind::InvalidJob,
-                    format!("job {} cannot wait for itself", edge.job_id),
-                ));
-            }
-            match status(edge.job_id) {
-                Some("queued") => {}
-                Some(other) => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidState,
-                        format!(
-                            "job {} is {other}: only a queued job can wait for another",
-                            edge.job_id
-                        ),
-                    ))
-                }
-                None => {
-                    return Err(Error::new(
-                        ErrorKind::NotFound,
-                        format!("job {} does not exist", edge.job_id),
-                    ))
-                }
-            }
-            if status(edge.depends_on).is_none() {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!(
-                        "job {} would wait for job {}, which does not exist",
-                        edge.job_id, edge.depends_on
-                    ),
-                ));
-            }
+            check_wait(
+                edge,
+                status(edge.job_id).map(|s| (s, false)),
+                status(edge.depends_on).is_some(),
+                false,
+            )?;
         }
         Ok(())
     }

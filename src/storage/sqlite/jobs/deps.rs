@@ -9,7 +9,8 @@ use rusqlite::params;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
-    dependency_ended_reason, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY, HELD_RUN_AT,
+    check_wait, dependency_ended_reason, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY,
+    HELD_RUN_AT,
 };
 use crate::storage::sqlite::SqliteTx;
 
@@ -27,12 +28,6 @@ impl DependencyStore for SqliteTx<'_> {
         let mut settled = Settled::default();
         if edges.is_empty() {
             return Ok(settled);
-        }
-        if let Some(e) = edges.iter().find(|e| e.job_id == e.depends_on) {
-            return Err(Error::new(
-                ErrorKind::InvalidJob,
-                format!("job {} cannot wait for itself", e.job_id),
-            ));
         }
         let mut ids: Vec<i64> = edges
             .iter()
@@ -56,34 +51,14 @@ impl DependencyStore for SqliteTx<'_> {
         for edge in edges {
             // A dependant cancelled by a dependency may be brought back by a requeue: it
             // keeps count of its waits meanwhile, so that it then waits for this one too.
-            match jobs.get(&edge.job_id) {
-                Some((status, _, _)) if status == "queued" => {}
-                Some((_, _, true)) => {}
-                Some((other, _, _)) => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidState,
-                        format!(
-                            "job {} is {other}: only a queued job can wait for another",
-                            edge.job_id
-                        ),
-                    ))
-                }
-                None => {
-                    return Err(Error::new(
-                        ErrorKind::NotFound,
-                        format!("job {} does not exist", edge.job_id),
-                    ))
-                }
-            }
-            let Some((dep_status, _, _)) = jobs.get(&edge.depends_on) else {
-                return Err(Error::new(
-                    ErrorKind::NotFound,
-                    format!(
-                        "job {} would wait for job {}, which does not exist",
-                        edge.job_id, edge.depends_on
-                    ),
-                ));
-            };
+            check_wait(
+                edge,
+                jobs.get(&edge.job_id)
+                    .map(|(status, _, revivable)| (status.as_str(), *revivable)),
+                jobs.contains_key(&edge.depends_on),
+                true,
+            )?;
+            let dep_status = &jobs[&edge.depends_on].0;
             let state = match dep_status.as_str() {
                 "succeeded" => "done",
                 "dead" | "cancelled" if edge.any_outcome => "done",
