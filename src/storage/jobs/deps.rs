@@ -120,9 +120,10 @@ pub(crate) fn check_wait(
     if !waited_for_exists {
         return Err(Error::new(
             ErrorKind::NotFound,
+            // Not the waiting job's id: a new job's insert is rolled back with the refusal.
             format!(
-                "job {} would wait for job {}, which does not exist",
-                edge.job_id, edge.depends_on
+                "there is no job {} to wait for; nothing was written",
+                edge.depends_on
             ),
         ));
     }
