@@ -90,7 +90,7 @@ impl EncryptionStore for PgTx<'_> {
             .rows::<WaitingRow>(
                 query(
                     "SELECT job_type, payload FROM jobs
-                     WHERE status IN ('queued', 'failed') AND queue = $1
+                     WHERE status IN ('queued', 'failed') AND queue = $1 AND waiting_for = 0
                      ORDER BY priority DESC, run_at, id LIMIT $2",
                 )
                 .text(queue)

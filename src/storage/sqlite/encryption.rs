@@ -18,6 +18,13 @@ fn text_of(value: ValueRef<'_>) -> Option<String> {
     }
 }
 
+/// The waiting jobs a claim of `queue` takes first, read in claim order along the due index
+/// (held jobs, waiting for others, are left out: the index puts them after, and sorting a
+/// big backlog to reach them cost a worker's start 0.1 s per million jobs).
+pub(super) const WAITING_PAYLOADS_SQL: &str = "SELECT job_type, payload FROM jobs
+     WHERE status IN ('queued', 'failed') AND queue = ?1 AND waiting_for = 0
+     ORDER BY priority DESC, run_at, id LIMIT ?2";
+
 impl EncryptionStore for SqliteTx<'_> {
     fn encrypted_types(&self) -> Result<Vec<EncryptedType>> {
         let mut stmt = self
@@ -60,11 +67,7 @@ impl EncryptionStore for SqliteTx<'_> {
     }
 
     fn waiting_payloads(&self, queue: &str, limit: usize) -> Result<Vec<(String, Option<String>)>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT job_type, payload FROM jobs
-             WHERE status IN ('queued', 'failed') AND queue = ?1
-             ORDER BY priority DESC, run_at, id LIMIT ?2",
-        )?;
+        let mut stmt = self.conn.prepare_cached(WAITING_PAYLOADS_SQL)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
             .query_map(params![queue, limit], |row| {
@@ -168,6 +171,30 @@ mod tests {
             (payload.as_str(), result.as_str()),
             ("{\"old\":1}", "{\"r\":2}")
         );
+        Ok(())
+    }
+
+    /// A worker's start reads the waiting payloads along the due index, in its order: no
+    /// sort of the queue's whole backlog, however big.
+    #[test]
+    fn the_waiting_payloads_are_read_in_the_due_index_order() -> Result<()> {
+        let conn = Connection::open_in_memory()?;
+        crate::storage::sqlite::migrate::check_and_migrate(
+            &conn,
+            false,
+            std::time::Duration::from_secs(5),
+            true,
+        )?;
+        let plan = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {WAITING_PAYLOADS_SQL}"))?
+            .query_map(params!["default", 10], |r| r.get::<_, String>(3))?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .join("; ");
+        assert!(
+            plan.contains("jobs_due_idx (queue=? AND waiting_for=?)"),
+            "{plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         Ok(())
     }
 }
