@@ -136,8 +136,6 @@ CREATE TABLE jobs (
     -- Leave both to the job_deps triggers.
     waiting_for INTEGER NOT NULL DEFAULT 0,
     held_run_at INTEGER,
-    -- 1 once another job depends on this one: only such jobs look for dependants when they end.
-    has_dependants INTEGER NOT NULL DEFAULT 0,
     -- The rules listed at the top. Written with ORs: measured to cost almost nothing, where
     -- an IN list halved insert speed; all of them together cost 5-10 % of a bare insert.
     CONSTRAINT jobs_status_valid CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded'
@@ -533,10 +531,6 @@ CREATE TABLE encrypted_types (
 -- Workflows, batches and dependencies (migration 8)
 -- ---------------------------------------------------------------------------------------
 
--- Jobs others wait for: a batch of jobs that just ended looks up which of them have
--- dependants here, by id range, without reading their rows.
-CREATE INDEX jobs_with_dependants_idx ON jobs (id) WHERE has_dependants = 1;
-
 -- The jobs of a workflow or batch, by step name.
 CREATE INDEX jobs_workflow_idx ON jobs (workflow_id, step) WHERE workflow_id IS NOT NULL;
 
@@ -578,12 +572,11 @@ CREATE TABLE job_deps (
     CONSTRAINT job_deps_not_itself CHECK (job_id <> depends_on)
 ) WITHOUT ROWID;
 
--- A job that ends finds its dependants; a requeued one, those it cancelled.
-CREATE INDEX job_deps_depends_on_idx ON job_deps (depends_on, state);
-
--- Dependencies not yet settled: a sweep settles any whose job has ended without settling
--- them (a status another program changed by hand).
-CREATE INDEX job_deps_pending_idx ON job_deps (depends_on) WHERE state = 'pending';
+-- The waits on a job, by their state: a batch of jobs that just ended finds the pending
+-- waits on them here (by id range: most jobs have none, and that look reads no job row), a
+-- requeued job the failed waits it stands in for, and a sweep the pending waits whose job
+-- ended without settling them (a status another program changed by hand).
+CREATE INDEX job_deps_waits_idx ON job_deps (state, depends_on);
 
 -- litejobs' own connections run with triggers off and do the same in code; these triggers
 -- do it for every other program that inserts dependencies by plain SQL: a dependency that
@@ -601,7 +594,6 @@ END;
 
 CREATE TRIGGER job_deps_inserted AFTER INSERT ON job_deps WHEN NEW.state = 'pending'
 BEGIN
-    UPDATE jobs SET has_dependants = 1 WHERE id = NEW.depends_on AND has_dependants = 0;
     UPDATE job_deps SET state = CASE
             WHEN NEW.any_outcome = 1 OR (SELECT status FROM jobs WHERE id = NEW.depends_on) = 'succeeded'
             THEN 'done' ELSE 'failed' END

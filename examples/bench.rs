@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release --example bench` (a few minutes on 2 cores), `-- --json` for one JSON
 //! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes; `-- --encryption-only`
-//! and `-- --workflows-only` for one part.
+//! and `-- --workflows-only` for one part; `-- --workflows-only --pg URL` (built with
+//! `--features postgres`) measures that part on a PostgreSQL server instead.
 //!
 //! Every figure is measured on a fresh file-backed WAL database in a temp dir, with the same
 //! pragmas for litejobs and for the ceiling: a minimal queue table driven by bare rusqlite
@@ -48,6 +49,8 @@ struct Config {
     workflows_only: bool,
     /// Steps of the fan-out that one fan-in step waits for.
     fan_out: usize,
+    /// A PostgreSQL server to measure the workflow figures on (`--pg URL`).
+    pg: Option<String>,
 }
 
 impl Config {
@@ -68,6 +71,7 @@ impl Config {
             syncs: vec![Synchronous::Normal, Synchronous::Full],
             encryption_only: false,
             workflows_only: false,
+            pg: None,
             fan_out: 10_000,
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -95,6 +99,7 @@ impl Config {
                         syncs: vec![Synchronous::Normal],
                         encryption_only: c.encryption_only,
                         workflows_only: c.workflows_only,
+                        pg: c.pg.clone(),
                         fan_out: 1_000,
                     }
                 }
@@ -141,10 +146,21 @@ impl Config {
                 "--normal-only" => c.syncs = vec![Synchronous::Normal],
                 "--encryption-only" => c.encryption_only = true,
                 "--workflows-only" => c.workflows_only = true,
+                "--pg" => {
+                    c.pg = Some(
+                        args.get(i + 1)
+                            .cloned()
+                            .unwrap_or_else(|| usage("--pg needs a PostgreSQL URL")),
+                    );
+                    i += 1
+                }
                 "--help" | "-h" => usage(""),
                 other => usage(&format!("unknown argument {other}")),
             }
             i += 1;
+        }
+        if c.pg.is_some() && !c.workflows_only {
+            usage("--pg measures the workflow figures only: add --workflows-only");
         }
         // The big-backlog run processes `min(process, 10 000)` jobs once per round and once
         // more in the memory child, so the backlog must hold them all.
@@ -182,7 +198,15 @@ fn main() -> Res<()> {
     let mut report = BTreeMap::<String, Value>::new();
     report.insert("machine".into(), json!(machine()));
     report.insert("config".into(), json!(format!("{config:?}")));
-    for &sync in &config.syncs {
+    if let Some(url) = &config.pg {
+        let target = workflows::Target::Server { url };
+        let figures = workflows::figures(&config, &target)?;
+        report.insert(
+            "postgresql".into(),
+            Value::Object(figures.into_iter().collect()),
+        );
+    }
+    for &sync in config.syncs.iter().filter(|_| config.pg.is_none()) {
         let name = match sync {
             Synchronous::Full => "full",
             _ => "normal",
@@ -212,7 +236,10 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
         f.extend(encryption::figures(c, sync, dir)?);
     }
     if !c.encryption_only || c.workflows_only {
-        f.extend(workflows::figures(c, sync, dir)?);
+        f.extend(workflows::figures(
+            c,
+            &workflows::Target::File { dir, sync },
+        )?);
     }
     if c.encryption_only || c.workflows_only {
         return Ok(f);

@@ -1064,3 +1064,101 @@ fn a_step_cancelled_by_its_first_wait_still_counts_the_others_and_a_requeue_brin
     testing::drain(&builder).expect("drain");
     assert_eq!(*ran.lock().expect("lock"), ["charge", "charge", "ship"]);
 }
+
+/// The waits a job asks for as it is enqueued are counted as it goes in: one named twice is
+/// one wait, one on a job already succeeded is no wait, one on a job already dead cancels
+/// it, and a batch mixing plain and waiting jobs holds only the waiting ones. None is left
+/// held for a wait that will never end.
+#[test]
+fn waits_asked_at_enqueue_that_are_repeated_or_already_ended_hold_nothing() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let declined = env
+        .queue
+        .enqueue(NewJob::new("fail_charge", json!({})))
+        .expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let pending = env
+        .queue
+        .enqueue(NewJob::new("member", json!({})))
+        .expect("enqueue");
+    let twice = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(pending).after(pending))
+        .expect("enqueue");
+    let on_ended = env
+        .queue
+        .enqueue(NewJob::new("receipt", json!({})).after(charge))
+        .expect("enqueue");
+    let batch = env
+        .queue
+        .enqueue_batch(vec![
+            NewJob::new("echo", json!({"plain": 1})),
+            NewJob::new("cleanup", json!({}))
+                .after(charge)
+                .after(pending),
+            NewJob::new("echo", json!({"plain": 2})),
+            NewJob::new("mail", json!({})).after(declined),
+        ])
+        .expect("batch");
+    assert_eq!(job(&env.queue, twice).waiting_for, 1);
+    assert_eq!(job(&env.queue, on_ended).waiting_for, 0);
+    assert_eq!(status(&env, on_ended), JobStatus::Queued);
+    assert!(job(&env.queue, on_ended).run_at < 99_999_999_999_999);
+    assert_eq!(job(&env.queue, batch[1]).waiting_for, 1);
+    assert_eq!(job(&env.queue, batch[0]).waiting_for, 0);
+    assert_eq!(status(&env, batch[3]), JobStatus::Cancelled);
+    // The held ones keep the time they asked for, and run once `pending` succeeded.
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    for id in [pending, twice, on_ended, batch[0], batch[1], batch[2]] {
+        assert_eq!(status(&env, id), JobStatus::Succeeded, "job {id}");
+    }
+}
+
+/// A step that names the same step twice, and a batch's member and callback that wait for
+/// a job by id, wait once for it and run after it.
+#[test]
+fn a_step_naming_a_step_twice_and_batch_jobs_waiting_by_id_wait_once_and_run_after() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let flow = Workflow::new("twice")
+        .step(Step::new("ship", NewJob::new("ship", json!({}))))
+        .step(
+            Step::new("receipt", NewJob::new("receipt", json!({})).after(charge))
+                .after("ship")
+                .after("ship"),
+        );
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    assert_eq!(job(&env.queue, ids.steps["receipt"]).waiting_for, 2);
+    let batch = env
+        .queue
+        .open_batch(
+            Batch::new("after charge")
+                .on_success(NewJob::new("on_success", json!({})).after(charge)),
+        )
+        .expect("open");
+    let members = env
+        .queue
+        .add_to_batch(
+            batch.batch_id,
+            vec![NewJob::new("member", json!({})).after(charge)],
+        )
+        .expect("add");
+    assert_eq!(job(&env.queue, members[0]).waiting_for, 1);
+    env.queue.close_batch(batch.batch_id).expect("close");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let ran = ran.lock().expect("lock").clone();
+    let pos = |t: &str| ran.iter().position(|r| r == t).expect(t);
+    assert!(pos("charge") < pos("member"), "{ran:?}");
+    assert!(pos("ship") < pos("receipt") && pos("charge") < pos("receipt"));
+    assert!(pos("member") < pos("on_success"), "{ran:?}");
+    assert_eq!(ran.iter().filter(|t| *t == "receipt").count(), 1);
+}

@@ -13,9 +13,12 @@
 //!   the commit; negative when the event thread read it after the fan-in started), and from
 //!   the last fan-out handler's return, to the fan-in's handler starting, and the whole run from the worker's start
 //!   to the fan-in's start; with the fan-in in the fan-out's queue, and in a queue of its own.
+//!
+//! On SQLite each measurement has a fresh file; with `--pg URL` (feature `postgres`) a fresh
+//! schema on that server instead, dropped after it (through `psql`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,8 +33,55 @@ use super::{discard, median, ratio, Config, Res};
 /// of plain jobs.
 const BATCH: usize = 1000;
 
-fn open(path: &Path, sync: Synchronous) -> Res<Queue> {
-    Ok(Queue::builder().synchronous(sync).open(path)?)
+/// Where the measured queues live.
+pub(crate) enum Target<'a> {
+    /// Files in `dir`, written with `sync`.
+    File { dir: &'a Path, sync: Synchronous },
+    /// Schemas of their own on the PostgreSQL server at `url`.
+    Server { url: &'a str },
+}
+
+/// One measurement's queue: a fresh file, or a fresh schema on the server.
+enum Place {
+    File(PathBuf, Synchronous),
+    Schema { url: String, schema: String },
+}
+
+impl Target<'_> {
+    /// The place of the `n`th measurement.
+    fn place(&self, n: usize, label: &str) -> Place {
+        match self {
+            Target::File { dir, sync } => {
+                Place::File(dir.join(format!("wf-{n:02}-{label}.db")), *sync)
+            }
+            Target::Server { url } => Place::Schema {
+                url: url.to_string(),
+                schema: format!("bench_wf_{}_{n:02}", std::process::id()),
+            },
+        }
+    }
+}
+
+impl Place {
+    fn open(&self) -> Res<Queue> {
+        Ok(match self {
+            Place::File(path, sync) => Queue::builder().synchronous(*sync).open(path)?,
+            Place::Schema { url, schema } => Queue::builder().pg_schema(schema).open(url)?,
+        })
+    }
+
+    fn discard(&self) {
+        match self {
+            Place::File(path, _) => discard(path),
+            // Through psql, as examples/peer_pg.rs: litejobs has no "drop everything" call.
+            Place::Schema { url, schema } => {
+                let _ = std::process::Command::new("psql")
+                    .args(["-X", "-q", url, "-c"])
+                    .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                    .status();
+            }
+        }
+    }
 }
 
 fn job(i: usize) -> NewJob {
@@ -73,14 +123,8 @@ fn enqueue_plain(q: &Queue, n: usize, per_tx: usize) -> Res<()> {
 /// workflow): one job per transaction waiting for the one before (`per_tx` 1), or batches
 /// of `per_tx` whose jobs each wait for a job of the batch before; `waits` false enqueues
 /// the same jobs plain.
-fn enqueue_after_rate(
-    path: &Path,
-    sync: Synchronous,
-    n: usize,
-    per_tx: usize,
-    waits: bool,
-) -> Res<f64> {
-    let q = open(path, sync)?;
+fn enqueue_after_rate(place: &Place, n: usize, per_tx: usize, waits: bool) -> Res<f64> {
+    let q = place.open()?;
     // The first jobs waited for are there before the clock starts.
     let mut previous: Vec<i64> = q.enqueue_batch((0..per_tx).map(job).collect())?;
     let t = Instant::now();
@@ -109,8 +153,8 @@ fn enqueue_after_rate(
 
 /// Jobs a second processed by 4 threads, of `n` jobs: half plain, half each waiting for
 /// one of those by id (`waits`), or all plain.
-fn process_after_rate(path: &Path, sync: Synchronous, n: usize, waits: bool) -> Res<f64> {
-    let q = open(path, sync)?;
+fn process_after_rate(place: &Place, n: usize, waits: bool) -> Res<f64> {
+    let q = place.open()?;
     let half = n / 2;
     let mut i = 0;
     while i < half {
@@ -135,8 +179,8 @@ fn process_after_rate(path: &Path, sync: Synchronous, n: usize, waits: bool) -> 
 }
 
 /// Jobs a second, enqueueing `n` of them `per_tx` per transaction, as pairs or plain.
-fn enqueue_rate(path: &Path, sync: Synchronous, n: usize, per_tx: usize, paired: bool) -> Res<f64> {
-    let q = open(path, sync)?;
+fn enqueue_rate(place: &Place, n: usize, per_tx: usize, paired: bool) -> Res<f64> {
+    let q = place.open()?;
     let t = Instant::now();
     if paired {
         enqueue_pairs(&q, n, per_tx)?;
@@ -148,8 +192,8 @@ fn enqueue_rate(path: &Path, sync: Synchronous, n: usize, per_tx: usize, paired:
 
 /// Jobs a second processed by 4 handler threads, from the worker's start to the last
 /// write-back, of `n` jobs enqueued beforehand as pairs or plain.
-fn process_rate(path: &Path, sync: Synchronous, n: usize, paired: bool) -> Res<f64> {
-    let q = open(path, sync)?;
+fn process_rate(place: &Place, n: usize, paired: bool) -> Res<f64> {
+    let q = place.open()?;
     let n = if paired { n / 2 * 2 } else { n };
     if paired {
         enqueue_pairs(&q, n, BATCH)?;
@@ -218,8 +262,8 @@ fn last_finished(events: Receiver<Event>, n: usize) -> std::thread::JoinHandle<O
 
 /// A workflow of `n` fan-out steps and a fan-in step after all of them, worked by 4 threads
 /// (the fan-in in the fan-out's queue, or in a queue of its own with one thread).
-fn fan_in(path: &Path, sync: Synchronous, n: usize, own_queue: bool) -> Res<FanIn> {
-    let q = open(path, sync)?;
+fn fan_in(place: &Place, n: usize, own_queue: bool) -> Res<FanIn> {
+    let q = place.open()?;
     let mut flow = Workflow::new("fan-out");
     let mut fan_in = Step::new(
         "fan-in",
@@ -283,59 +327,59 @@ fn fan_in(path: &Path, sync: Synchronous, n: usize, own_queue: bool) -> Res<FanI
 }
 
 /// The workflow figures, with their rounds and ratios (with a dependency ÷ plain).
-pub(crate) fn figures(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Value>> {
+pub(crate) fn figures(c: &Config, target: &Target<'_>) -> Res<BTreeMap<String, Value>> {
     let mut rounds = BTreeMap::<String, Vec<f64>>::new();
     let mut sample =
         |name: &str, value: f64| rounds.entry(name.to_string()).or_default().push(value);
     let mut n = 0;
     let mut fresh = |label: &str| {
         n += 1;
-        dir.join(format!("wf-{n:02}-{label}.db"))
+        target.place(n, label)
     };
     for _ in 0..c.rounds {
         for (kind, paired) in [("plain", false), ("paired", true)] {
-            let path = fresh(&format!("single-{kind}"));
+            let place = fresh(&format!("single-{kind}"));
             sample(
                 &format!("enqueue_single_{kind}_per_s"),
-                enqueue_rate(&path, sync, c.single, 2, paired)?,
+                enqueue_rate(&place, c.single, 2, paired)?,
             );
-            discard(&path);
-            let path = fresh(&format!("batched-{kind}"));
+            place.discard();
+            let place = fresh(&format!("batched-{kind}"));
             sample(
                 &format!("enqueue_batched_{kind}_per_s"),
-                enqueue_rate(&path, sync, c.batched, BATCH, paired)?,
+                enqueue_rate(&place, c.batched, BATCH, paired)?,
             );
-            discard(&path);
-            let path = fresh(&format!("process-{kind}"));
+            place.discard();
+            let place = fresh(&format!("process-{kind}"));
             sample(
                 &format!("process_4_threads_{kind}_per_s"),
-                process_rate(&path, sync, c.process, paired)?,
+                process_rate(&place, c.process, paired)?,
             );
-            discard(&path);
+            place.discard();
         }
         for (kind, waits) in [("plain", false), ("after", true)] {
-            let path = fresh(&format!("after-single-{kind}"));
+            let place = fresh(&format!("after-single-{kind}"));
             sample(
                 &format!("one_wait_single_{kind}_per_s"),
-                enqueue_after_rate(&path, sync, c.single, 1, waits)?,
+                enqueue_after_rate(&place, c.single, 1, waits)?,
             );
-            discard(&path);
-            let path = fresh(&format!("after-batched-{kind}"));
+            place.discard();
+            let place = fresh(&format!("after-batched-{kind}"));
             sample(
                 &format!("one_wait_batched_{kind}_per_s"),
-                enqueue_after_rate(&path, sync, c.batched, BATCH, waits)?,
+                enqueue_after_rate(&place, c.batched, BATCH, waits)?,
             );
-            discard(&path);
-            let path = fresh(&format!("after-process-{kind}"));
+            place.discard();
+            let place = fresh(&format!("after-process-{kind}"));
             sample(
                 &format!("one_wait_process_4_threads_{kind}_per_s"),
-                process_after_rate(&path, sync, c.process, waits)?,
+                process_after_rate(&place, c.process, waits)?,
             );
-            discard(&path);
+            place.discard();
         }
         for (label, own_queue) in [("fan_in", false), ("fan_in_own_queue", true)] {
-            let path = fresh(label);
-            let run = fan_in(&path, sync, c.fan_out, own_queue)?;
+            let place = fresh(label);
+            let run = fan_in(&place, c.fan_out, own_queue)?;
             sample(&format!("{label}_release_ms"), run.release_ms);
             sample(
                 &format!("{label}_handler_to_handler_ms"),
@@ -343,7 +387,7 @@ pub(crate) fn figures(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap
             );
             sample(&format!("{label}_total_ms"), run.total_ms);
             sample(&format!("{label}_enqueue_ms"), run.enqueue_ms);
-            discard(&path);
+            place.discard();
         }
     }
     let mut f = BTreeMap::new();

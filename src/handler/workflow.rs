@@ -239,6 +239,7 @@ impl JobContext {
                     job_id: dependant,
                     depends_on: new,
                     any_outcome: false,
+                    counted: false,
                 })
             })
             .collect();

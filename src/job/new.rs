@@ -51,6 +51,9 @@ pub struct NewJob {
     /// Jobs it waits for, by id, and whether any outcome of each will do
     /// ([`NewJob::after`], [`NewJob::after_any_outcome`]).
     pub(crate) after: Vec<(i64, bool)>,
+    /// Waits the transaction inserting this job adds besides `after` (a workflow step's
+    /// waits by step name): an insert that holds the job at once counts them too.
+    pub(crate) extra_waits: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +169,7 @@ impl NewJob {
             expires: None,
             encrypted: false,
             after: Vec::new(),
+            extra_waits: 0,
         }
     }
 

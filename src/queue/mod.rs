@@ -365,7 +365,7 @@ impl Queue {
         let insert = |tx: &dyn Tx| {
             let inserted = tx.insert_job(&job, &payload, now)?;
             if inserted.created && !job.after.is_empty() {
-                add_waits_of(tx, inserted.id, &job, now)?;
+                add_waits_of(tx, &inserted, &job, now)?;
             }
             Ok(inserted)
         };
@@ -463,7 +463,7 @@ impl Queue {
             let payload = self.stored_payload(Some(tx), &job, payload, now)?;
             let inserted = crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?;
             if inserted.created {
-                add_waits_of(tx, inserted.id, &job, now)?;
+                add_waits_of(tx, &inserted, &job, now)?;
             }
             Ok(inserted.id)
         })
@@ -477,7 +477,7 @@ impl Queue {
         let payload = self.stored_payload(Some(tx), &job, payload, now)?;
         let inserted = tx.insert_job(&job, &payload, now)?;
         if inserted.created {
-            add_waits_of(tx, inserted.id, &job, now)?;
+            add_waits_of(tx, &inserted, &job, now)?;
         }
         Ok(inserted.id)
     }
@@ -610,7 +610,7 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     with_triggers_off(conn, || {
         let inserted = tx.insert_job(&job, &payload, now)?;
         if inserted.created {
-            add_waits_of(tx, inserted.id, &job, now)?;
+            add_waits_of(tx, &inserted, &job, now)?;
         }
         Ok(inserted.id)
     })

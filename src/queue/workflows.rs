@@ -7,7 +7,8 @@ use rusqlite::Connection;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{validate, NewJob};
-use crate::storage::jobs::{Edge, Settled};
+use crate::storage::jobs::deps::edges_of;
+use crate::storage::jobs::{Edge, Inserted, Settled};
 use crate::storage::workflows::{ON_COMPLETE, ON_SUCCESS};
 use crate::storage::{with_triggers_off, SqliteTx, Tx};
 use crate::workflow::{
@@ -96,25 +97,30 @@ impl Queue {
         existing: &BTreeMap<String, i64>,
         now: i64,
     ) -> Result<BTreeMap<String, i64>> {
-        let jobs: Vec<NewJob> = steps.iter().map(|s| s.job.clone()).collect();
+        // A step goes in held where the backend can, counting its waits by name too.
+        let jobs: Vec<NewJob> = steps
+            .iter()
+            .map(|s| NewJob {
+                extra_waits: s.waits.len(),
+                ..s.job.clone()
+            })
+            .collect();
         let new = self.insert_members(tx, &jobs, |i| format!("step {:?}", steps[i].name), now)?;
         let placed: Vec<(i64, Option<String>)> = new
             .iter()
             .zip(steps)
-            .map(|(&id, step)| (id, Some(step.name.clone())))
+            .map(|(ins, step)| (ins.id, Some(step.name.clone())))
             .collect();
         tx.place_many_in_workflow(workflow_id, &placed)?;
-        let ids: BTreeMap<String, i64> = steps.iter().map(|s| s.name.clone()).zip(new).collect();
+        let ids: BTreeMap<String, i64> = steps
+            .iter()
+            .map(|s| s.name.clone())
+            .zip(new.iter().map(|ins| ins.id))
+            .collect();
         let mut edges = Vec::new();
-        for step in steps {
+        for ((step, job), inserted) in steps.iter().zip(&jobs).zip(&new) {
             // Waits given on the step's job itself (`NewJob::after`).
-            for &(depends_on, any_outcome) in &step.job.after {
-                edges.push(Edge {
-                    job_id: ids[&step.name],
-                    depends_on,
-                    any_outcome,
-                });
-            }
+            edges.extend(edges_of(inserted, job));
             for wait in &step.waits {
                 let depends_on = match &wait.target {
                     Target::Job(id) => *id,
@@ -129,9 +135,10 @@ impl Queue {
                     },
                 };
                 edges.push(Edge {
-                    job_id: ids[&step.name],
+                    job_id: inserted.id,
                     depends_on,
                     any_outcome: wait.any_outcome,
+                    counted: inserted.held,
                 });
             }
         }
@@ -141,7 +148,7 @@ impl Queue {
     }
 
     /// Inserts one job of a workflow or batch, which must be a new job.
-    fn insert_member(&self, tx: &dyn Tx, job: &NewJob, now: i64) -> Result<i64> {
+    fn insert_member(&self, tx: &dyn Tx, job: &NewJob, now: i64) -> Result<Inserted> {
         let payload = validate(job, self.max_payload_bytes())?;
         let payload = self.stored_payload(Some(tx), job, payload, now)?;
         let inserted = tx.insert_job(job, &payload, now)?;
@@ -155,7 +162,7 @@ impl Queue {
                 ),
             ));
         }
-        Ok(inserted.id)
+        Ok(inserted)
     }
 
     /// Inserts the jobs of a workflow or batch, each a new job, in as few statements as a
@@ -166,7 +173,7 @@ impl Queue {
         jobs: &[NewJob],
         what: impl Fn(usize) -> String,
         now: i64,
-    ) -> Result<Vec<i64>> {
+    ) -> Result<Vec<Inserted>> {
         let payloads = jobs
             .iter()
             .enumerate()
@@ -182,7 +189,7 @@ impl Queue {
             .enumerate()
             .map(|(i, ins)| {
                 if ins.created {
-                    Ok(ins.id)
+                    Ok(ins)
                 } else {
                     Err(Error::new(
                         ErrorKind::InvalidState,
@@ -222,12 +229,15 @@ impl Queue {
         let batch_id = tx.create_workflow("batch", &batch.name, true, now)?;
         let callback = |name: &str, job: &Option<NewJob>| -> Result<Option<i64>> {
             let Some(job) = job else { return Ok(None) };
-            let id = self
+            let inserted = self
                 .insert_member(tx, job, now)
                 .map_err(|e| e.prefixed(&format!("batch callback {name}")))?;
+            let id = inserted.id;
             tx.place_in_workflow(id, batch_id, Some(name))?;
-            // Held by the batch being open.
+            // Held by the batch being open, and by the jobs it asked to wait for.
             tx.hold(&[id], 1, now)?;
+            let waits: Vec<Edge> = edges_of(&inserted, job).collect();
+            log_settled(&tx.add_dependencies(&waits, now)?);
             Ok(Some(id))
         };
         Ok(BatchIds {
@@ -290,19 +300,25 @@ impl Queue {
                 callbacks.push((name, id));
             }
         }
-        let ids =
+        let inserted =
             self.insert_members(tx, jobs, |i| format!("job {i} for batch {batch_id}"), now)?;
+        let ids: Vec<i64> = inserted.iter().map(|ins| ins.id).collect();
         let placed: Vec<(i64, Option<String>)> = ids.iter().map(|&id| (id, None)).collect();
         tx.place_many_in_workflow(batch_id, &placed)?;
-        let edges: Vec<Edge> = callbacks
+        // The members' own waits (`NewJob::after`), and the callbacks' waits for them.
+        let own = inserted
             .iter()
-            .flat_map(|(name, callback)| {
+            .zip(jobs)
+            .flat_map(|(ins, job)| edges_of(ins, job));
+        let edges: Vec<Edge> = own
+            .chain(callbacks.iter().flat_map(|(name, callback)| {
                 ids.iter().map(move |&member| Edge {
                     job_id: *callback,
                     depends_on: member,
                     any_outcome: name == ON_COMPLETE,
+                    counted: false,
                 })
-            })
+            }))
             .collect();
         let settled = tx.add_dependencies(&edges, now)?;
         log_settled(&settled);
@@ -450,6 +466,7 @@ pub(crate) fn stand_in(tx: &dyn Tx, old: i64, new: i64, now: i64) -> Result<()> 
             job_id: new,
             depends_on: d.id,
             any_outcome: d.any_outcome,
+            counted: false,
         })
         .collect();
     tx.add_dependencies(&waits, now)?;
@@ -492,6 +509,7 @@ fn rejoin_batch(tx: &dyn Tx, id: i64, now: i64) -> Result<()> {
             job_id: id,
             depends_on: member.id,
             any_outcome: false,
+            counted: false,
         });
     }
     let settled = tx.add_dependencies(&edges, now)?;

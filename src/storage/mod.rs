@@ -241,7 +241,7 @@ impl Db {
                 .iter()
                 .zip(jobs)
                 .filter(|(ins, _)| ins.created)
-                .flat_map(|(ins, job)| jobs::deps::edges_of(ins.id, job))
+                .flat_map(|(ins, job)| jobs::deps::edges_of(ins, job))
                 .collect();
             tx.add_dependencies(&edges, now)?;
             Ok(inserted)

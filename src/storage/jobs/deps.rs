@@ -32,6 +32,10 @@ pub(crate) struct Edge {
     pub(crate) depends_on: i64,
     /// The dependant runs whatever the dependency's outcome.
     pub(crate) any_outcome: bool,
+    /// The dependant went in held ([`Inserted::held`](crate::storage::jobs::Inserted)),
+    /// counting as pending every wait passed with it in this call: those that are not
+    /// (there twice, or on a job already ended) come off that count.
+    pub(crate) counted: bool,
 }
 
 /// What settling changed: dependants now due, and dependants cancelled (transitively).
@@ -58,26 +62,38 @@ pub(crate) fn dependency_ended_reason(id: i64, step: Option<&str>, status: &str)
 }
 
 /// Adds the waits a new job asked for ([`NewJob::after`](crate::NewJob::after)), in the
-/// transaction that inserted it as job `id`.
+/// transaction that inserted it.
 pub(crate) fn add_waits_of<S: DependencyStore + ?Sized>(
     store: &S,
-    id: i64,
+    inserted: &crate::storage::jobs::Inserted,
     job: &crate::job::NewJob,
     now: i64,
 ) -> Result<Settled> {
-    let edges: Vec<Edge> = edges_of(id, job).collect();
+    let edges: Vec<Edge> = edges_of(inserted, job).collect();
     store.add_dependencies(&edges, now)
 }
 
-/// The waits new job `id` asked for.
-pub(crate) fn edges_of(id: i64, job: &crate::job::NewJob) -> impl Iterator<Item = Edge> + '_ {
+/// The waits a new job asked for.
+pub(crate) fn edges_of<'a>(
+    inserted: &crate::storage::jobs::Inserted,
+    job: &'a crate::job::NewJob,
+) -> impl Iterator<Item = Edge> + 'a {
+    let (job_id, counted) = (inserted.id, inserted.held);
     job.after
         .iter()
         .map(move |&(depends_on, any_outcome)| Edge {
-            job_id: id,
+            job_id,
             depends_on,
             any_outcome,
+            counted,
         })
+}
+
+/// How many waits the transaction inserting `job` adds to it (`after`, and
+/// `extra_waits`): what a held insert counts as pending. A wait that turns out to be there
+/// twice or already ended comes off that count as it goes in.
+pub(crate) fn waits_asked(job: &crate::job::NewJob) -> i64 {
+    i64::try_from(job.after.len() + job.extra_waits).unwrap_or(i64::MAX)
 }
 
 /// Refuses what both backends refuse of a wait, with the same words, before anything is

@@ -10,6 +10,31 @@ pub(crate) struct Inserted {
     pub(crate) id: i64,
     /// False when an idempotency key matched an existing job and nothing was inserted.
     pub(crate) created: bool,
+    /// The job went in held, its `waiting_for` counting each job it asked to wait for
+    /// ([`NewJob::after`](crate::NewJob::after)) as pending, so that adding those waits
+    /// writes the row again only for a wait that has already ended. Where the backend does
+    /// not (PostgreSQL, whose triggers hold a job as its waits go in), false.
+    pub(crate) held: bool,
+}
+
+impl Inserted {
+    /// A job the insert created, `held` or not.
+    pub(crate) fn created(id: i64, held: bool) -> Inserted {
+        Inserted {
+            id,
+            created: true,
+            held,
+        }
+    }
+
+    /// The job holding the idempotency key: nothing was inserted.
+    pub(crate) fn found(id: i64) -> Inserted {
+        Inserted {
+            id,
+            created: false,
+            held: false,
+        }
+    }
 }
 
 /// From this many jobs without keys, a batch is inserted with the schema's CHECK rules

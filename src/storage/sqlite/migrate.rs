@@ -144,7 +144,7 @@ pub(crate) fn shim_older_for_reading(conn: &Connection) -> rusqlite::Result<()> 
             "CREATE TEMP VIEW IF NOT EXISTS jobs AS
                  SELECT *, NULL AS cancelled_by, NULL AS cancel_reason, NULL AS expires_at,
                         NULL AS workflow_id, NULL AS step, 0 AS waiting_for,
-                        NULL AS held_run_at, 0 AS has_dependants
+                        NULL AS held_run_at
                  FROM main.jobs;
              CREATE TEMP TABLE IF NOT EXISTS encrypted_types (
                  job_type TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL);",
@@ -153,7 +153,7 @@ pub(crate) fn shim_older_for_reading(conn: &Connection) -> rusqlite::Result<()> 
         conn.execute_batch(
             "CREATE TEMP VIEW IF NOT EXISTS jobs AS
                  SELECT *, NULL AS workflow_id, NULL AS step, 0 AS waiting_for,
-                        NULL AS held_run_at, 0 AS has_dependants
+                        NULL AS held_run_at
                  FROM main.jobs;",
         )?;
     }

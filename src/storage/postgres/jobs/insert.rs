@@ -26,20 +26,17 @@ impl InsertStore for PgTx<'_> {
             let id =
                 self.row::<IntRow>(insert_query(job, payload, (run_at, expires_at), now, ""))?;
             return match id {
-                Some(row) => Ok(Inserted {
-                    id: row.v,
-                    created: true,
-                }),
+                Some(row) => Ok(Inserted::created(row.v, false)),
                 None => Err(ignored(job)),
             };
         };
         if let Some(id) = self.find_key_holder(key, now)? {
             // A holder past its deadline never runs: it expires, and the key is free.
             if !self.expire_key_holder(key, now)? {
-                return Ok(Inserted { id, created: false });
+                return Ok(Inserted::found(id));
             }
             if let Some(id) = self.find_key_holder(key, now)? {
-                return Ok(Inserted { id, created: false });
+                return Ok(Inserted::found(id));
             }
         }
         let run_at = RunAt::resolve(job.run_at, now)?;
@@ -54,13 +51,10 @@ impl InsertStore for PgTx<'_> {
             if let Some(row) =
                 self.row::<IntRow>(insert_query(job, payload, times, now, &on_conflict))?
             {
-                return Ok(Inserted {
-                    id: row.v,
-                    created: true,
-                });
+                return Ok(Inserted::created(row.v, false));
             }
             if let Some(id) = self.find_key_holder(key, now)? {
-                return Ok(Inserted { id, created: false });
+                return Ok(Inserted::found(id));
             }
         }
         Err(ignored(job))
@@ -86,7 +80,7 @@ impl InsertStore for PgTx<'_> {
             let ids = self
                 .insert_rows(chunk, &payloads[next..next + rows], now)
                 .map_err(|e| batch_error(e, chunk, next))?;
-            inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
+            inserted.extend(ids.into_iter().map(|id| Inserted::created(id, false)));
             next += rows;
         }
         Ok(inserted)

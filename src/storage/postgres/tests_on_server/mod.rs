@@ -101,6 +101,7 @@ impl Pg {
                 job_id,
                 depends_on,
                 any_outcome,
+                counted: false,
             })
             .collect();
         self.write(|tx| tx.add_dependencies(&edges, now))

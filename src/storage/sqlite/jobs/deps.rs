@@ -3,7 +3,7 @@
 //! triggers do the insert side of the same for other programs. SQLite's one writer makes
 //! each read-then-write here safe.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use rusqlite::params;
 
@@ -19,10 +19,21 @@ fn id_list(ids: &[i64]) -> Result<String> {
     serde_json::to_string(ids).map_err(|e| Error::new(ErrorKind::Database, format!("id list: {e}")))
 }
 
+/// The waits [`DependencyStore::add_dependencies`] just added to one job.
+struct NewWaits {
+    job_id: i64,
+    /// Those left pending.
+    pending: i64,
+    /// Those whose job had ended already (settled as they went in).
+    ended: i64,
+    /// Why the first failed one cancels the job.
+    failed: Option<String>,
+}
+
 impl DependencyStore for SqliteTx<'_> {
     /// Set-wise, a few statements for any number of waits (a batch of jobs each waiting
     /// for one, a workflow's steps): the jobs involved are read in one statement, the waits
-    /// inserted in one, the jobs waited for marked in one and the waiting jobs held in one;
+    /// inserted in one and the waiting jobs held in one;
     /// only a wait on a job already dead or cancelled cancels, one job at a time.
     fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
@@ -85,21 +96,10 @@ impl DependencyStore for SqliteTx<'_> {
                 Ok((row.get(0)?, row.get(1)?, row.get(2)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
-        if added.is_empty() {
-            return Ok(settled);
-        }
         added.sort_unstable();
-        let mut waited_for: Vec<i64> = added.iter().map(|(_, d, _)| *d).collect();
-        waited_for.sort_unstable();
-        waited_for.dedup();
-        self.conn
-            .prepare_cached(
-                "UPDATE jobs SET has_dependants = 1
-                 WHERE id IN (SELECT value FROM json_each(?1)) AND has_dependants = 0",
-            )?
-            .execute([id_list(&waited_for)?])?;
-        // Per waiting job: its new pending waits, and the first wait that fails it.
-        let mut per_job: Vec<(i64, i64, Option<String>)> = Vec::new();
+        // Per waiting job: its new waits still pending, those whose job had ended already,
+        // and the first wait that fails it.
+        let mut per_job: Vec<NewWaits> = Vec::new();
         for (job_id, depends_on, state) in &added {
             let failed = (state == "failed").then(|| {
                 let (status, step, _) = &jobs[depends_on];
@@ -107,19 +107,49 @@ impl DependencyStore for SqliteTx<'_> {
             });
             let pending = i64::from(state == "pending");
             match per_job.last_mut() {
-                Some((j, n, why)) if j == job_id => {
-                    *n += pending;
-                    if why.is_none() {
-                        *why = failed;
+                Some(waits) if waits.job_id == *job_id => {
+                    waits.pending += pending;
+                    waits.ended += 1 - pending;
+                    if waits.failed.is_none() {
+                        waits.failed = failed;
                     }
                 }
-                _ => per_job.push((*job_id, pending, failed)),
+                _ => per_job.push(NewWaits {
+                    job_id: *job_id,
+                    pending,
+                    ended: 1 - pending,
+                    failed,
+                }),
+            }
+        }
+        // A job inserted held counted every wait passed for it as pending: those that are
+        // not (already ended, or there twice) come off, and one left waiting for nothing
+        // (and not failed) is released.
+        let mut counted: BTreeMap<i64, i64> = BTreeMap::new();
+        for edge in edges.iter().filter(|e| e.counted) {
+            *counted.entry(edge.job_id).or_default() += 1;
+        }
+        for (&job_id, &given) in &counted {
+            // per_job is in job id order (from `added`).
+            let waits = per_job
+                .binary_search_by_key(&job_id, |w| w.job_id)
+                .ok()
+                .map(|i| &per_job[i]);
+            let off = given - waits.map_or(0, |w| w.pending);
+            if off == 0 {
+                continue;
+            }
+            self.conn
+                .prepare_cached("UPDATE jobs SET waiting_for = waiting_for - ?2 WHERE id = ?1")?
+                .execute(params![job_id, off])?;
+            if waits.is_none_or(|w| w.failed.is_none()) && self.release_if_free(job_id, now)? {
+                settled.released.push(job_id);
             }
         }
         let holds: Vec<serde_json::Value> = per_job
             .iter()
-            .filter(|(_, n, _)| *n > 0)
-            .map(|(id, n, _)| serde_json::json!([id, n]))
+            .filter(|w| w.pending > 0 && !counted.contains_key(&w.job_id))
+            .map(|w| serde_json::json!([w.job_id, w.pending]))
             .collect();
         if !holds.is_empty() {
             // A queued job is held (its run_at kept aside); one cancelled by a dependency
@@ -142,7 +172,12 @@ impl DependencyStore for SqliteTx<'_> {
                     HELD_RUN_AT
                 ])?;
         }
-        for (job_id, _, why) in per_job {
+        for NewWaits {
+            job_id,
+            failed: why,
+            ..
+        } in per_job
+        {
             let Some(reason) = why else { continue };
             if jobs
                 .get(&job_id)
@@ -167,12 +202,13 @@ impl DependencyStore for SqliteTx<'_> {
         let (Some(&low), Some(&high)) = (ended.iter().min(), ended.iter().max()) else {
             return Ok(settled);
         };
-        // Most jobs have no dependants: one look at the small index of those that do, over
-        // the batch's id range, instead of a look at each job's row.
+        // Most jobs have no dependants: one look at the pending waits over the batch's id
+        // range, which reads no job row and finds nothing in most batches.
         let mut level: Vec<i64> = self
             .conn
             .prepare_cached(
-                "SELECT id FROM jobs WHERE has_dependants = 1 AND id BETWEEN ?1 AND ?2",
+                "SELECT DISTINCT depends_on FROM job_deps
+                 WHERE state = 'pending' AND depends_on BETWEEN ?1 AND ?2",
             )?
             .query_map([low, high], |row| row.get(0))?
             .collect::<rusqlite::Result<Vec<i64>>>()?
@@ -209,9 +245,6 @@ impl DependencyStore for SqliteTx<'_> {
                      WHERE depends_on = ?1 AND state = 'failed'",
                 )?
                 .execute(params![old, new])?;
-            self.conn
-                .prepare_cached("UPDATE jobs SET has_dependants = 1 WHERE id = ?1")?
-                .execute([new])?;
             for dependant in failed {
                 self.conn
                     .prepare_cached("UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ?1")?
@@ -287,12 +320,6 @@ impl DependencyStore for SqliteTx<'_> {
             .collect::<rusqlite::Result<_>>()?;
         if ended.is_empty() {
             return Ok(Settled::default());
-        }
-        // A status changed by hand may not have marked the job as one with dependants.
-        for id in &ended {
-            self.conn
-                .prepare_cached("UPDATE jobs SET has_dependants = 1 WHERE id = ?1")?
-                .execute([id])?;
         }
         self.settle_dependants(&ended, now)
     }
@@ -424,9 +451,6 @@ impl SqliteTx<'_> {
         if unstarted.is_empty() {
             return Ok(());
         }
-        self.conn
-            .prepare_cached("UPDATE jobs SET has_dependants = 1 WHERE id = ?1")?
-            .execute([new])?;
         for (dependant, status) in unstarted {
             self.conn
                 .prepare_cached(

@@ -6,13 +6,18 @@ use rusqlite::{params, OptionalExtension};
 use super::{value_rows, value_rows_from, RowStatements};
 use crate::error::Result;
 use crate::job::{resolve_expiry, NewJob, RunAt};
+use crate::storage::jobs::deps::{waits_asked, HELD_RUN_AT};
 use crate::storage::jobs::insert::skips_the_rules;
 use crate::storage::jobs::{batch_error, DependencyStore, ExpireStore, InsertStore, Inserted};
 use crate::storage::sqlite::SqliteTx;
 
+/// A job that waits for others ([`NewJob::after`], a workflow's steps) goes in held (`?12` its count of waits,
+/// `?13` its own run time, `?6` [`HELD_RUN_AT`]): holding it afterwards would write its row
+/// and move its due-index entry a second time.
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
-        run_at, created_at, updated_at, timeout_ms, idempotency_key, group_key, expires_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11)
+        run_at, created_at, updated_at, timeout_ms, idempotency_key, group_key, expires_at,
+        waiting_for, held_run_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
      ON CONFLICT DO NOTHING";
 
 /// Jobs without an idempotency key go in by statements of up to this many rows: a
@@ -31,6 +36,17 @@ static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     )
 });
 
+/// [`INSERTS`] for statements with jobs that wait for others, which go in held (see
+/// [`INSERT_SQL`]): two more parameters per row, `waiting_for` and `held_run_at`.
+static HELD_INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
+    format!(
+        "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
+            run_at, timeout_ms, group_key, expires_at, waiting_for, held_run_at,
+            created_at, updated_at) VALUES {}",
+        value_rows(rows, 11, ",?1,?1")
+    )
+});
+
 /// [`INSERTS`] for rows of one queue and one job type (`?2`, `?3`: bound once, not per row),
 /// then seven parameters per row. Most batches are one kind of job: measured with callgrind,
 /// binding the two texts per row (SQLite copies each) cost 5 % of a batched insert.
@@ -42,6 +58,16 @@ static INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, 
     )
 });
 
+/// [`INSERTS_OF_ONE_KIND`] with jobs that wait for others (see [`HELD_INSERTS`]).
+static HELD_INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
+    format!(
+        "INSERT INTO jobs (payload, priority, max_attempts, run_at, timeout_ms, group_key,
+            expires_at, waiting_for, held_run_at, queue, job_type, created_at, updated_at)
+            VALUES {}",
+        value_rows_from(4, rows, 9, ",?2,?3,?1,?1")
+    )
+});
+
 impl InsertStore for SqliteTx<'_> {
     /// A held or remembered idempotency key returns the holder's id instead; the unique
     /// index makes this safe against racing writers in other processes.
@@ -50,35 +76,40 @@ impl InsertStore for SqliteTx<'_> {
             if let Some(id) = self.find_key_holder(key, now)? {
                 // A holder past its deadline never runs: it expires, and the key is free.
                 if !self.expire_key_holder(key, now)? {
-                    return Ok(Inserted { id, created: false });
+                    return Ok(Inserted::found(id));
                 }
                 // It ended: the jobs waiting for it are settled with that end.
                 self.settle_dependants(&[id], now)?;
                 if let Some(id) = self.find_key_holder(key, now)? {
-                    return Ok(Inserted { id, created: false });
+                    return Ok(Inserted::found(id));
                 }
             }
         }
         let run_at = RunAt::resolve(job.run_at, now)?;
         let expires_at = resolve_expiry(job, run_at, now)?;
+        let held = waits_asked(job) > 0;
+        let (stored_run_at, held_run_at) = if held {
+            (HELD_RUN_AT, Some(run_at))
+        } else {
+            (run_at, None)
+        };
         let changed = self.conn.prepare_cached(INSERT_SQL)?.execute(params![
             job.queue,
             job.job_type,
             payload,
             job.priority,
             job.max_attempts,
-            run_at,
+            stored_run_at,
             now,
             job.timeout_ms,
             job.idempotency_key,
             job.group_key,
             expires_at,
+            waits_asked(job),
+            held_run_at,
         ])?;
         if changed == 1 {
-            return Ok(Inserted {
-                id: self.conn.last_insert_rowid(),
-                created: true,
-            });
+            return Ok(Inserted::created(self.conn.last_insert_rowid(), held));
         }
         // Only the idempotency index can conflict (litejobs leaves the id to SQLite).
         let key = job.idempotency_key.as_deref().unwrap_or_default();
@@ -91,7 +122,7 @@ impl InsertStore for SqliteTx<'_> {
                 ),
             )
         })?;
-        Ok(Inserted { id, created: false })
+        Ok(Inserted::found(id))
     }
 
     /// A job with an idempotency key alone (it may find a holder instead), the runs of jobs
@@ -169,7 +200,11 @@ impl SqliteTx<'_> {
             let ids = self
                 .insert_rows(chunk, &payloads[next..next + rows], now, &mut newest)
                 .map_err(|e| batch_error(e, chunk, next))?;
-            inserted.extend(ids.into_iter().map(|id| Inserted { id, created: true }));
+            inserted.extend(
+                ids.into_iter()
+                    .zip(chunk)
+                    .map(|(id, job)| Inserted::created(id, waits_asked(job) > 0)),
+            );
             next += rows;
         }
         Ok(inserted)
@@ -198,20 +233,26 @@ impl SqliteTx<'_> {
         let one_kind = jobs
             .iter()
             .all(|job| job.queue == first.queue && job.job_type == first.job_type);
-        let mut stmt = if one_kind {
-            let mut stmt = conn.prepare_cached(INSERTS_OF_ONE_KIND.sql(jobs.len()))?;
+        let held = jobs.iter().any(|job| waits_asked(job) > 0);
+        // Parameters per row besides the queue and type: two more with held jobs.
+        let per_row = if held { 9 } else { 7 };
+        let statements = match (one_kind, held) {
+            (true, false) => &INSERTS_OF_ONE_KIND,
+            (true, true) => &HELD_INSERTS_OF_ONE_KIND,
+            (false, false) => &INSERTS,
+            (false, true) => &HELD_INSERTS,
+        };
+        let mut stmt = conn.prepare_cached(statements.sql(jobs.len()))?;
+        if one_kind {
             stmt.raw_bind_parameter(2, &first.queue)?;
             stmt.raw_bind_parameter(3, &first.job_type)?;
-            stmt
-        } else {
-            conn.prepare_cached(INSERTS.sql(jobs.len()))?
-        };
+        }
         stmt.raw_bind_parameter(1, now)?;
         for (row, (job, payload)) in jobs.iter().zip(payloads).enumerate() {
             let p = if one_kind {
-                4 + row * 7
+                4 + row * per_row
             } else {
-                let p = 2 + row * 9;
+                let p = 2 + row * (per_row + 2);
                 stmt.raw_bind_parameter(p, &job.queue)?;
                 stmt.raw_bind_parameter(p + 1, &job.job_type)?;
                 p + 2
@@ -220,7 +261,19 @@ impl SqliteTx<'_> {
             stmt.raw_bind_parameter(p + 1, job.priority)?;
             stmt.raw_bind_parameter(p + 2, job.max_attempts)?;
             let run_at = RunAt::resolve(job.run_at, now)?;
-            stmt.raw_bind_parameter(p + 3, run_at)?;
+            if held {
+                // waiting_for has no NULL: a row that waits for nothing binds 0.
+                let waits = waits_asked(job);
+                stmt.raw_bind_parameter(p + 7, waits)?;
+                if waits > 0 {
+                    stmt.raw_bind_parameter(p + 3, HELD_RUN_AT)?;
+                    stmt.raw_bind_parameter(p + 8, run_at)?;
+                } else {
+                    stmt.raw_bind_parameter(p + 3, run_at)?;
+                }
+            } else {
+                stmt.raw_bind_parameter(p + 3, run_at)?;
+            }
             // A statement comes from the cache with every parameter NULL (rusqlite clears
             // them when it goes back): NULLs need no binding.
             if let Some(ms) = job.timeout_ms {

@@ -12,18 +12,12 @@ ALTER TABLE jobs ADD COLUMN step TEXT;
 -- the run_at it had; the last dependency to succeed puts that back.
 ALTER TABLE jobs ADD COLUMN waiting_for INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN held_run_at INTEGER;
--- 1 once another job depends on this one: only such jobs look for dependants when they end.
-ALTER TABLE jobs ADD COLUMN has_dependants INTEGER NOT NULL DEFAULT 0;
 
 -- The claim's index gains waiting_for after the queue: a claim reads the jobs waiting for
 -- nothing (waiting_for = 0) in claim order, and never passes over held jobs, however many.
 DROP INDEX jobs_due_idx;
 CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id, job_type, status)
     WHERE status IN ('queued', 'failed');
-
--- Jobs others wait for: a batch of jobs that just ended looks up which of them have
--- dependants here, by id range, without reading their rows.
-CREATE INDEX jobs_with_dependants_idx ON jobs (id) WHERE has_dependants = 1;
 
 -- The jobs of a workflow or batch, by step name.
 CREATE INDEX jobs_workflow_idx ON jobs (workflow_id, step) WHERE workflow_id IS NOT NULL;
@@ -66,12 +60,11 @@ CREATE TABLE job_deps (
     CONSTRAINT job_deps_not_itself CHECK (job_id <> depends_on)
 ) WITHOUT ROWID;
 
--- A job that ends finds its dependants; a requeued one, those it cancelled.
-CREATE INDEX job_deps_depends_on_idx ON job_deps (depends_on, state);
-
--- Dependencies not yet settled: a sweep settles any whose job has ended without settling
--- them (a status another program changed by hand).
-CREATE INDEX job_deps_pending_idx ON job_deps (depends_on) WHERE state = 'pending';
+-- The waits on a job, by their state: a batch of jobs that just ended finds the pending
+-- waits on them here (by id range: most jobs have none, and that look reads no job row), a
+-- requeued job the failed waits it stands in for, and a sweep the pending waits whose job
+-- ended without settling them (a status another program changed by hand).
+CREATE INDEX job_deps_waits_idx ON job_deps (state, depends_on);
 
 -- litejobs' own connections run with triggers off and do the same in code; these triggers
 -- do it for every other program that inserts dependencies by plain SQL: a dependency that
@@ -89,7 +82,6 @@ END;
 
 CREATE TRIGGER job_deps_inserted AFTER INSERT ON job_deps WHEN NEW.state = 'pending'
 BEGIN
-    UPDATE jobs SET has_dependants = 1 WHERE id = NEW.depends_on AND has_dependants = 0;
     UPDATE job_deps SET state = CASE
             WHEN NEW.any_outcome = 1 OR (SELECT status FROM jobs WHERE id = NEW.depends_on) = 'succeeded'
             THEN 'done' ELSE 'failed' END
