@@ -658,7 +658,11 @@ BEGIN
         job := todo[1];
         todo := todo[2:];
         SELECT status, step INTO ended FROM jobs WHERE id = job;
-        CONTINUE WHEN NOT FOUND OR ended.status NOT IN ('succeeded', 'dead', 'cancelled');
+        IF NOT FOUND THEN
+            -- Deleted by another program: it will never succeed.
+            SELECT 'deleted' AS status, NULL::text AS step INTO ended;
+        END IF;
+        CONTINUE WHEN ended.status NOT IN ('succeeded', 'dead', 'cancelled', 'deleted');
         PERFORM 1 FROM jobs
         WHERE id IN (SELECT job_id FROM job_deps WHERE depends_on = job AND state = 'pending')
         ORDER BY id FOR NO KEY UPDATE;
@@ -685,8 +689,11 @@ BEGIN
         END IF;
         WITH cancelling AS (
             UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-                    cancel_reason = 'dependency job ' || job
-                        || COALESCE(' (step ' || ended.step || ')', '') || ' ended ' || ended.status,
+                    cancel_reason = CASE WHEN ended.status = 'deleted'
+                        THEN 'dependency job ' || job || ' was deleted'
+                        ELSE 'dependency job ' || job
+                            || COALESCE(' (step ' || ended.step || ')', '') || ' ended ' || ended.status
+                        END,
                     finished_at = now_ms, updated_at = now_ms,
                     run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
             WHERE id = ANY (failed_ids) AND status = 'queued'
@@ -719,6 +726,23 @@ CREATE TRIGGER jobs_dependants_settled AFTER UPDATE OF status ON jobs
     WHEN (NEW.has_dependants = 1 AND NEW.status IN ('succeeded', 'dead', 'cancelled')
           AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled'))
     EXECUTE FUNCTION jobs_settle_dependants();
+
+-- A job others wait for that a program deletes before it ended will never succeed: its
+-- dependants are settled as for a dead one, in the deleting statement.
+CREATE FUNCTION jobs_settle_deleted() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM job_deps_settle(OLD.id,
+        COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
+                 floor(extract(epoch FROM now()) * 1000)::bigint));
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER jobs_dependants_deleted AFTER DELETE ON jobs
+    FOR EACH ROW
+    WHEN (OLD.has_dependants = 1 AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled'))
+    EXECUTE FUNCTION jobs_settle_deleted();
 
 -- The schema's version: one row, for litejobs' migrations (a newer one is refused).
 CREATE TABLE schema_version (

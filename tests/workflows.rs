@@ -1162,3 +1162,38 @@ fn a_step_naming_a_step_twice_and_batch_jobs_waiting_by_id_wait_once_and_run_aft
     assert!(pos("member") < pos("on_success"), "{ran:?}");
     assert_eq!(ran.iter().filter(|t| *t == "receipt").count(), 1);
 }
+
+/// A job waited for that another program deletes will never succeed: its dependants are
+/// cancelled, naming it, and a clean-up step that runs on any outcome runs (at once on
+/// PostgreSQL, whose trigger sees the delete; at the next sweep on SQLite). None waits forever.
+#[test]
+fn a_dependency_deleted_by_plain_sql_cancels_its_dependants_and_releases_a_cleanup() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let flow = Workflow::new("w")
+        .step(Step::new("a", NewJob::new("charge", json!({}))))
+        .step(Step::new("b", NewJob::new("ship", json!({}))).after("a"))
+        .step(Step::new("c", NewJob::new("receipt", json!({}))).after("b"))
+        .step(Step::new("tidy", NewJob::new("cleanup", json!({}))).after_any_outcome("a"));
+    let ids = env.queue.enqueue_workflow(flow).expect("enqueue");
+    let step = |name: &str| ids.step(name).expect(name);
+    env.sql_exec(&format!("DELETE FROM jobs WHERE id = {}", step("a")));
+    if !crate::support::on_postgres() {
+        assert_eq!(
+            status(&env, step("b")),
+            JobStatus::Queued,
+            "until the sweep"
+        );
+        assert_eq!(env.queue.settle_waits().expect("sweep"), 3);
+    }
+    let b = job(&env.queue, step("b"));
+    assert_eq!(b.status, JobStatus::Cancelled);
+    assert_eq!(
+        b.cancel_reason.as_deref(),
+        Some(format!("dependency job {} was deleted", step("a")).as_str())
+    );
+    assert_eq!(status(&env, step("c")), JobStatus::Cancelled);
+    assert_eq!(job(&env.queue, step("tidy")).waiting_for, 0);
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(*ran.lock().expect("lock"), ["cleanup"]);
+}

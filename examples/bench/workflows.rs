@@ -76,6 +76,7 @@ impl Place {
             // Through psql, as examples/peer_pg.rs: litejobs has no "drop everything" call.
             Place::Schema { url, schema } => {
                 let _ = std::process::Command::new("psql")
+                    .env("PGOPTIONS", "-c client_min_messages=warning")
                     .args(["-X", "-q", url, "-c"])
                     .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
                     .status();

@@ -22,6 +22,11 @@ use crate::error::Result;
 /// allows up to 99 999 999 999 999 ms, in the year 5138), so it is never due.
 pub(crate) const HELD_RUN_AT: i64 = crate::job::MAX_RUN_AT_MS;
 
+/// What settling takes for the status of a job waited for whose row is gone (deleted by
+/// another program): it will never succeed, so its dependants are cancelled (or run, when
+/// any outcome will do) as for a dead one.
+pub(crate) const DELETED: &str = "deleted";
+
 /// `cancelled_by` of a job cancelled because a dependency ended dead or cancelled.
 pub(crate) const CANCELLED_BY_DEPENDENCY: &str = "dependency";
 
@@ -55,6 +60,9 @@ impl Settled {
 /// The `cancel_reason` of a dependant whose dependency `id` (step `step`, if in a
 /// workflow) ended `status`.
 pub(crate) fn dependency_ended_reason(id: i64, step: Option<&str>, status: &str) -> String {
+    if status == DELETED {
+        return format!("dependency job {id} was deleted");
+    }
     match step {
         Some(step) => format!("dependency job {id} (step {step}) ended {status}"),
         None => format!("dependency job {id} ended {status}"),

@@ -91,7 +91,6 @@ const JOB_COLUMNS: Columns = &[
     ("step", false),
     ("waiting_for", true),
     ("held_run_at", true),
-    ("has_dependants", true),
 ];
 
 const WORKFLOW_COLUMNS: Columns = &[
@@ -290,6 +289,12 @@ pub fn copy_sqlite_to_postgres(
             |_| {},
         )?;
         tx.execute(query("ALTER TABLE job_deps ENABLE TRIGGER USER"))?;
+        // The file keeps no mark on jobs others wait for; the server's end-of-job trigger
+        // reads one.
+        tx.execute(query(
+            "UPDATE jobs SET has_dependants = 1
+             WHERE id IN (SELECT depends_on FROM job_deps WHERE state = 'pending')",
+        ))?;
         // New rows continue after the copied ids, and ids the file ever gave are not
         // given again (its largest id may belong to a job that stayed behind).
         for (table, file_max) in [

@@ -358,8 +358,9 @@ impl DependencyStore for PgTx<'_> {
             .rows::<IntRow>(
                 query(
                     "SELECT DISTINCT d.depends_on AS v
-                     FROM job_deps d JOIN jobs j ON j.id = d.depends_on
-                     WHERE d.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
+                     FROM job_deps d LEFT JOIN jobs j ON j.id = d.depends_on
+                     WHERE d.state = 'pending'
+                       AND (j.id IS NULL OR j.status IN ('succeeded', 'dead', 'cancelled'))
                      ORDER BY 1 LIMIT $1",
                 )
                 .int(limit_int(limit)),

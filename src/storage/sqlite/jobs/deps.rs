@@ -10,7 +10,7 @@ use rusqlite::params;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
     check_wait, dependency_ended_reason, DependencyStore, Edge, Settled, CANCELLED_BY_DEPENDENCY,
-    HELD_RUN_AT,
+    DELETED, HELD_RUN_AT,
 };
 use crate::storage::sqlite::SqliteTx;
 
@@ -311,9 +311,10 @@ impl DependencyStore for SqliteTx<'_> {
         let ended: Vec<i64> = self
             .conn
             .prepare_cached(
-                "SELECT DISTINCT d.depends_on FROM job_deps d JOIN jobs j ON j.id = d.depends_on
+                "SELECT DISTINCT d.depends_on FROM job_deps d LEFT JOIN jobs j ON j.id = d.depends_on
                  WHERE d.state = 'pending'
-                   AND (j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
+                   AND (j.id IS NULL
+                        OR j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
                  LIMIT ?1",
             )?
             .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| row.get(0))?
@@ -337,13 +338,15 @@ impl SqliteTx<'_> {
         let waits: Vec<Wait> = self
             .conn
             .prepare_cached(
-                "SELECT j.id, CAST(j.status AS TEXT), j.step, d.job_id, d.any_outcome
-                 FROM jobs j JOIN job_deps d ON d.depends_on = j.id AND d.state = 'pending'
-                 WHERE j.id IN (SELECT value FROM json_each(?1))
-                   AND (j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
+                "SELECT d.depends_on, COALESCE(CAST(j.status AS TEXT), ?2), j.step, d.job_id,
+                        d.any_outcome
+                 FROM job_deps d LEFT JOIN jobs j ON j.id = d.depends_on
+                 WHERE d.state = 'pending' AND d.depends_on IN (SELECT value FROM json_each(?1))
+                   AND (j.id IS NULL
+                        OR j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
                  ORDER BY d.job_id",
             )?
-            .query_map([&list], |row| {
+            .query_map(params![&list, DELETED], |row| {
                 Ok((
                     row.get(0)?,
                     row.get(1)?,
@@ -356,6 +359,10 @@ impl SqliteTx<'_> {
         if waits.is_empty() {
             return Ok(Vec::new());
         }
+        // Only the waits just read: on jobs that have ended (or are gone).
+        let mut dependencies: Vec<i64> = waits.iter().map(|w| w.0).collect();
+        dependencies.sort_unstable();
+        dependencies.dedup();
         self.conn
             .prepare_cached(
                 "UPDATE job_deps SET state = CASE
@@ -363,7 +370,7 @@ impl SqliteTx<'_> {
                         THEN 'done' ELSE 'failed' END
                  WHERE depends_on IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
             )?
-            .execute([&list])?;
+            .execute([id_list(&dependencies)?])?;
         // Per dependant: how many waits ended, and the first that failed it.
         let mut counts: Vec<(i64, i64, Option<String>)> = Vec::new();
         for (dependency, status, step, dependant, any_outcome) in &waits {
@@ -414,7 +421,10 @@ impl SqliteTx<'_> {
             .collect::<rusqlite::Result<Vec<_>>>()?
             .into_iter()
             .filter(|&(id, free)| {
-                free && counts.iter().any(|(d, _, why)| *d == id && why.is_none())
+                // counts is in dependant order (the read's ORDER BY).
+                free && counts
+                    .binary_search_by_key(&id, |(d, _, _)| *d)
+                    .is_ok_and(|i| counts[i].2.is_none())
             })
             .map(|(id, _)| id)
             .collect();
