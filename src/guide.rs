@@ -37,6 +37,7 @@ macro_rules! guide_links {
          [benchmarks.md#postgresql]: crate::guide::benchmarks#postgresql\n\
          [dashboard.md]: crate::guide::dashboard\n\
          [dashboard.md#seeing-workflows]: crate::guide::dashboard#seeing-workflows\n\
+         [benchmarks.md#waits-on-postgresql]: crate::guide::benchmarks#waits-on-postgresql\n\
          [encryption.md]: crate::guide::encryption\n\
          [development.md#tests-on-postgresql]: crate::guide::development#tests-on-postgresql\n\
          [guarantees.md#prefetch]: crate::guide::guarantees#prefetch\n\
