@@ -600,42 +600,49 @@ $$;
 CREATE TRIGGER job_deps_checked BEFORE INSERT ON job_deps
     FOR EACH ROW EXECUTE FUNCTION job_deps_check();
 
+-- Holds the jobs a statement's new pending rows make wait, once per job whatever the number
+-- of its rows (a fan-in of 10 000 steps is one update, not 10 000 versions of its row), and
+-- settles at once the rows whose dependency has already ended: succeeded (or any outcome)
+-- leaves nothing to wait for, dead or cancelled cancels the waiting job.
 CREATE FUNCTION job_deps_hold() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
 DECLARE
     now_ms BIGINT := COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
                               floor(extract(epoch FROM now()) * 1000)::bigint);
-    dependency RECORD;
 BEGIN
-    -- Locked for share by the check above: its status stays as read until commit.
-    SELECT status, step INTO dependency FROM jobs WHERE id = NEW.depends_on;
-    IF dependency.status IN ('succeeded', 'dead', 'cancelled') THEN
-        IF dependency.status = 'succeeded' OR NEW.any_outcome <> 0 THEN
-            UPDATE job_deps SET state = 'done'
-            WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on;
-        ELSE
-            UPDATE job_deps SET state = 'failed'
-            WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on;
-            UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-                    cancel_reason = 'dependency job ' || NEW.depends_on
-                        || COALESCE(' (step ' || dependency.step || ')', '')
-                        || ' ended ' || dependency.status,
-                    finished_at = now_ms, updated_at = now_ms,
-                    run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
-            WHERE id = NEW.job_id AND status = 'queued';
-        END IF;
-    ELSE
-        UPDATE jobs SET held_run_at = CASE WHEN waiting_for > 0 AND run_at = 99999999999999
-                                           THEN held_run_at ELSE run_at END,
-                run_at = 99999999999999, waiting_for = waiting_for + 1, updated_at = now_ms
-        WHERE id = NEW.job_id AND status = 'queued';
-    END IF;
+    -- The dependencies are locked for share by the check: their status stays as read.
+    UPDATE job_deps d SET state = CASE WHEN j.status = 'succeeded' OR d.any_outcome <> 0
+                                       THEN 'done' ELSE 'failed' END
+    FROM added a JOIN jobs j ON j.id = a.depends_on
+    WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
+      AND d.job_id = a.job_id AND d.depends_on = a.depends_on;
+    -- A waiting job with a row on a job that ended dead or cancelled is cancelled, naming
+    -- the first such job.
+    UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
+            cancel_reason = 'dependency job ' || f.depends_on
+                || COALESCE(' (step ' || f.step || ')', '') || ' ended ' || f.status,
+            finished_at = now_ms, updated_at = now_ms,
+            run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
+    FROM (SELECT DISTINCT ON (a.job_id) a.job_id, a.depends_on, j.step, j.status
+          FROM added a JOIN jobs j ON j.id = a.depends_on
+          WHERE a.state = 'pending' AND a.any_outcome = 0 AND j.status IN ('dead', 'cancelled')
+          ORDER BY a.job_id, a.depends_on) f
+    WHERE jobs.id = f.job_id AND jobs.status = 'queued';
+    UPDATE jobs SET held_run_at = CASE WHEN waiting_for > 0 AND run_at = 99999999999999
+                                       THEN held_run_at ELSE run_at END,
+            run_at = 99999999999999, waiting_for = waiting_for + c.n, updated_at = now_ms
+    FROM (SELECT a.job_id, count(*) AS n
+          FROM added a JOIN jobs j ON j.id = a.depends_on
+          WHERE a.state = 'pending' AND j.status NOT IN ('succeeded', 'dead', 'cancelled')
+          GROUP BY a.job_id) c
+    WHERE jobs.id = c.job_id AND jobs.status = 'queued';
     RETURN NULL;
 END;
 $$;
 
 CREATE TRIGGER job_deps_inserted AFTER INSERT ON job_deps
-    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION job_deps_hold();
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION job_deps_hold();
 
 -- Settles the pending rows waiting for `dependency` if it has ended: each takes one off its
 -- dependant's waiting_for; done rows release a queued dependant left waiting for nothing
@@ -652,6 +659,7 @@ DECLARE
     done_ids BIGINT[];
     failed_ids BIGINT[];
     cancelled BIGINT[];
+    any_released BOOLEAN;
 BEGIN
     PERFORM set_config('litejobs.settling', 'on', true);
     WHILE cardinality(todo) > 0 LOOP
@@ -677,16 +685,30 @@ BEGIN
         INTO done_ids, failed_ids FROM settled;
         CONTINUE WHEN done_ids IS NULL AND failed_ids IS NULL;
         -- One pending row fewer, whatever the dependant's status, so the count stays the
-        -- number of pending rows if it is ever brought back.
-        UPDATE jobs SET waiting_for = waiting_for - 1
-        WHERE id = ANY (done_ids || failed_ids) AND waiting_for > 0;
-        UPDATE jobs SET run_at = COALESCE(held_run_at, now_ms), held_run_at = NULL,
-                updated_at = now_ms
-        WHERE id = ANY (done_ids) AND status = 'queued' AND waiting_for = 0
-          AND run_at = 99999999999999;
-        IF FOUND THEN
+        -- number of pending rows if it is ever brought back; a queued dependant left waiting
+        -- for nothing by a done row is released (run_at back) in the same statement: every
+        -- statement that updates jobs pays for the counting trigger.
+        WITH counted AS (
+            UPDATE jobs SET waiting_for = waiting_for - 1,
+                    run_at = CASE WHEN waiting_for = 1 AND status = 'queued'
+                                       AND run_at = 99999999999999 AND id = ANY (done_ids)
+                                  THEN COALESCE(held_run_at, now_ms) ELSE run_at END,
+                    held_run_at = CASE WHEN waiting_for = 1 AND status = 'queued'
+                                       AND run_at = 99999999999999 AND id = ANY (done_ids)
+                                  THEN NULL ELSE held_run_at END,
+                    updated_at = CASE WHEN waiting_for = 1 AND status = 'queued'
+                                       AND run_at = 99999999999999 AND id = ANY (done_ids)
+                                  THEN now_ms ELSE updated_at END
+            WHERE id = ANY (COALESCE(done_ids, '{}') || COALESCE(failed_ids, '{}'))
+              AND waiting_for > 0
+            RETURNING run_at <> 99999999999999 AND waiting_for = 0 AND status = 'queued'
+                      AND updated_at = now_ms AS released
+        )
+        SELECT bool_or(released) INTO any_released FROM counted;
+        IF any_released THEN
             PERFORM pg_notify('litejobs_jobs', '');
         END IF;
+        CONTINUE WHEN failed_ids IS NULL;
         WITH cancelling AS (
             UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
                     cancel_reason = CASE WHEN ended.status = 'deleted'
