@@ -110,7 +110,13 @@ impl PgTx<'_> {
         ids.sort_unstable();
         ids.dedup();
         let found = self.rows::<StatusRow>(
-            query("SELECT id, status FROM jobs WHERE id = ANY($1) ORDER BY id").ints(&ids),
+            // Joined to the ids (a lookup each), not `id = ANY($1)`: measured 34 ms for 2 000
+            // ids while a batch was going in, against 2 ms.
+            query(
+                "SELECT j.id, j.status FROM unnest($1::bigint[]) AS u (id)
+                 JOIN jobs j ON j.id = u.id ORDER BY j.id",
+            )
+            .ints(&ids),
         )?;
         let status = |id: i64| -> Option<&str> {
             found
@@ -157,6 +163,20 @@ impl DependencyStore for PgTx<'_> {
         let waiting: Vec<i64> = edges.iter().map(|e| e.job_id).collect();
         let on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
         let any: Vec<i64> = edges.iter().map(|e| i64::from(e.any_outcome)).collect();
+        // The jobs waited for are marked in one statement, in id order (the check trigger
+        // would mark each with a statement of its own, each paying for the counting trigger).
+        let mut marked = on.clone();
+        marked.sort_unstable();
+        marked.dedup();
+        self.execute(
+            query(
+                "UPDATE jobs SET has_dependants = 1
+                 WHERE id IN (SELECT j.id FROM unnest($1::bigint[]) AS u (id)
+                              JOIN jobs j ON j.id = u.id WHERE j.has_dependants = 0
+                              ORDER BY j.id FOR NO KEY UPDATE OF j)",
+            )
+            .ints(&marked),
+        )?;
         self.set_trigger_clock(Some(now))?;
         let inserted = {
             use diesel::RunQueryDsl;

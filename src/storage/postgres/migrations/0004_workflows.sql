@@ -101,8 +101,12 @@ BEGIN
     END IF;
     -- The dependency first (the order a job that ends locks in: itself, then its
     -- dependants). Marked before it is locked for share, so that two transactions adding
-    -- dependants of one job never both hold a share lock and then wait to update it.
-    UPDATE jobs SET has_dependants = 1 WHERE id = NEW.depends_on AND has_dependants = 0;
+    -- dependants of one job never both hold a share lock and then wait to update it; only
+    -- when not marked yet (litejobs marks a statement's jobs in one update before it),
+    -- since every update of jobs pays for the counting trigger.
+    IF NOT EXISTS (SELECT 1 FROM jobs WHERE id = NEW.depends_on AND has_dependants = 1) THEN
+        UPDATE jobs SET has_dependants = 1 WHERE id = NEW.depends_on AND has_dependants = 0;
+    END IF;
     PERFORM 1 FROM jobs WHERE id = NEW.depends_on FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job_deps: the job waited for (depends_on %) does not exist', NEW.depends_on
