@@ -155,24 +155,29 @@ DECLARE
     now_ms BIGINT := COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
                               floor(extract(epoch FROM now()) * 1000)::bigint);
 BEGIN
-    -- The dependencies are locked for share by the check: their status stays as read.
-    UPDATE job_deps d SET state = CASE WHEN j.status = 'succeeded' OR d.any_outcome <> 0
-                                       THEN 'done' ELSE 'failed' END
-    FROM added a JOIN jobs j ON j.id = a.depends_on
-    WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
-      AND d.job_id = a.job_id AND d.depends_on = a.depends_on;
-    -- A waiting job with a row on a job that ended dead or cancelled is cancelled, naming
-    -- the first such job.
-    UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-            cancel_reason = 'dependency job ' || f.depends_on
-                || COALESCE(' (step ' || f.step || ')', '') || ' ended ' || f.status,
-            finished_at = now_ms, updated_at = now_ms,
-            run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
-    FROM (SELECT DISTINCT ON (a.job_id) a.job_id, a.depends_on, j.step, j.status
-          FROM added a JOIN jobs j ON j.id = a.depends_on
-          WHERE a.state = 'pending' AND a.any_outcome = 0 AND j.status IN ('dead', 'cancelled')
-          ORDER BY a.job_id, a.depends_on) f
-    WHERE jobs.id = f.job_id AND jobs.status = 'queued';
+    -- The dependencies are locked for share by the check: their status stays as read. Most
+    -- waits are on jobs not ended yet: then only the holding is left to do.
+    IF EXISTS (SELECT 1 FROM added a JOIN jobs j ON j.id = a.depends_on
+               WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')) THEN
+        UPDATE job_deps d SET state = CASE WHEN j.status = 'succeeded' OR d.any_outcome <> 0
+                                           THEN 'done' ELSE 'failed' END
+        FROM added a JOIN jobs j ON j.id = a.depends_on
+        WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
+          AND d.job_id = a.job_id AND d.depends_on = a.depends_on;
+        -- A waiting job with a row on a job that ended dead or cancelled is cancelled,
+        -- naming the first such job.
+        UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
+                cancel_reason = 'dependency job ' || f.depends_on
+                    || COALESCE(' (step ' || f.step || ')', '') || ' ended ' || f.status,
+                finished_at = now_ms, updated_at = now_ms,
+                run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
+        FROM (SELECT DISTINCT ON (a.job_id) a.job_id, a.depends_on, j.step, j.status
+              FROM added a JOIN jobs j ON j.id = a.depends_on
+              WHERE a.state = 'pending' AND a.any_outcome = 0
+                AND j.status IN ('dead', 'cancelled')
+              ORDER BY a.job_id, a.depends_on) f
+        WHERE jobs.id = f.job_id AND jobs.status = 'queued';
+    END IF;
     UPDATE jobs SET held_run_at = CASE WHEN waiting_for > 0 AND run_at = 99999999999999
                                        THEN held_run_at ELSE run_at END,
             run_at = 99999999999999, waiting_for = waiting_for + c.n, updated_at = now_ms
@@ -189,117 +194,130 @@ CREATE TRIGGER job_deps_inserted AFTER INSERT ON job_deps
     REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION job_deps_hold();
 
--- Settles the pending rows waiting for `dependency` if it has ended: each takes one off its
--- dependant's waiting_for; done rows release a queued dependant left waiting for nothing
--- (run_at back, and a NOTIFY so that workers look at once), failed rows cancel a queued
--- dependant, whose own rows are settled in turn. The cascade runs here, level by level, not
--- by the trigger of each job it cancels (litejobs.settling tells that trigger to leave it):
--- a chain of thousands of steps would pass the server's stack depth limit.
-CREATE FUNCTION job_deps_settle(dependency BIGINT, now_ms BIGINT) RETURNS void LANGUAGE plpgsql
+-- Settles the pending rows waiting for `dependencies` that have ended (or are gone: deleted
+-- by another program, they will never succeed), all at once: each row takes one off its
+-- dependant's waiting_for; a queued dependant left waiting for nothing by done rows is
+-- released (run_at back, and a NOTIFY so that workers look at once); failed rows cancel a
+-- queued dependant, naming the first, and the dependants cancelled are settled in turn,
+-- level by level here rather than by their own trigger (litejobs.settling tells that trigger
+-- to leave them): a chain of thousands of steps would pass the server's stack depth limit.
+-- A few statements per level whatever the number of jobs: every statement that updates jobs
+-- pays for the counting trigger.
+CREATE FUNCTION job_deps_settle(dependencies BIGINT[], now_ms BIGINT) RETURNS void LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
 DECLARE
-    todo BIGINT[] := ARRAY[dependency];
-    job BIGINT;
-    ended RECORD;
-    done_ids BIGINT[];
-    failed_ids BIGINT[];
-    cancelled BIGINT[];
+    todo BIGINT[] := dependencies;
+    dependants BIGINT[];
+    counts BIGINT[];
+    reasons TEXT[];
     any_released BOOLEAN;
 BEGIN
     PERFORM set_config('litejobs.settling', 'on', true);
     WHILE cardinality(todo) > 0 LOOP
-        job := todo[1];
-        todo := todo[2:];
-        SELECT status, step INTO ended FROM jobs WHERE id = job;
-        IF NOT FOUND THEN
-            -- Deleted by another program: it will never succeed.
-            SELECT 'deleted' AS status, NULL::text AS step INTO ended;
-        END IF;
-        CONTINUE WHEN ended.status NOT IN ('succeeded', 'dead', 'cancelled', 'deleted');
+        -- The dependants in id order, as every writer locks them.
         PERFORM 1 FROM jobs
-        WHERE id IN (SELECT job_id FROM job_deps WHERE depends_on = job AND state = 'pending')
+        WHERE id IN (SELECT job_id FROM job_deps WHERE depends_on = ANY (todo) AND state = 'pending')
         ORDER BY id FOR NO KEY UPDATE;
-        WITH settled AS (
-            UPDATE job_deps SET state = CASE WHEN ended.status = 'succeeded' OR any_outcome <> 0
-                                             THEN 'done' ELSE 'failed' END
-            WHERE depends_on = job AND state = 'pending'
-            RETURNING job_id, state
+        WITH ended AS (
+            SELECT t.id, COALESCE(j.status, 'deleted') AS status, j.step
+            FROM unnest(todo) AS t (id) LEFT JOIN jobs j ON j.id = t.id
+            WHERE j.id IS NULL OR j.status IN ('succeeded', 'dead', 'cancelled')
+        ), settled AS (
+            UPDATE job_deps d SET state = CASE WHEN e.status = 'succeeded' OR d.any_outcome <> 0
+                                               THEN 'done' ELSE 'failed' END
+            FROM ended e
+            WHERE d.depends_on = e.id AND d.state = 'pending'
+            RETURNING d.job_id, d.depends_on, d.state,
+                CASE WHEN e.status = 'deleted' THEN 'dependency job ' || e.id || ' was deleted'
+                     ELSE 'dependency job ' || e.id || COALESCE(' (step ' || e.step || ')', '')
+                          || ' ended ' || e.status END AS reason
+        ), per_dependant AS (
+            SELECT job_id, count(*) AS n,
+                   (array_agg(reason ORDER BY depends_on) FILTER (WHERE state = 'failed'))[1] AS why
+            FROM settled GROUP BY job_id
         )
-        SELECT array_agg(job_id) FILTER (WHERE state = 'done'),
-               array_agg(job_id) FILTER (WHERE state = 'failed')
-        INTO done_ids, failed_ids FROM settled;
-        CONTINUE WHEN done_ids IS NULL AND failed_ids IS NULL;
-        -- One pending row fewer, whatever the dependant's status, so the count stays the
-        -- number of pending rows if it is ever brought back; a queued dependant left waiting
-        -- for nothing by a done row is released (run_at back) in the same statement: every
-        -- statement that updates jobs pays for the counting trigger.
+        SELECT array_agg(job_id ORDER BY job_id), array_agg(n ORDER BY job_id),
+               array_agg(why ORDER BY job_id)
+        INTO dependants, counts, reasons FROM per_dependant;
+        EXIT WHEN dependants IS NULL;
+        -- Counted down whatever the dependant's status (the count stays the number of
+        -- pending rows if it is ever brought back), and released in the same statement.
         WITH counted AS (
-            UPDATE jobs SET waiting_for = waiting_for - 1,
-                    run_at = CASE WHEN waiting_for = 1 AND status = 'queued'
-                                       AND run_at = 99999999999999 AND id = ANY (done_ids)
+            UPDATE jobs SET waiting_for = GREATEST(waiting_for - p.n, 0),
+                    run_at = CASE WHEN p.why IS NULL AND waiting_for <= p.n AND status = 'queued'
+                                       AND run_at = 99999999999999
                                   THEN COALESCE(held_run_at, now_ms) ELSE run_at END,
-                    held_run_at = CASE WHEN waiting_for = 1 AND status = 'queued'
-                                       AND run_at = 99999999999999 AND id = ANY (done_ids)
+                    held_run_at = CASE WHEN p.why IS NULL AND waiting_for <= p.n
+                                       AND status = 'queued' AND run_at = 99999999999999
                                   THEN NULL ELSE held_run_at END,
-                    updated_at = CASE WHEN waiting_for = 1 AND status = 'queued'
-                                       AND run_at = 99999999999999 AND id = ANY (done_ids)
+                    updated_at = CASE WHEN p.why IS NULL AND waiting_for <= p.n
+                                       AND status = 'queued' AND run_at = 99999999999999
                                   THEN now_ms ELSE updated_at END
-            WHERE id = ANY (COALESCE(done_ids, '{}') || COALESCE(failed_ids, '{}'))
-              AND waiting_for > 0
-            RETURNING run_at <> 99999999999999 AND waiting_for = 0 AND status = 'queued'
-                      AND updated_at = now_ms AS released
+            FROM unnest(dependants, counts, reasons) AS p (id, n, why)
+            WHERE jobs.id = p.id
+            RETURNING p.why IS NULL AND jobs.waiting_for = 0 AND jobs.status = 'queued'
+                      AND jobs.run_at <> 99999999999999 AND jobs.updated_at = now_ms AS released
         )
         SELECT bool_or(released) INTO any_released FROM counted;
         IF any_released THEN
             PERFORM pg_notify('litejobs_jobs', '');
         END IF;
-        CONTINUE WHEN failed_ids IS NULL;
         WITH cancelling AS (
-            UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
-                    cancel_reason = CASE WHEN ended.status = 'deleted'
-                        THEN 'dependency job ' || job || ' was deleted'
-                        ELSE 'dependency job ' || job
-                            || COALESCE(' (step ' || ended.step || ')', '') || ' ended ' || ended.status
-                        END,
+            UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency', cancel_reason = p.why,
                     finished_at = now_ms, updated_at = now_ms,
                     run_at = COALESCE(held_run_at, run_at), held_run_at = NULL
-            WHERE id = ANY (failed_ids) AND status = 'queued'
-            RETURNING id
+            FROM unnest(dependants, reasons) AS p (id, why)
+            WHERE jobs.id = p.id AND p.why IS NOT NULL AND jobs.status = 'queued'
+            RETURNING jobs.id
         )
-        SELECT array_agg(id ORDER BY id) INTO cancelled FROM cancelling;
-        todo := todo || COALESCE(cancelled, '{}');
+        SELECT COALESCE(array_agg(id ORDER BY id), '{}') INTO todo FROM cancelling;
     END LOOP;
     PERFORM set_config('litejobs.settling', '', true);
 END;
 $$;
 
+-- Settles the dependants of the jobs a statement ended, all at once, at the time the
+-- statement wrote as their finished_at (else litejobs' clock, else the server's).
 CREATE FUNCTION jobs_settle_dependants() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
+DECLARE
+    ended BIGINT[];
+    at BIGINT;
 BEGIN
-    -- A job the running cascade cancelled: the cascade settles its rows next.
+    -- Jobs the running cascade cancelled: the cascade settles their rows next.
     IF current_setting('litejobs.settling', true) = 'on' THEN
         RETURN NULL;
     END IF;
-    PERFORM job_deps_settle(NEW.id,
-        COALESCE(CASE WHEN NEW.finished_at IS DISTINCT FROM OLD.finished_at THEN NEW.finished_at END,
-                 NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
-                 floor(extract(epoch FROM now()) * 1000)::bigint));
+    -- Most statements end no job others wait for: one look at the new rows.
+    PERFORM 1 FROM new_rows WHERE has_dependants = 1 LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT array_agg(n.id ORDER BY n.id),
+           max(n.finished_at) FILTER (WHERE n.finished_at IS DISTINCT FROM o.finished_at)
+    INTO ended, at
+    FROM new_rows n JOIN old_rows o ON o.id = n.id
+    WHERE n.has_dependants = 1 AND n.status IN ('succeeded', 'dead', 'cancelled')
+      AND o.status NOT IN ('succeeded', 'dead', 'cancelled');
+    IF ended IS NOT NULL THEN
+        PERFORM job_deps_settle(ended,
+            COALESCE(at, NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
+                     floor(extract(epoch FROM now()) * 1000)::bigint));
+    END IF;
     RETURN NULL;
 END;
 $$;
 
-CREATE TRIGGER jobs_dependants_settled AFTER UPDATE OF status ON jobs
-    FOR EACH ROW
-    WHEN (NEW.has_dependants = 1 AND NEW.status IN ('succeeded', 'dead', 'cancelled')
-          AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled'))
-    EXECUTE FUNCTION jobs_settle_dependants();
+CREATE TRIGGER jobs_dependants_settled AFTER UPDATE ON jobs
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_settle_dependants();
 
 -- A job others wait for that a program deletes before it ended will never succeed: its
 -- dependants are settled as for a dead one, in the deleting statement.
 CREATE FUNCTION jobs_settle_deleted() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
 BEGIN
-    PERFORM job_deps_settle(OLD.id,
+    PERFORM job_deps_settle(ARRAY[OLD.id],
         COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
                  floor(extract(epoch FROM now()) * 1000)::bigint));
     RETURN NULL;
