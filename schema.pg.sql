@@ -613,6 +613,7 @@ CREATE FUNCTION job_deps_hold() RETURNS trigger LANGUAGE plpgsql
 DECLARE
     now_ms BIGINT := COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
                               floor(extract(epoch FROM now()) * 1000)::bigint);
+    any_released BOOLEAN;
 BEGIN
     -- The dependencies are locked for share by the check: their status stays as read. Most
     -- waits are on jobs not ended yet: then only the holding is left to do.
@@ -623,6 +624,36 @@ BEGIN
         FROM added a JOIN jobs j ON j.id = a.depends_on
         WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
           AND d.job_id = a.job_id AND d.depends_on = a.depends_on;
+        IF current_setting('litejobs.counted', true) = 'on' THEN
+            -- litejobs' own insert: its waiting jobs went in held, counting every wait as
+            -- pending. Those already ended come off (before the cancels below, whose own
+            -- settling counts down the rows on the jobs they cancel), and a job left
+            -- waiting for nothing and failed by none is released.
+            WITH counted AS (
+                UPDATE jobs SET waiting_for = GREATEST(waiting_for - c.n, 0),
+                        run_at = CASE WHEN waiting_for <= c.n AND NOT c.failed AND status = 'queued'
+                                           AND run_at = 99999999999999
+                                      THEN COALESCE(held_run_at, now_ms) ELSE run_at END,
+                        held_run_at = CASE WHEN waiting_for <= c.n AND NOT c.failed AND status = 'queued'
+                                           AND run_at = 99999999999999
+                                      THEN NULL ELSE held_run_at END,
+                        updated_at = CASE WHEN waiting_for <= c.n AND NOT c.failed AND status = 'queued'
+                                           AND run_at = 99999999999999
+                                      THEN now_ms ELSE updated_at END
+                FROM (SELECT a.job_id, count(*) AS n,
+                             bool_or(a.any_outcome = 0 AND j.status <> 'succeeded') AS failed
+                      FROM added a JOIN jobs j ON j.id = a.depends_on
+                      WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')
+                      GROUP BY a.job_id) c
+                WHERE jobs.id = c.job_id
+                RETURNING jobs.waiting_for = 0 AND jobs.status = 'queued'
+                          AND jobs.run_at <> 99999999999999 AS released
+            )
+            SELECT bool_or(released) INTO any_released FROM counted;
+            IF any_released THEN
+                PERFORM pg_notify('litejobs_jobs', '');
+            END IF;
+        END IF;
         -- A waiting job with a row on a job that ended dead or cancelled is cancelled,
         -- naming the first such job.
         UPDATE jobs SET status = 'cancelled', cancelled_by = 'dependency',
@@ -636,6 +667,13 @@ BEGIN
                 AND j.status IN ('dead', 'cancelled')
               ORDER BY a.job_id, a.depends_on) f
         WHERE jobs.id = f.job_id AND jobs.status = 'queued';
+        IF FOUND THEN
+            -- Tells litejobs' insert to read back what was cancelled.
+            PERFORM set_config('litejobs.cancelled', 'on', true);
+        END IF;
+    END IF;
+    IF current_setting('litejobs.counted', true) = 'on' THEN
+        RETURN NULL;
     END IF;
     UPDATE jobs SET held_run_at = CASE WHEN waiting_for > 0 AND run_at = 99999999999999
                                        THEN held_run_at ELSE run_at END,

@@ -16,7 +16,7 @@ use diesel::sql_types::{BigInt, Bool, Text};
 use diesel::QueryableByName;
 
 use super::super::reads::limit_int;
-use super::super::sql::{query, IntRow};
+use super::super::sql::{query, BoolRow, IntRow};
 use super::super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::jobs::deps::{
@@ -92,11 +92,104 @@ impl PgTx<'_> {
         Ok(settled)
     }
 
-    /// Passes litejobs' clock to the triggers for the rest of this transaction ('' clears
-    /// it: the triggers then take the server's).
-    fn set_trigger_clock(&self, now: Option<i64>) -> Result<()> {
-        let value = now.map(|n| n.to_string()).unwrap_or_default();
-        self.execute(query("SELECT set_config('litejobs.now_ms', $1, true)").text(&value))?;
+    /// Marks the jobs waited for in one statement, in id order (the check trigger would mark
+    /// each with a statement of its own, each paying for the counting trigger); one alone is
+    /// left to the trigger, which saves a round trip.
+    fn mark_waited_for(&self, on: &[i64]) -> Result<()> {
+        let mut marked = on.to_vec();
+        marked.sort_unstable();
+        marked.dedup();
+        if marked.len() > 1 {
+            self.execute(
+                query(
+                    "UPDATE jobs SET has_dependants = 1
+                     WHERE id IN (SELECT j.id FROM unnest($1::bigint[]) AS u (id)
+                                  JOIN jobs j ON j.id = u.id WHERE j.has_dependants = 0
+                                  ORDER BY j.id FOR NO KEY UPDATE OF j)",
+                )
+                .ints(&marked),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Inserts the waits `edges`, all of jobs inserted held (`held`: the trigger then only
+    /// takes off those already ended) or none. The triggers get litejobs' clock meanwhile.
+    /// Returns the waiting jobs of the rows inserted (a repeated wait is not), and whether the
+    /// trigger cancelled a waiting job (a wait on a job that ended dead or cancelled).
+    fn insert_waits(&self, edges: &[Edge], held: bool, now: i64) -> Result<(Vec<i64>, bool)> {
+        self.execute(
+            query(
+                "SELECT set_config('litejobs.now_ms', $1, true),
+                        set_config('litejobs.counted', $2, true),
+                        set_config('litejobs.cancelled', '', true)",
+            )
+            .text(&now.to_string())
+            .text(if held { "on" } else { "" }),
+        )?;
+        let inserted = {
+            use diesel::RunQueryDsl;
+            let mut conn = self.conn.borrow_mut();
+            query(
+                "INSERT INTO job_deps (job_id, depends_on, any_outcome)
+                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
+                 ON CONFLICT DO NOTHING
+                 RETURNING job_id AS v",
+            )
+            .ints(&edges.iter().map(|e| e.job_id).collect::<Vec<_>>())
+            .ints(&edges.iter().map(|e| e.depends_on).collect::<Vec<_>>())
+            .ints(
+                &edges
+                    .iter()
+                    .map(|e| i64::from(e.any_outcome))
+                    .collect::<Vec<_>>(),
+            )
+            .load::<IntRow>(&mut **conn)
+            .map_err(trigger_refusal)?
+        };
+        // Cleared again: later statements of the transaction take the server's clock.
+        let cancelled = self
+            .row::<BoolRow>(query(
+                "SELECT set_config('litejobs.now_ms', '', true) IS NOT NULL
+                        AND set_config('litejobs.counted', '', true) IS NOT NULL
+                        AND current_setting('litejobs.cancelled', true) = 'on' AS v",
+            ))?
+            .is_some_and(|row| row.v);
+        Ok((inserted.into_iter().map(|r| r.v).collect(), cancelled))
+    }
+
+    /// A job inserted held counted each wait passed for it; one repeated (not inserted
+    /// again) comes off, and a job left waiting for nothing is released.
+    fn uncount_repeated(&self, edges: &[Edge], inserted: &[i64], now: i64) -> Result<()> {
+        let mut repeated: std::collections::BTreeMap<i64, i64> = std::collections::BTreeMap::new();
+        for edge in edges {
+            *repeated.entry(edge.job_id).or_default() += 1;
+        }
+        for id in inserted {
+            if let Some(n) = repeated.get_mut(id) {
+                *n -= 1;
+            }
+        }
+        let (ids, counts): (Vec<i64>, Vec<i64>) =
+            repeated.into_iter().filter(|&(_, n)| n > 0).unzip();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.execute(
+            query(
+                "UPDATE jobs SET waiting_for = GREATEST(waiting_for - r.n, 0),
+                        run_at = CASE WHEN waiting_for <= r.n AND status = 'queued' AND run_at = $3
+                                      THEN COALESCE(held_run_at, $4) ELSE run_at END,
+                        held_run_at = CASE WHEN waiting_for <= r.n AND status = 'queued'
+                                           AND run_at = $3 THEN NULL ELSE held_run_at END
+                 FROM unnest($1::bigint[], $2::bigint[]) AS r (id, n)
+                 WHERE jobs.id = r.id",
+            )
+            .ints(&ids)
+            .ints(&counts)
+            .int(HELD_RUN_AT)
+            .int(now),
+        )?;
         Ok(())
     }
 
@@ -162,42 +255,22 @@ impl DependencyStore for PgTx<'_> {
         self.check_edges(edges)?;
         let waiting: Vec<i64> = edges.iter().map(|e| e.job_id).collect();
         let on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
-        let any: Vec<i64> = edges.iter().map(|e| i64::from(e.any_outcome)).collect();
-        // The jobs waited for are marked in one statement, in id order (the check trigger
-        // would mark each with a statement of its own, each paying for the counting
-        // trigger); one alone is left to the trigger, which saves a round trip.
-        let mut marked = on.clone();
-        marked.sort_unstable();
-        marked.dedup();
-        if marked.len() > 1 {
-            self.execute(
-                query(
-                    "UPDATE jobs SET has_dependants = 1
-                 WHERE id IN (SELECT j.id FROM unnest($1::bigint[]) AS u (id)
-                              JOIN jobs j ON j.id = u.id WHERE j.has_dependants = 0
-                              ORDER BY j.id FOR NO KEY UPDATE OF j)",
-                )
-                .ints(&marked),
-            )?;
+        self.mark_waited_for(&on)?;
+        // Waits of jobs inserted held (their waits counted) and the others go in by separate
+        // statements: the trigger holds only the latter.
+        let (counted, others): (Vec<Edge>, Vec<Edge>) = edges.iter().partition(|e| e.counted);
+        let mut cancelled_any = false;
+        for (group, held) in [(counted, true), (others, false)] {
+            if group.is_empty() {
+                continue;
+            }
+            let (inserted, cancelled) = self.insert_waits(&group, held, now)?;
+            cancelled_any |= cancelled;
+            if held {
+                self.uncount_repeated(&group, &inserted, now)?;
+            }
         }
-        self.set_trigger_clock(Some(now))?;
-        let inserted = {
-            use diesel::RunQueryDsl;
-            let mut conn = self.conn.borrow_mut();
-            query(
-                "INSERT INTO job_deps (job_id, depends_on, any_outcome)
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
-                 ON CONFLICT DO NOTHING
-                 RETURNING job_id AS v",
-            )
-            .ints(&waiting)
-            .ints(&on)
-            .ints(&any)
-            .load::<IntRow>(&mut **conn)
-            .map_err(trigger_refusal)?
-        };
-        self.set_trigger_clock(None)?;
-        if inserted.is_empty() {
+        if !cancelled_any {
             return Ok(Settled::default());
         }
         // A dependant that a row of this insert cancelled (its dependency had ended dead or

@@ -5,6 +5,7 @@ use super::super::sql::{query, BoolRow, IntRow, Query};
 use super::super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{resolve_expiry, NewJob, RunAt};
+use crate::storage::jobs::deps::{waits_asked, HELD_RUN_AT};
 use crate::storage::jobs::{batch_error, ExpireStore, InsertStore, Inserted};
 
 /// The statuses whose jobs hold their idempotency key (the predicate of
@@ -26,7 +27,7 @@ impl InsertStore for PgTx<'_> {
             let id =
                 self.row::<IntRow>(insert_query(job, payload, (run_at, expires_at), now, ""))?;
             return match id {
-                Some(row) => Ok(Inserted::created(row.v, false)),
+                Some(row) => Ok(Inserted::created(row.v, waits_asked(job) > 0)),
                 None => Err(ignored(job)),
             };
         };
@@ -51,7 +52,7 @@ impl InsertStore for PgTx<'_> {
             if let Some(row) =
                 self.row::<IntRow>(insert_query(job, payload, times, now, &on_conflict))?
             {
-                return Ok(Inserted::created(row.v, false));
+                return Ok(Inserted::created(row.v, waits_asked(job) > 0));
             }
             if let Some(id) = self.find_key_holder(key, now)? {
                 return Ok(Inserted::found(id));
@@ -80,7 +81,11 @@ impl InsertStore for PgTx<'_> {
             let ids = self
                 .insert_rows(chunk, &payloads[next..next + rows], now)
                 .map_err(|e| batch_error(e, chunk, next))?;
-            inserted.extend(ids.into_iter().map(|id| Inserted::created(id, false)));
+            inserted.extend(
+                ids.into_iter()
+                    .zip(chunk)
+                    .map(|(id, job)| Inserted::created(id, waits_asked(job) > 0)),
+            );
             next += rows;
         }
         Ok(inserted)
@@ -152,13 +157,18 @@ impl PgTx<'_> {
         let mut timeouts = Vec::with_capacity(jobs.len());
         let mut group_keys = Vec::with_capacity(jobs.len());
         let mut expires = Vec::with_capacity(jobs.len());
+        let mut waits = Vec::with_capacity(jobs.len());
+        let mut held_run_ats = Vec::with_capacity(jobs.len());
         for job in jobs {
             queues.push(job.queue.clone());
             types.push(job.job_type.clone());
             priorities.push(job.priority);
             max_attempts.push(job.max_attempts);
             let run_at = RunAt::resolve(job.run_at, now)?;
-            run_ats.push(run_at);
+            let (stored, held_run_at) = held_times(job, run_at);
+            run_ats.push(stored);
+            held_run_ats.push(held_run_at);
+            waits.push(waits_asked(job));
             timeouts.push(job.timeout_ms);
             group_keys.push(job.group_key.clone());
             expires.push(resolve_expiry(job, run_at, now)?);
@@ -171,13 +181,14 @@ impl PgTx<'_> {
                          FROM generate_series(1, $1)),
                      numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS ord FROM ids)
                      INSERT INTO jobs (id, queue, job_type, payload, priority, max_attempts,
-                                       run_at, timeout_ms, group_key, expires_at, created_at,
-                                       updated_at)
+                                       run_at, timeout_ms, group_key, expires_at, waiting_for,
+                                       held_run_at, created_at, updated_at)
                      SELECT n.id, u.queue, u.job_type, u.payload, u.priority, u.max_attempts,
-                            u.run_at, u.timeout_ms, u.group_key, u.expires_at, $2, $2
-                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10, $11) WITH ORDINALITY
+                            u.run_at, u.timeout_ms, u.group_key, u.expires_at, u.waiting_for,
+                            u.held_run_at, $2, $2
+                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) WITH ORDINALITY
                           AS u(queue, job_type, payload, priority, max_attempts, run_at,
-                               timeout_ms, group_key, expires_at, ord)
+                               timeout_ms, group_key, expires_at, waiting_for, held_run_at, ord)
                      JOIN numbered n ON n.ord = u.ord
                      RETURNING id AS v",
                 )
@@ -191,7 +202,9 @@ impl PgTx<'_> {
                 .ints(&run_ats)
                 .opt_ints(&timeouts)
                 .opt_texts(&group_keys)
-                .opt_ints(&expires),
+                .opt_ints(&expires)
+                .ints(&waits)
+                .opt_ints(&held_run_ats),
             )?
             .into_iter()
             .map(|row| row.v)
@@ -211,8 +224,19 @@ impl PgTx<'_> {
     }
 }
 
+/// The `run_at` to store for `job` due at `run_at`, and its `held_run_at`: a job that waits
+/// for others goes in held, its waits counted (the waits' trigger then only takes off those
+/// already ended), which saves an update of its row per wait statement.
+fn held_times(job: &NewJob, run_at: i64) -> (i64, Option<i64>) {
+    if waits_asked(job) > 0 {
+        (HELD_RUN_AT, Some(run_at))
+    } else {
+        (run_at, None)
+    }
+}
+
 /// The statement inserting one job due at `run_at` with deadline `expires_at` (`times`),
-/// with `conflict` (an `ON CONFLICT` clause, or nothing).
+/// with `conflict` (an `ON CONFLICT` clause, or nothing); held if it waits for others.
 fn insert_query(
     job: &NewJob,
     payload: &str,
@@ -222,8 +246,9 @@ fn insert_query(
 ) -> Query<'static> {
     query(&format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
-                           updated_at, timeout_ms, idempotency_key, group_key, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11)
+                           updated_at, timeout_ms, idempotency_key, group_key, expires_at,
+                           waiting_for, held_run_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)
          {conflict}
          RETURNING id AS v"
     ))
@@ -232,12 +257,14 @@ fn insert_query(
     .text(payload)
     .int(job.priority)
     .int(job.max_attempts)
-    .int(run_at)
+    .int(held_times(job, run_at).0)
     .int(now)
     .opt_int(job.timeout_ms)
     .opt_text(job.idempotency_key.as_deref())
     .opt_text(job.group_key.as_deref())
     .opt_int(expires_at)
+    .int(waits_asked(job))
+    .opt_int(held_times(job, run_at).1)
 }
 
 /// An insert that wrote nothing and found no holder of its key.
