@@ -144,6 +144,31 @@ impl WorkflowStore for PgTx<'_> {
         Ok(())
     }
 
+    /// One statement for all (each update of jobs pays for the counting trigger: one per
+    /// step took 0.2 s of a 1 000-step workflow's enqueue).
+    fn place_many_in_workflow(
+        &self,
+        workflow_id: i64,
+        jobs: &[(i64, Option<String>)],
+    ) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
+        let steps: Vec<Option<String>> = jobs.iter().map(|(_, step)| step.clone()).collect();
+        self.execute(
+            query(
+                "UPDATE jobs SET workflow_id = $1, step = u.step
+                 FROM unnest($2::bigint[], $3::text[]) AS u (id, step)
+                 WHERE jobs.id = u.id",
+            )
+            .int(workflow_id)
+            .ints(&ids)
+            .opt_texts(&steps),
+        )?;
+        Ok(())
+    }
+
     fn workflow(&self, id: i64) -> Result<Option<WorkflowRow>> {
         Ok(self
             .row::<Workflow>(

@@ -89,6 +89,10 @@ CREATE INDEX job_deps_pending_idx ON job_deps (depends_on) WHERE state = 'pendin
 -- Times: a job that ends settles its dependants at the finished_at its writer set; a new
 -- row at the time litejobs passes in the transaction-local setting litejobs.now_ms;
 -- otherwise at the server's clock.
+--
+-- The transaction-local settings litejobs.now_ms, litejobs.counted, litejobs.cancelled and
+-- litejobs.settling are litejobs' own (litejobs.counted: its insert put the waiting jobs in
+-- held already, counting their waits); other programs leave them unset.
 
 CREATE FUNCTION job_deps_check() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
