@@ -774,6 +774,12 @@ fn ceiling_batched(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> 
 /// `UPDATE … RETURNING` in a `BEGIN IMMEDIATE` transaction, parses each payload, and marks
 /// the 64 succeeded in a second transaction, until the queue is empty.
 fn ceiling_process(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> {
+    // On litejobs' schema the due index leads with (queue, waiting_for): a claim names
+    // waiting_for = 0, as litejobs' own does, or it sorts every due row.
+    let waiting = match table {
+        Table::Minimal => "",
+        Table::Litejobs => " AND waiting_for = 0",
+    };
     let mut conn = ceiling_conn(path, sync, table)?;
     ceiling_insert_batched(&mut conn, n)?;
     let t = Instant::now();
@@ -782,12 +788,13 @@ fn ceiling_process(path: &Path, sync: &str, table: Table, n: usize) -> Res<f64> 
         let now = now_ms();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let claimed: Vec<(i64, String, String)> = tx
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "UPDATE jobs SET status='running', attempts=attempts+1, locked_until=?1, updated_at=?2
-                 WHERE id IN (SELECT id FROM jobs WHERE queue='default' AND status IN ('queued','failed')
+                 WHERE id IN (SELECT id FROM jobs WHERE queue='default'{waiting}
+                              AND status IN ('queued','failed')
                               AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT 64)
                  RETURNING id, job_type, payload",
-            )?
+            ))?
             .query_map(params![now + 30_000, now], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?
