@@ -141,10 +141,8 @@ mod tests {
     use super::*;
     use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-    /// A rotation's write lands only over the text it read: a worker's write in between
-    /// wins, and a row that is gone is no error.
-    #[test]
-    fn a_replacement_lands_only_over_the_text_it_read() -> Result<()> {
+    /// A database in memory with litejobs' schema.
+    fn migrated() -> Result<Connection> {
         let conn = Connection::open_in_memory()?;
         crate::storage::sqlite::migrate::check_and_migrate(
             &conn,
@@ -152,6 +150,14 @@ mod tests {
             std::time::Duration::from_secs(5),
             true,
         )?;
+        Ok(conn)
+    }
+
+    /// A rotation's write lands only over the text it read: a worker's write in between
+    /// wins, and a row that is gone is no error.
+    #[test]
+    fn a_replacement_lands_only_over_the_text_it_read() -> Result<()> {
+        let conn = migrated()?;
         conn.execute_batch(
             "INSERT INTO jobs (id, job_type, payload, result) VALUES (1, 't', '{\"old\":1}', '{\"r\":1}')",
         )?;
@@ -178,13 +184,7 @@ mod tests {
     /// sort of the queue's whole backlog, however big.
     #[test]
     fn the_waiting_payloads_are_read_in_the_due_index_order() -> Result<()> {
-        let conn = Connection::open_in_memory()?;
-        crate::storage::sqlite::migrate::check_and_migrate(
-            &conn,
-            false,
-            std::time::Duration::from_secs(5),
-            true,
-        )?;
+        let conn = migrated()?;
         let plan = conn
             .prepare(&format!("EXPLAIN QUERY PLAN {WAITING_PAYLOADS_SQL}"))?
             .query_map(params!["default", 10], |r| r.get::<_, String>(3))?
