@@ -15,8 +15,26 @@ use super::job::DEFAULT_REQUEUED_BY;
 /// Longest reason or name kept from a form, in characters (the forms' `maxlength`).
 const MAX_TEXT: usize = 500;
 
-fn too_long(text: &str) -> bool {
-    text.chars().count() > MAX_TEXT
+/// The page refusing a `by` or `reason` longer than [`MAX_TEXT`], if one is.
+fn too_long(ctx: &Ctx, by: &str, reason: &str) -> Option<Response> {
+    let over = |text: &str| text.chars().count() > MAX_TEXT;
+    (over(by) || over(reason)).then(|| {
+        error_page(
+            ctx,
+            400,
+            "Too long",
+            &format!("reason and by must be at most {MAX_TEXT} characters"),
+        )
+    })
+}
+
+/// `": reason"` for a flash message, or nothing for a blank reason.
+fn because(reason: &str) -> String {
+    if reason.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
 }
 
 /// A job action: `retry`, `cancel`, `requeue` or `discard`.
@@ -32,19 +50,10 @@ pub(crate) fn job_action(app: &App, ctx: &Ctx, req: &Request, id: i64, action: &
             let form = req.form();
             let reason = form.get("reason").unwrap_or("");
             let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
-            if too_long(reason) || too_long(by) {
-                return error_page(
-                    ctx,
-                    400,
-                    "Too long",
-                    &format!("reason and by must be at most {MAX_TEXT} characters"),
-                );
+            if let Some(refused) = too_long(ctx, by, reason) {
+                return refused;
             }
-            let why = if reason.trim().is_empty() {
-                String::new()
-            } else {
-                format!(": {reason}")
-            };
+            let why = because(reason);
             app.queue
                 .cancel_as(id, by, reason)
                 .map(|()| done(format!("Job {id} cancelled by {by}{why}.")))
@@ -70,13 +79,8 @@ pub(crate) fn job_action(app: &App, ctx: &Ctx, req: &Request, id: i64, action: &
                 );
             };
             let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
-            if too_long(reason) || too_long(by) {
-                return error_page(
-                    ctx,
-                    400,
-                    "Too long",
-                    &format!("reason and by must be at most {MAX_TEXT} characters"),
-                );
+            if let Some(refused) = too_long(ctx, by, reason) {
+                return refused;
             }
             app.queue.requeue_dead(id, by, reason).map(|new_id| {
                 flash::redirect(
@@ -97,24 +101,15 @@ pub(crate) fn workflow_cancel(app: &App, ctx: &Ctx, req: &Request, id: i64) -> R
     let form = req.form();
     let reason = form.get("reason").unwrap_or("");
     let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
-    if too_long(reason) || too_long(by) {
-        return error_page(
-            ctx,
-            400,
-            "Too long",
-            &format!("reason and by must be at most {MAX_TEXT} characters"),
-        );
+    if let Some(refused) = too_long(ctx, by, reason) {
+        return refused;
     }
     match app.queue.cancel_workflow(id, by, reason) {
         Ok(cancelled) => {
             let message = if cancelled.is_empty() {
                 format!("Nothing to cancel: every job of workflow {id} had ended.")
             } else {
-                let why = if reason.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!(": {reason}")
-                };
+                let why = because(reason);
                 format!(
                     "Workflow {id}: {} job(s) cancelled by {by}{why}.",
                     cancelled.len()
@@ -139,13 +134,8 @@ pub(crate) fn bulk_requeue(app: &App, ctx: &Ctx, req: &Request) -> Response {
     };
     let search = form.get("search");
     let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
-    if too_long(reason) || too_long(by) {
-        return error_page(
-            ctx,
-            400,
-            "Too long",
-            &format!("reason and by must be at most {MAX_TEXT} characters"),
-        );
+    if let Some(refused) = too_long(ctx, by, reason) {
+        return refused;
     }
     match app
         .queue
