@@ -550,6 +550,28 @@ fn noop_worker(q: &Queue, threads: usize, done: Arc<AtomicUsize>) -> Res<Worker>
         .start()?)
 }
 
+/// Jobs a second from the start of `worker` to its last write-back, once its handlers have
+/// counted `n` jobs in `done` (ten minutes at most); then all `n` jobs of `q` must have
+/// succeeded. The parts' processing figures use it.
+fn drain_rate(
+    q: &Queue,
+    n: usize,
+    done: &AtomicUsize,
+    worker: litejobs::WorkerBuilder,
+) -> Res<f64> {
+    let t = Instant::now();
+    let worker = worker.start()?;
+    let give_up = Instant::now() + Duration::from_secs(600);
+    while done.load(Ordering::Relaxed) < n && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    worker.shutdown(Duration::from_secs(10))?;
+    let rate = n as f64 / t.elapsed().as_secs_f64();
+    let ok = q.stats()?.count(litejobs::JobStatus::Succeeded);
+    assert_eq!(ok, n as i64, "only {ok} of {n} jobs succeeded");
+    Ok(rate)
+}
+
 /// Jobs per second from the worker's start to the last write-back (shutdown writes the
 /// final batch and returns once it is committed).
 fn process(q: &Queue, n: usize, threads: usize) -> Res<f64> {

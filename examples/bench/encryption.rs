@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use litejobs::encryption::Keyring;
 use litejobs::{JobContext, JobError, NewJob, Queue, Synchronous, Worker};
 use serde_json::{json, Value};
 
-use super::{discard, median, ratio, Config, Res};
+use super::{discard, drain_rate, median, ratio, Config, Res};
 
 /// A fixed key: the bench measures cost, not secrecy.
 const KEY: &str = "bench:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -96,7 +96,6 @@ fn process(path: &Path, sync: Synchronous, n: usize, kind: Kind) -> Res<f64> {
     }
     let done = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&done);
-    let t = Instant::now();
     let worker = Worker::builder(&q)
         .handler("charge", move |ctx: &JobContext| -> Result<(), JobError> {
             if ctx.payload()["text"].as_str().map_or(0, str::len) != 1000 {
@@ -105,17 +104,8 @@ fn process(path: &Path, sync: Synchronous, n: usize, kind: Kind) -> Res<f64> {
             counter.fetch_add(1, Ordering::Relaxed);
             Ok(())
         })
-        .concurrency(4)
-        .start()?;
-    let give_up = Instant::now() + Duration::from_secs(600);
-    while done.load(Ordering::Relaxed) < n && Instant::now() < give_up {
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    worker.shutdown(Duration::from_secs(10))?;
-    let rate = n as f64 / t.elapsed().as_secs_f64();
-    let ok = q.stats()?.count(litejobs::JobStatus::Succeeded);
-    assert_eq!(ok, n as i64, "only {ok} of {n} jobs succeeded");
-    Ok(rate)
+        .concurrency(4);
+    drain_rate(&q, n, &done, worker)
 }
 
 /// The encryption figures, with their rounds and ratios (encrypted ÷ plain).

@@ -27,7 +27,7 @@ use crossbeam_channel::{unbounded, Receiver};
 use litejobs::{Event, JobContext, JobError, NewJob, Queue, Step, Synchronous, Worker, Workflow};
 use serde_json::{json, Value};
 
-use super::{discard, median, ratio, Config, Res};
+use super::{discard, drain_rate, median, ratio, Config, Res};
 
 /// Steps per workflow when pairs are enqueued in batches: 500 pairs, as many jobs as a batch
 /// of plain jobs.
@@ -209,23 +209,13 @@ fn process_rate(place: &Place, n: usize, paired: bool) -> Res<f64> {
 fn run_noops(q: &Queue, n: usize) -> Res<f64> {
     let done = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&done);
-    let t = Instant::now();
     let worker = Worker::builder(q)
         .handler("noop", move |_: &JobContext| -> Result<(), JobError> {
             counter.fetch_add(1, Ordering::Relaxed);
             Ok(())
         })
-        .concurrency(4)
-        .start()?;
-    let give_up = Instant::now() + Duration::from_secs(600);
-    while done.load(Ordering::Relaxed) < n && Instant::now() < give_up {
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    worker.shutdown(Duration::from_secs(10))?;
-    let rate = n as f64 / t.elapsed().as_secs_f64();
-    let ok = q.stats()?.count(litejobs::JobStatus::Succeeded);
-    assert_eq!(ok, n as i64, "only {ok} of {n} jobs succeeded");
-    Ok(rate)
+        .concurrency(4);
+    drain_rate(q, n, &done, worker)
 }
 
 /// One fan-out and fan-in run.
