@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::job::JobStatus;
 use crate::redact::Redactor;
 
 use super::{WaitState, WorkflowInfo, WorkflowKind, WorkflowStep};
@@ -15,6 +16,22 @@ impl WorkflowStep {
     /// Its step name; [`MEMBER_LABEL`] for a batch member (which has none).
     pub fn label(&self) -> &str {
         self.step.as_deref().unwrap_or(MEMBER_LABEL)
+    }
+
+    /// What `workflow show` and the dashboard say went wrong: why a cancelled job was
+    /// cancelled (`cancelled: …`), else the last error of one that has not succeeded; empty
+    /// for a success or a job without an error.
+    pub fn problem(&self) -> String {
+        match self.status {
+            JobStatus::Succeeded => String::new(),
+            JobStatus::Cancelled => self
+                .cancel_reason
+                .as_deref()
+                .or(self.last_error.as_deref())
+                .map(|r| format!("cancelled: {r}"))
+                .unwrap_or_default(),
+            _ => self.last_error.clone().unwrap_or_default(),
+        }
     }
 }
 

@@ -5,7 +5,6 @@
 
 use std::fmt::Write as _;
 
-use crate::job::JobStatus;
 use crate::workflow::WorkflowInfo;
 
 use crate::web::app::{App, Ctx};
@@ -128,16 +127,7 @@ fn jobs_table(out: &mut String, info: &WorkflowInfo) {
     }
     out.push_str("<table class=\"grid wf-jobs\"><thead><tr><th>Step</th><th class=\"num\">Job</th><th>Type</th><th>Status</th><th class=\"num\">Tries</th><th>Waits for</th><th>Error or reason</th></tr></thead><tbody>\n");
     for (depth, step) in ordered.into_iter().take(ROWS) {
-        let error = match step.status {
-            JobStatus::Succeeded => String::new(),
-            JobStatus::Cancelled => step
-                .cancel_reason
-                .as_deref()
-                .or(step.last_error.as_deref())
-                .map(|r| format!("cancelled: {r}"))
-                .unwrap_or_default(),
-            _ => step.last_error.clone().unwrap_or_default(),
-        };
+        let error = step.problem();
         let _ = writeln!(
             out,
             "<tr><td class=\"step-cell depth-{}\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"error-cell\" title=\"{}\">{}</td></tr>",

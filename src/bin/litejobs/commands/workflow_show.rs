@@ -6,7 +6,6 @@
 use std::io::Write;
 
 use litejobs::workflow::{WaitInfo, WaitState, WorkflowInfo, WorkflowStep};
-use litejobs::JobStatus;
 
 use super::workflow::counts_text;
 use super::{CliError, Ctx, Exit};
@@ -79,7 +78,7 @@ pub fn run(ctx: &Ctx, id: i64, out: &mut dyn Write) -> Result<Exit, CliError> {
             status_text(step),
             step.attempts.to_string(),
             waits_text(&info, step),
-            clip(&error_text(step), 80),
+            clip(&step.problem(), 80),
         ]);
     }
     table.write(out)?;
@@ -92,20 +91,6 @@ pub fn status_text(step: &WorkflowStep) -> String {
         format!("waiting for {}", step.waiting_for)
     } else {
         step.status.to_string()
-    }
-}
-
-/// Why a cancelled job was cancelled, else the last error of one that has not succeeded.
-fn error_text(step: &WorkflowStep) -> String {
-    match step.status {
-        JobStatus::Succeeded => String::new(),
-        JobStatus::Cancelled => step
-            .cancel_reason
-            .as_deref()
-            .or(step.last_error.as_deref())
-            .map(|r| format!("cancelled: {r}"))
-            .unwrap_or_default(),
-        _ => step.last_error.clone().unwrap_or_default(),
     }
 }
 
