@@ -244,6 +244,7 @@ fn insert_query(
     now: i64,
     conflict: &str,
 ) -> Query<'static> {
+    let (stored_run_at, held_run_at) = held_times(job, run_at);
     query(&format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
                            updated_at, timeout_ms, idempotency_key, group_key, expires_at,
@@ -257,14 +258,14 @@ fn insert_query(
     .text(payload)
     .int(job.priority)
     .int(job.max_attempts)
-    .int(held_times(job, run_at).0)
+    .int(stored_run_at)
     .int(now)
     .opt_int(job.timeout_ms)
     .opt_text(job.idempotency_key.as_deref())
     .opt_text(job.group_key.as_deref())
     .opt_int(expires_at)
     .int(waits_asked(job))
-    .opt_int(held_times(job, run_at).1)
+    .opt_int(held_run_at)
 }
 
 /// An insert that wrote nothing and found no holder of its key.

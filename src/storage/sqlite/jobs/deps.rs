@@ -60,8 +60,8 @@ struct NewWaits {
 impl DependencyStore for SqliteTx<'_> {
     /// Set-wise, a few statements for any number of waits (a batch of jobs each waiting
     /// for one, a workflow's steps): the jobs involved are read in one statement, the waits
-    /// inserted in one and the waiting jobs held in one;
-    /// only a wait on a job already dead or cancelled cancels, one job at a time.
+    /// inserted by multi-row statements and the waiting jobs not inserted held already held
+    /// in one; only a wait on a job already dead or cancelled cancels, one job at a time.
     fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
         if edges.is_empty() {
