@@ -153,14 +153,7 @@ impl Queue {
         let payload = self.stored_payload(Some(tx), job, payload, now)?;
         let inserted = tx.insert_job(job, &payload, now)?;
         if !inserted.created {
-            return Err(Error::new(
-                ErrorKind::InvalidState,
-                format!(
-                    "its idempotency key is held by job {}, and a job of a workflow or batch \
-                     must be a new job; nothing was written",
-                    inserted.id
-                ),
-            ));
+            return Err(not_new(inserted.id));
         }
         Ok(inserted)
     }
@@ -191,15 +184,7 @@ impl Queue {
                 if ins.created {
                     Ok(ins)
                 } else {
-                    Err(Error::new(
-                        ErrorKind::InvalidState,
-                        format!(
-                            "its idempotency key is held by job {}, and a job of a workflow or \
-                             batch must be a new job; nothing was written",
-                            ins.id
-                        ),
-                    )
-                    .prefixed(&what(i)))
+                    Err(not_new(ins.id).prefixed(&what(i)))
                 }
             })
             .collect()
@@ -542,4 +527,15 @@ fn log_settled(settled: &Settled) {
     for id in &settled.cancelled {
         log::info!("litejobs: job {id} cancelled: a job it waited for ended dead or cancelled");
     }
+}
+
+/// The refusal of a workflow's or batch's job whose idempotency key job `holder` holds.
+fn not_new(holder: i64) -> Error {
+    Error::new(
+        ErrorKind::InvalidState,
+        format!(
+            "its idempotency key is held by job {holder}, and a job of a workflow or batch \
+             must be a new job; nothing was written"
+        ),
+    )
 }
