@@ -1197,3 +1197,106 @@ fn a_dependency_deleted_by_plain_sql_cancels_its_dependants_and_releases_a_clean
     testing::drain(&worker(&env, &ran)).expect("drain");
     assert_eq!(*ran.lock().expect("lock"), ["cleanup"]);
 }
+
+/// A job's waits on jobs far apart and on jobs next to each other (read two ways), and a
+/// wait asked for twice, which is one wait.
+#[test]
+fn a_job_waits_once_for_each_job_it_names_near_or_far() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let others = env
+        .queue
+        .enqueue_batch(
+            (0..20)
+                .map(|i| NewJob::new("cleanup", json!({ "i": i })))
+                .collect(),
+        )
+        .expect("batch");
+    let far = *others.last().expect("a job");
+    let ship = env
+        .queue
+        .enqueue(
+            NewJob::new("ship", json!({}))
+                .after(charge)
+                .after(far)
+                .after(charge),
+        )
+        .expect("enqueue");
+    let receipt = env
+        .queue
+        .enqueue(NewJob::new("receipt", json!({})).after(ship).after(far))
+        .expect("enqueue");
+    assert_eq!(job(&env.queue, ship).waiting_for, 2);
+    assert_eq!(job(&env.queue, receipt).waiting_for, 2);
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let ran = ran.lock().expect("lock").clone();
+    assert_eq!(ran.len(), 23, "{ran:?}");
+    assert_eq!(ran[21..], ["ship", "receipt"], "{ran:?}");
+}
+
+/// A job enqueued alone after jobs that have already ended: after a success it is due at
+/// once; after a dead job it is cancelled naming it, unless any outcome will do; a wait for
+/// a job that does not exist is refused with nothing written. (On PostgreSQL each of these
+/// goes in by one statement, which the schema's triggers settle.)
+#[test]
+fn a_job_enqueued_after_jobs_that_already_ended_is_released_or_cancelled_at_once() {
+    let env = setup();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let charge = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let failed = env
+        .queue
+        .enqueue(NewJob::new("fail_charge", json!({})))
+        .expect("enqueue");
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    assert_eq!(status(&env, failed), JobStatus::Dead);
+    let ship = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(charge))
+        .expect("enqueue");
+    let receipt = env
+        .queue
+        .enqueue(
+            NewJob::new("receipt", json!({}))
+                .after(charge)
+                .after(failed),
+        )
+        .expect("enqueue");
+    let cleanup = env
+        .queue
+        .enqueue(NewJob::new("cleanup", json!({})).after_any_outcome(failed))
+        .expect("enqueue");
+    for id in [ship, cleanup] {
+        let j = job(&env.queue, id);
+        assert_eq!((j.status, j.waiting_for), (JobStatus::Queued, 0), "{j:?}");
+        assert!(j.run_at <= env.queue.now_ms(), "due now: {j:?}");
+    }
+    let receipt = job(&env.queue, receipt);
+    assert_eq!(receipt.status, JobStatus::Cancelled);
+    assert_eq!(
+        receipt.cancel_reason.as_deref(),
+        Some(format!("dependency job {failed} ended dead").as_str())
+    );
+    let before = env.count_jobs();
+    let e = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(charge).after(987_654))
+        .expect_err("no such job");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(
+        e.to_string(),
+        "there is no job 987654 to wait for; nothing was written"
+    );
+    assert_eq!(env.count_jobs(), before, "nothing was written");
+    ran.lock().expect("lock").clear();
+    testing::drain(&worker(&env, &ran)).expect("drain");
+    let mut ran = ran.lock().expect("lock").clone();
+    ran.sort();
+    assert_eq!(ran, ["cleanup", "ship"]);
+}

@@ -360,16 +360,11 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         let payload = self.stored_payload(None, &job, payload, now)?;
-        // One insert (a key's races settled by the insert itself): no transaction around it
-        // where that saves round trips.
-        let insert = |tx: &dyn Tx| {
-            let inserted = tx.insert_job(&job, &payload, now)?;
-            if inserted.created && !job.after.is_empty() {
-                add_waits_of(tx, &inserted, &job, now)?;
-            }
-            Ok(inserted)
-        };
-        let inserted = if job.after.is_empty() {
+        // One insert (a key's races settled by the insert itself; a job without a key goes
+        // in with its waits by one statement): no transaction around it where that saves
+        // round trips.
+        let insert = |tx: &dyn Tx| tx.insert_job_and_waits(&job, &payload, now);
+        let inserted = if job.after.is_empty() || job.idempotency_key.is_none() {
             self.inner.db.write_statements(insert)?
         } else {
             self.inner.db.write(insert)?

@@ -142,16 +142,19 @@ pub(crate) fn check_wait(
         }
     }
     if !waited_for_exists {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            // Not the waiting job's id: a new job's insert is rolled back with the refusal.
-            format!(
-                "there is no job {} to wait for; nothing was written",
-                edge.depends_on
-            ),
-        ));
+        return Err(no_job_to_wait_for(edge.depends_on));
     }
     Ok(())
+}
+
+/// The refusal of a wait for job `id`, which does not exist (`schema.pg.sql`'s statement
+/// trigger raises the same words for litejobs' own inserts). It names the job waited for,
+/// not the waiting one: a new job's insert is undone with the refusal.
+pub(crate) fn no_job_to_wait_for(id: i64) -> crate::Error {
+    crate::Error::new(
+        crate::ErrorKind::NotFound,
+        format!("there is no job {id} to wait for; nothing was written"),
+    )
 }
 
 /// Waits between jobs, each in the caller's write transaction.

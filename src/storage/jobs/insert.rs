@@ -12,8 +12,7 @@ pub(crate) struct Inserted {
     pub(crate) created: bool,
     /// The job went in held, its `waiting_for` counting each job it asked to wait for
     /// ([`NewJob::after`](crate::NewJob::after)) as pending, so that adding those waits
-    /// writes the row again only for a wait that has already ended. Where the backend does
-    /// not (PostgreSQL, whose triggers hold a job as its waits go in), false.
+    /// writes the row again only for a wait that has already ended.
     pub(crate) held: bool,
 }
 
@@ -72,6 +71,13 @@ pub(crate) trait InsertStore {
     /// Inserts one validated job (`payload` is its JSON text). A held or remembered
     /// idempotency key returns the holder's id instead, inserting nothing.
     fn insert_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted>;
+
+    /// [`InsertStore::insert_job`], then the waits the new job asks for by id
+    /// ([`NewJob::after`]). A job without an idempotency key goes in by one statement where
+    /// the backend can (PostgreSQL: its triggers hold it or settle its waits), so the
+    /// caller may run this without a transaction around it
+    /// ([`Db::write_statements`](crate::storage::Db::write_statements)).
+    fn insert_job_and_waits(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted>;
 
     /// Inserts many validated jobs (`payloads[i]` is `jobs[i]`'s JSON text), in order.
     /// On SQLite, a batch that [`skips_the_rules`] goes in with the schema's CHECK rules off.

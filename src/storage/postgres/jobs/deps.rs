@@ -231,9 +231,14 @@ impl PgTx<'_> {
 
 /// A refusal of the `job_deps` triggers (a circle, or a status changed since the check) as
 /// the invalid state it is; anything else as it came.
-fn trigger_refusal(e: DieselError) -> Error {
+pub(super) fn trigger_refusal(e: DieselError) -> Error {
     if let DieselError::DatabaseError(kind, info) = &e {
         let message = info.message();
+        if info.constraint_name() == Some("job_deps_not_itself") {
+            // Only a new job given its own id ahead of time gets here: the others are
+            // refused by the check before their insert.
+            return Error::new(ErrorKind::InvalidJob, "a job cannot wait for itself");
+        }
         if message.starts_with("job_deps:") {
             let kind = match kind {
                 DatabaseErrorKind::ForeignKeyViolation => ErrorKind::NotFound,
@@ -252,13 +257,17 @@ impl DependencyStore for PgTx<'_> {
         if edges.is_empty() {
             return Ok(Settled::default());
         }
-        self.check_edges(edges)?;
         let waiting: Vec<i64> = edges.iter().map(|e| e.job_id).collect();
         let on: Vec<i64> = edges.iter().map(|e| e.depends_on).collect();
-        self.mark_waited_for(&on)?;
         // Waits of jobs inserted held (their waits counted) and the others go in by separate
-        // statements: the trigger holds only the latter.
+        // statements: the trigger holds only the latter. The former are new jobs' waits,
+        // which the statement trigger checks, marks and locks set-wise; the latter are
+        // checked here first (the refusals in SQLite's words) and by the row trigger.
         let (counted, others): (Vec<Edge>, Vec<Edge>) = edges.iter().partition(|e| e.counted);
+        if !others.is_empty() {
+            self.check_edges(&others)?;
+            self.mark_waited_for(&others.iter().map(|e| e.depends_on).collect::<Vec<_>>())?;
+        }
         let mut cancelled_any = false;
         for (group, held) in [(counted, true), (others, false)] {
             if group.is_empty() {

@@ -146,8 +146,12 @@ BEGIN
 END;
 $$;
 
+-- litejobs' own inserts of new jobs' waits (litejobs.counted on) are checked, and their
+-- dependencies marked and locked, by the statement trigger below, set-wise: a row at a time
+-- cost most of a batch of waiting jobs.
 CREATE TRIGGER job_deps_checked BEFORE INSERT ON job_deps
-    FOR EACH ROW EXECUTE FUNCTION job_deps_check();
+    FOR EACH ROW WHEN (current_setting('litejobs.counted', true) IS DISTINCT FROM 'on')
+    EXECUTE FUNCTION job_deps_check();
 
 -- Holds the jobs a statement's new pending rows make wait, once per job whatever the number
 -- of its rows (a fan-in of 10 000 steps is one update, not 10 000 versions of its row), and
@@ -159,9 +163,27 @@ DECLARE
     now_ms BIGINT := COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
                               floor(extract(epoch FROM now()) * 1000)::bigint);
     any_released BOOLEAN;
+    missing BIGINT;
 BEGIN
-    -- The dependencies are locked for share by the check: their status stays as read. Most
-    -- waits are on jobs not ended yet: then only the holding is left to do.
+    IF current_setting('litejobs.counted', true) = 'on' THEN
+        -- litejobs' own insert, whose waiting jobs are new (queued, waited for by none): the
+        -- row check's work on the jobs waited for, in its order (marked, then locked for
+        -- share, each in id order) for all rows at once.
+        UPDATE jobs SET has_dependants = 1
+        WHERE id IN (SELECT j.id FROM jobs j WHERE j.id IN (SELECT depends_on FROM added)
+                       AND j.has_dependants = 0
+                     ORDER BY j.id FOR NO KEY UPDATE OF j);
+        PERFORM 1 FROM jobs WHERE id IN (SELECT depends_on FROM added) ORDER BY id FOR SHARE;
+        SELECT a.depends_on INTO missing FROM added a
+        WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = a.depends_on)
+        ORDER BY a.depends_on LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'job_deps: there is no job % to wait for; nothing was written', missing
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+    END IF;
+    -- The dependencies are locked for share: their status stays as read. Most waits are on
+    -- jobs not ended yet: then only the holding is left to do.
     IF EXISTS (SELECT 1 FROM added a JOIN jobs j ON j.id = a.depends_on
                WHERE a.state = 'pending' AND j.status IN ('succeeded', 'dead', 'cancelled')) THEN
         UPDATE job_deps d SET state = CASE WHEN j.status = 'succeeded' OR d.any_outcome <> 0
