@@ -37,6 +37,31 @@ static FRESH_WAIT_INSERTS: RowStatements = RowStatements::new(64, |rows| {
     )
 });
 
+/// A pending wait whose job has ended, as settling reads it.
+struct EndedWait {
+    dependency: i64,
+    /// The six words, or [`DELETED`] for a job no longer there.
+    status: &'static str,
+    step: Option<String>,
+    dependant: i64,
+    any_outcome: bool,
+    /// The dependant's count of pending waits (0 if it is gone).
+    waiting_for: i64,
+    /// The dependant is queued and held.
+    held: bool,
+}
+
+/// What settling does to one dependant.
+struct CountDown {
+    dependant: i64,
+    /// Its waits that ended.
+    ended: i64,
+    /// Why the first failed one cancels it.
+    failed: Option<String>,
+    waiting_for: i64,
+    held: bool,
+}
+
 /// One wait to insert, or inserted.
 #[derive(Clone, Copy)]
 struct Wait {
@@ -53,8 +78,8 @@ struct Wait {
 /// dependency cancelled it; in id order.
 type Involved = (i64, &'static str, Option<String>, bool);
 
-/// A status as read, as one of the six words (anything else a program wrote by hand reads
-/// as "unknown": not queued, not ended), without a string per row.
+/// A status as read, as one of the six words or [`DELETED`] (anything else a program wrote
+/// by hand reads as "unknown": not queued, not ended), without a string per row.
 fn status_word(text: &str) -> &'static str {
     match text {
         "queued" => "queued",
@@ -63,6 +88,7 @@ fn status_word(text: &str) -> &'static str {
         "failed" => "failed",
         "dead" => "dead",
         "cancelled" => "cancelled",
+        DELETED => DELETED,
         _ => "unknown",
     }
 }
@@ -455,113 +481,131 @@ impl SqliteTx<'_> {
     /// cancels those a failed wait fails. Returns the dependants it cancelled (the next
     /// level of a cascade).
     fn settle_level(&self, ended: &[i64], now: i64, settled: &mut Settled) -> Result<Vec<i64>> {
-        let list = id_list(ended)?;
-        // (dependency, its status, its step, dependant, any outcome) of every pending wait.
-        type Wait = (i64, String, Option<String>, i64, bool);
-        let waits: Vec<Wait> = self
-            .conn
-            .prepare_cached(
+        // Every pending wait on `ended` whose job has ended (or is gone), in dependant order,
+        // with what settling needs of both jobs.
+        let mut waits: Vec<EndedWait> = Vec::new();
+        {
+            let mut stmt = self.conn.prepare_cached(
                 "SELECT d.depends_on, COALESCE(CAST(j.status AS TEXT), ?2), j.step, d.job_id,
-                        d.any_outcome
+                        d.any_outcome, k.waiting_for, k.status = 'queued' AND k.run_at = ?3
                  FROM job_deps d LEFT JOIN jobs j ON j.id = d.depends_on
+                      LEFT JOIN jobs k ON k.id = d.job_id
                  WHERE d.state = 'pending' AND d.depends_on IN (SELECT value FROM json_each(?1))
                    AND (j.id IS NULL
                         OR j.status = 'succeeded' OR j.status = 'dead' OR j.status = 'cancelled')
                  ORDER BY d.job_id",
-            )?
-            .query_map(params![&list, DELETED], |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
+            )?;
+            let mut rows = stmt.query(params![id_list(ended)?, DELETED, HELD_RUN_AT])?;
+            while let Some(row) = rows.next()? {
+                waits.push(EndedWait {
+                    dependency: row.get(0)?,
+                    status: status_word(row.get_ref(1)?.as_str().unwrap_or(DELETED)),
+                    step: row.get(2)?,
+                    dependant: row.get(3)?,
+                    any_outcome: row.get(4)?,
+                    waiting_for: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                    held: row.get::<_, Option<bool>>(6)?.unwrap_or(false),
+                });
+            }
+        }
         if waits.is_empty() {
             return Ok(Vec::new());
         }
-        // Only the waits just read: on jobs that have ended (or are gone).
-        let mut dependencies: Vec<i64> = waits.iter().map(|w| w.0).collect();
-        dependencies.sort_unstable();
-        dependencies.dedup();
-        self.conn
-            .prepare_cached(
-                "UPDATE job_deps SET state = CASE
-                        WHEN any_outcome = 1 OR (SELECT status FROM jobs WHERE id = depends_on) = 'succeeded'
-                        THEN 'done' ELSE 'failed' END
-                 WHERE depends_on IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
-            )?
-            .execute([id_list(&dependencies)?])?;
-        // Per dependant: how many waits ended, and the first that failed it.
-        let mut counts: Vec<(i64, i64, Option<String>)> = Vec::new();
-        for (dependency, status, step, dependant, any_outcome) in &waits {
-            let failed = status != "succeeded" && !any_outcome;
+        self.mark_ended_waits(&waits)?;
+        // Per dependant: how many of its waits ended, and the first that failed it.
+        let mut counts: Vec<CountDown> = Vec::new();
+        for w in &waits {
+            let failed = (w.status != "succeeded" && !w.any_outcome)
+                .then(|| dependency_ended_reason(w.dependency, w.step.as_deref(), w.status));
             match counts.last_mut() {
-                Some((d, n, why)) if d == dependant => {
-                    *n += 1;
-                    if failed && why.is_none() {
-                        *why = Some(dependency_ended_reason(
-                            *dependency,
-                            step.as_deref(),
-                            status,
-                        ));
+                Some(c) if c.dependant == w.dependant => {
+                    c.ended += 1;
+                    if c.failed.is_none() {
+                        c.failed = failed;
                     }
                 }
-                _ => counts.push((
-                    *dependant,
-                    1,
-                    failed.then(|| dependency_ended_reason(*dependency, step.as_deref(), status)),
-                )),
+                _ => counts.push(CountDown {
+                    dependant: w.dependant,
+                    ended: 1,
+                    failed,
+                    waiting_for: w.waiting_for,
+                    held: w.held,
+                }),
             }
         }
         // One pending wait fewer each, whatever the dependant's status (the count stays the
-        // number of pending waits if it is ever brought back); released at 0 unless failed.
-        let rows: Vec<serde_json::Value> = counts
+        // number of pending waits if it is ever brought back). A held job left waiting for
+        // nothing and failed by none is released: its run_at put back.
+        let (free, waiting): (Vec<&CountDown>, Vec<&CountDown>) = counts
             .iter()
-            .map(|(id, n, why)| serde_json::json!([id, n, why.is_some()]))
-            .collect();
-        let released: Vec<i64> = self
-            .conn
-            .prepare_cached(
-                "UPDATE jobs SET waiting_for = MAX(waiting_for - c.value ->> 1, 0),
-                        run_at = CASE WHEN waiting_for <= c.value ->> 1 AND NOT (c.value ->> 2)
-                                       AND status = 'queued' AND run_at = ?3
-                                      THEN COALESCE(held_run_at, ?2) ELSE run_at END,
-                        held_run_at = CASE WHEN waiting_for <= c.value ->> 1 AND NOT (c.value ->> 2)
-                                       AND status = 'queued' AND run_at = ?3
-                                      THEN NULL ELSE held_run_at END,
-                        updated_at = ?2
-                 FROM json_each(?1) AS c
-                 WHERE jobs.id = c.value ->> 0
-                 RETURNING jobs.id, waiting_for = 0 AND status = 'queued' AND run_at <> ?3",
-            )?
-            .query_map(
-                params![serde_json::Value::Array(rows).to_string(), now, HELD_RUN_AT],
-                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, bool>(1)?)),
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?
-            .into_iter()
-            .filter(|&(id, free)| {
-                // counts is in dependant order (the read's ORDER BY).
-                free && counts
-                    .binary_search_by_key(&id, |(d, _, _)| *d)
-                    .is_ok_and(|i| counts[i].2.is_none())
-            })
-            .map(|(id, _)| id)
-            .collect();
+            .partition(|c| c.held && c.failed.is_none() && c.waiting_for <= c.ended);
+        let released: Vec<i64> = free.iter().map(|c| c.dependant).collect();
+        if !released.is_empty() {
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET waiting_for = 0, run_at = COALESCE(held_run_at, ?2),
+                                     held_run_at = NULL, updated_at = ?2
+                     WHERE id IN (SELECT value FROM json_each(?1))",
+                )?
+                .execute(params![id_list(&released)?, now])?;
+        }
+        let mut by_count: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for c in waiting {
+            by_count.entry(c.ended).or_default().push(c.dependant);
+        }
+        for (n, ids) in by_count {
+            self.conn
+                .prepare_cached(
+                    "UPDATE jobs SET waiting_for = MAX(waiting_for - ?2, 0), updated_at = ?3
+                     WHERE id IN (SELECT value FROM json_each(?1))",
+                )?
+                .execute(params![id_list(&ids)?, n, now])?;
+        }
         settled.released.extend(released);
         let mut cancelled = Vec::new();
-        for (dependant, _, why) in counts {
-            if let Some(reason) = why {
-                if self.cancel_dependant(dependant, &reason, now)? {
-                    settled.cancelled.push(dependant);
-                    cancelled.push(dependant);
+        for c in counts {
+            if let Some(reason) = c.failed {
+                if self.cancel_dependant(c.dependant, &reason, now)? {
+                    settled.cancelled.push(c.dependant);
+                    cancelled.push(c.dependant);
                 }
             }
         }
         Ok(cancelled)
+    }
+
+    /// Marks `waits` (pending, on jobs that have ended) done, or failed. Each job's status
+    /// is as just read: a wait on a success is done; one on any other end is done where any
+    /// outcome will do, else failed.
+    fn mark_ended_waits(&self, waits: &[EndedWait]) -> Result<()> {
+        let (mut succeeded, mut other): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for w in waits {
+            if w.status == "succeeded" {
+                succeeded.push(w.dependency);
+            } else {
+                other.push(w.dependency);
+            }
+        }
+        for (mut dependencies, state) in [
+            (succeeded, "'done'"),
+            (
+                other,
+                "CASE WHEN any_outcome = 1 THEN 'done' ELSE 'failed' END",
+            ),
+        ] {
+            if dependencies.is_empty() {
+                continue;
+            }
+            dependencies.sort_unstable();
+            dependencies.dedup();
+            self.conn
+                .prepare_cached(&format!(
+                    "UPDATE job_deps SET state = {state}
+                     WHERE depends_on IN (SELECT value FROM json_each(?1)) AND state = 'pending'"
+                ))?
+                .execute([id_list(&dependencies)?])?;
+        }
+        Ok(())
     }
 
     /// `old` (dead or cancelled) runs again as `new`: the jobs that waited for it on any
