@@ -37,6 +37,19 @@ static FRESH_WAIT_INSERTS: RowStatements = RowStatements::new(64, |rows| {
     )
 });
 
+/// Waits of new jobs on jobs that exist and have not ended, up to 64 rows a statement
+/// (three parameters a row: the new job, the job it waits for, any outcome); a row whose
+/// job waited for is ended or missing does not go in.
+static LIVE_WAIT_INSERTS: RowStatements = RowStatements::new(64, |rows| {
+    format!(
+        "INSERT INTO job_deps (job_id, depends_on, any_outcome)
+         SELECT v.column1, v.column2, v.column3 FROM (VALUES {}) AS v
+         JOIN jobs j ON j.id = v.column2
+         WHERE j.status NOT IN ('succeeded', 'dead', 'cancelled')",
+        value_rows_from(1, rows, 3, "")
+    )
+});
+
 /// A pending wait whose job has ended, as settling reads it.
 struct EndedWait {
     dependency: i64,
@@ -116,6 +129,13 @@ impl DependencyStore for SqliteTx<'_> {
     /// in one; only a wait on a job already dead or cancelled cancels, one job at a time.
     fn add_dependencies(&self, edges: &[Edge], now: i64) -> Result<Settled> {
         let mut settled = Settled::default();
+        let left;
+        let edges = if self.all_new_and_distinct(edges) {
+            left = self.insert_live_waits(edges)?;
+            &left[..]
+        } else {
+            edges
+        };
         if edges.is_empty() {
             return Ok(settled);
         }
@@ -395,6 +415,62 @@ impl DependencyStore for SqliteTx<'_> {
 }
 
 impl SqliteTx<'_> {
+    /// True when every edge is a new job's (inserted held in this transaction) and no wait
+    /// is asked for twice: then [`SqliteTx::insert_live_waits`] may take them.
+    fn all_new_and_distinct(&self, edges: &[Edge]) -> bool {
+        if !edges.iter().all(|e| e.counted) {
+            return false;
+        }
+        let mut pairs: Vec<(i64, i64)> = edges.iter().map(|e| (e.job_id, e.depends_on)).collect();
+        pairs.sort_unstable();
+        pairs.windows(2).all(|w| w[0] != w[1])
+    }
+
+    /// Inserts, by a join to the jobs waited for, the waits of new jobs on jobs that exist
+    /// and have not ended: the common case, which then needs no other statement (the new
+    /// jobs went in held, counting them). Returns the edges left (a job waited for that has
+    /// ended, or does not exist), for the general path. Measured, a batch of 1 000 jobs
+    /// each waiting for one spent a third of its time reading the jobs waited for before.
+    fn insert_live_waits(&self, edges: &[Edge]) -> Result<Vec<Edge>> {
+        let mut left = Vec::new();
+        let mut rest = edges;
+        while !rest.is_empty() {
+            let (chunk, more) = rest.split_at(LIVE_WAIT_INSERTS.next_rows(rest.len()));
+            let mut stmt = self
+                .conn
+                .prepare_cached(LIVE_WAIT_INSERTS.sql(chunk.len()))?;
+            for (i, e) in chunk.iter().enumerate() {
+                stmt.raw_bind_parameter(3 * i + 1, e.job_id)?;
+                stmt.raw_bind_parameter(3 * i + 2, e.depends_on)?;
+                stmt.raw_bind_parameter(3 * i + 3, e.any_outcome)?;
+            }
+            if stmt.raw_execute()? < chunk.len() {
+                // Which did not go in: the new jobs' rows are theirs alone.
+                let (Some(low), Some(high)) = (
+                    chunk.iter().map(|e| e.job_id).min(),
+                    chunk.iter().map(|e| e.job_id).max(),
+                ) else {
+                    break;
+                };
+                let mut inserted: Vec<(i64, i64)> = self
+                    .conn
+                    .prepare_cached(
+                        "SELECT job_id, depends_on FROM job_deps WHERE job_id BETWEEN ?1 AND ?2",
+                    )?
+                    .query_map([low, high], |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                inserted.sort_unstable();
+                left.extend(
+                    chunk
+                        .iter()
+                        .filter(|e| inserted.binary_search(&(e.job_id, e.depends_on)).is_err()),
+                );
+            }
+            rest = more;
+        }
+        Ok(left)
+    }
+
     /// The rows of `ids` (sorted, distinct) that exist, in id order. Ids close together (a
     /// batch waiting for the batch before, a workflow's steps) are read as one range of the
     /// table, which costs a fraction of looking each up.
