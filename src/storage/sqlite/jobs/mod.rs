@@ -1,7 +1,8 @@
 //! The job stores of [`crate::storage::jobs`] on SQLite, one concern per file, each a trait
 //! implemented on [`SqliteTx`](super::SqliteTx) where its SQL is: [`insert`] (with
 //! idempotency keys), [`claim`], the claimed-row rules' SQL side ([`row_rules`]), the
-//! lease-fenced writes ([`complete`]), the reaper ([`reap`]) and deadlines ([`expire`]).
+//! lease-fenced writes ([`complete`]), the reaper ([`reap`]), deadlines ([`expire`]) and
+//! waits between jobs ([`deps`], whose settling as jobs end is in [`settle`]).
 //! Here: the multi-row statements that inserts and successes share.
 //!
 //! A worker's claims and outcomes run on a connection with the schema's CHECK rules off
@@ -15,6 +16,7 @@ mod expire;
 mod insert;
 mod reap;
 mod row_rules;
+mod settle;
 #[cfg(test)]
 mod tests;
 
