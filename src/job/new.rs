@@ -54,6 +54,9 @@ pub struct NewJob {
     /// Waits the transaction inserting this job adds besides `after` (a workflow step's
     /// waits by step name): an insert that holds the job at once counts them too.
     pub(crate) extra_waits: usize,
+    /// The workflow the job goes into and its step name there (a workflow's steps): the
+    /// row goes in placed, where placing it after its insert wrote every step's row twice.
+    pub(crate) placed: Option<(i64, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -170,6 +173,7 @@ impl NewJob {
             encrypted: false,
             after: Vec::new(),
             extra_waits: 0,
+            placed: None,
         }
     }
 

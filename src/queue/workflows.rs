@@ -97,21 +97,16 @@ impl Queue {
         existing: &BTreeMap<String, i64>,
         now: i64,
     ) -> Result<BTreeMap<String, i64>> {
-        // A step goes in held where the backend can, counting its waits by name too.
+        // A step goes in held, counting its waits by name too, and in its workflow.
         let jobs: Vec<NewJob> = steps
             .iter()
             .map(|s| NewJob {
                 extra_waits: s.waits.len(),
+                placed: Some((workflow_id, s.name.clone())),
                 ..s.job.clone()
             })
             .collect();
         let new = self.insert_members(tx, &jobs, |i| format!("step {:?}", steps[i].name), now)?;
-        let placed: Vec<(i64, Option<String>)> = new
-            .iter()
-            .zip(steps)
-            .map(|(ins, step)| (ins.id, Some(step.name.clone())))
-            .collect();
-        tx.place_many_in_workflow(workflow_id, &placed)?;
         let ids: BTreeMap<String, i64> = steps
             .iter()
             .map(|s| s.name.clone())

@@ -71,7 +71,7 @@ impl InsertStore for PgTx<'_> {
         if job.after.is_empty() {
             return self.insert_job(job, payload, now);
         }
-        if job.idempotency_key.is_some() || job.extra_waits > 0 {
+        if job.idempotency_key.is_some() || job.extra_waits > 0 || job.placed.is_some() {
             let inserted = self.insert_job(job, payload, now)?;
             if inserted.created {
                 add_waits_of(self, &inserted, job, now)?;
@@ -231,7 +231,11 @@ impl PgTx<'_> {
         let mut expires = Vec::with_capacity(jobs.len());
         let mut waits = Vec::with_capacity(jobs.len());
         let mut held_run_ats = Vec::with_capacity(jobs.len());
+        let mut workflow_ids = Vec::with_capacity(jobs.len());
+        let mut steps = Vec::with_capacity(jobs.len());
         for job in jobs {
+            workflow_ids.push(job.placed.as_ref().map(|(workflow_id, _)| *workflow_id));
+            steps.push(job.placed.as_ref().map(|(_, step)| step.clone()));
             queues.push(job.queue.clone());
             types.push(job.job_type.clone());
             priorities.push(job.priority);
@@ -254,13 +258,15 @@ impl PgTx<'_> {
                      numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS ord FROM ids)
                      INSERT INTO jobs (id, queue, job_type, payload, priority, max_attempts,
                                        run_at, timeout_ms, group_key, expires_at, waiting_for,
-                                       held_run_at, created_at, updated_at)
+                                       held_run_at, workflow_id, step, created_at, updated_at)
                      SELECT n.id, u.queue, u.job_type, u.payload, u.priority, u.max_attempts,
                             u.run_at, u.timeout_ms, u.group_key, u.expires_at, u.waiting_for,
-                            u.held_run_at, $2, $2
-                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) WITH ORDINALITY
+                            u.held_run_at, u.workflow_id, u.step, $2, $2
+                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                          WITH ORDINALITY
                           AS u(queue, job_type, payload, priority, max_attempts, run_at,
-                               timeout_ms, group_key, expires_at, waiting_for, held_run_at, ord)
+                               timeout_ms, group_key, expires_at, waiting_for, held_run_at,
+                               workflow_id, step, ord)
                      JOIN numbered n ON n.ord = u.ord
                      RETURNING id AS v",
                 )
@@ -276,7 +282,9 @@ impl PgTx<'_> {
                 .opt_texts(&group_keys)
                 .opt_ints(&expires)
                 .ints(&waits)
-                .opt_ints(&held_run_ats),
+                .opt_ints(&held_run_ats)
+                .opt_ints(&workflow_ids)
+                .opt_texts(&steps),
             )?
             .into_iter()
             .map(|row| row.v)
@@ -320,8 +328,8 @@ fn insert_query(
     query(&format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at, created_at,
                            updated_at, timeout_ms, idempotency_key, group_key, expires_at,
-                           waiting_for, held_run_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)
+                           waiting_for, held_run_at, workflow_id, step)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          {conflict}
          RETURNING id AS v"
     ))
@@ -338,6 +346,8 @@ fn insert_query(
     .opt_int(expires_at)
     .int(waits_asked(job))
     .opt_int(held_run_at)
+    .opt_int(job.placed.as_ref().map(|(workflow_id, _)| *workflow_id))
+    .opt_text(job.placed.as_ref().map(|(_, step)| step.as_str()))
 }
 
 /// An insert that wrote nothing and found no holder of its key.

@@ -13,11 +13,12 @@ use crate::storage::sqlite::SqliteTx;
 
 /// A job that waits for others ([`NewJob::after`], a workflow's steps) goes in held (`?12` its count of waits,
 /// `?13` its own run time, `?6` [`HELD_RUN_AT`]): holding it afterwards would write its row
-/// and move its due-index entry a second time.
+/// and move its due-index entry a second time. A workflow's step goes in placed (`?14`,
+/// `?15`).
 const INSERT_SQL: &str = "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
         run_at, created_at, updated_at, timeout_ms, idempotency_key, group_key, expires_at,
-        waiting_for, held_run_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+        waiting_for, held_run_at, workflow_id, step)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
      ON CONFLICT DO NOTHING";
 
 /// Jobs without an idempotency key go in by statements of up to this many rows: a
@@ -36,14 +37,15 @@ static INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     )
 });
 
-/// [`INSERTS`] for statements with jobs that wait for others, which go in held (see
-/// [`INSERT_SQL`]): two more parameters per row, `waiting_for` and `held_run_at`.
-static HELD_INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
+/// [`INSERTS`] for statements with jobs that wait for others, which go in held, or a
+/// workflow's steps, which go in placed (see [`INSERT_SQL`]): four more parameters per row,
+/// `waiting_for`, `held_run_at`, `workflow_id` and `step`.
+static FULL_INSERTS: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     format!(
         "INSERT INTO jobs (queue, job_type, payload, priority, max_attempts,
             run_at, timeout_ms, group_key, expires_at, waiting_for, held_run_at,
-            created_at, updated_at) VALUES {}",
-        value_rows(rows, 11, ",?1,?1")
+            workflow_id, step, created_at, updated_at) VALUES {}",
+        value_rows(rows, 13, ",?1,?1")
     )
 });
 
@@ -58,13 +60,14 @@ static INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, 
     )
 });
 
-/// [`INSERTS_OF_ONE_KIND`] with jobs that wait for others (see [`HELD_INSERTS`]).
-static HELD_INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
+/// [`INSERTS_OF_ONE_KIND`] with jobs held or placed (see [`FULL_INSERTS`]).
+static FULL_INSERTS_OF_ONE_KIND: RowStatements = RowStatements::new(ROWS_PER_INSERT, |rows| {
     format!(
         "INSERT INTO jobs (payload, priority, max_attempts, run_at, timeout_ms, group_key,
-            expires_at, waiting_for, held_run_at, queue, job_type, created_at, updated_at)
+            expires_at, waiting_for, held_run_at, workflow_id, step, queue, job_type,
+            created_at, updated_at)
             VALUES {}",
-        value_rows_from(4, rows, 9, ",?2,?3,?1,?1")
+        value_rows_from(4, rows, 11, ",?2,?3,?1,?1")
     )
 });
 
@@ -107,6 +110,8 @@ impl InsertStore for SqliteTx<'_> {
             expires_at,
             waits_asked(job),
             held_run_at,
+            job.placed.as_ref().map(|(workflow_id, _)| workflow_id),
+            job.placed.as_ref().map(|(_, step)| step),
         ])?;
         if changed == 1 {
             return Ok(Inserted::created(self.conn.last_insert_rowid(), held));
@@ -242,14 +247,16 @@ impl SqliteTx<'_> {
         let one_kind = jobs
             .iter()
             .all(|job| job.queue == first.queue && job.job_type == first.job_type);
-        let held = jobs.iter().any(|job| waits_asked(job) > 0);
-        // Parameters per row besides the queue and type: two more with held jobs.
-        let per_row = if held { 9 } else { 7 };
-        let statements = match (one_kind, held) {
+        let full = jobs
+            .iter()
+            .any(|job| waits_asked(job) > 0 || job.placed.is_some());
+        // Parameters per row besides the queue and type: four more for held or placed jobs.
+        let per_row = if full { 11 } else { 7 };
+        let statements = match (one_kind, full) {
             (true, false) => &INSERTS_OF_ONE_KIND,
-            (true, true) => &HELD_INSERTS_OF_ONE_KIND,
+            (true, true) => &FULL_INSERTS_OF_ONE_KIND,
             (false, false) => &INSERTS,
-            (false, true) => &HELD_INSERTS,
+            (false, true) => &FULL_INSERTS,
         };
         let mut stmt = conn.prepare_cached(statements.sql(jobs.len()))?;
         if one_kind {
@@ -270,7 +277,7 @@ impl SqliteTx<'_> {
             stmt.raw_bind_parameter(p + 1, job.priority)?;
             stmt.raw_bind_parameter(p + 2, job.max_attempts)?;
             let run_at = RunAt::resolve(job.run_at, now)?;
-            if held {
+            if full {
                 // waiting_for has no NULL: a row that waits for nothing binds 0.
                 let waits = waits_asked(job);
                 stmt.raw_bind_parameter(p + 7, waits)?;
@@ -279,6 +286,10 @@ impl SqliteTx<'_> {
                     stmt.raw_bind_parameter(p + 8, run_at)?;
                 } else {
                     stmt.raw_bind_parameter(p + 3, run_at)?;
+                }
+                if let Some((workflow_id, step)) = &job.placed {
+                    stmt.raw_bind_parameter(p + 9, workflow_id)?;
+                    stmt.raw_bind_parameter(p + 10, step)?;
                 }
             } else {
                 stmt.raw_bind_parameter(p + 3, run_at)?;
