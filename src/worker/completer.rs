@@ -238,7 +238,7 @@ impl Completer {
             })
             .collect();
         if !ended.is_empty() {
-            tx.settle_dependants(&ended, now)?;
+            tx.settle_dependants_unread(&ended, now)?;
         }
         Ok(applied)
     }

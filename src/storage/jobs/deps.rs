@@ -173,6 +173,14 @@ pub(crate) trait DependencyStore {
     /// dependants, are passed over.
     fn settle_dependants(&self, ended: &[i64], now: i64) -> Result<Settled>;
 
+    /// [`DependencyStore::settle_dependants`] for a caller with no use for what it settled
+    /// (a worker's batch of outcomes): where the schema's triggers have settled already
+    /// (PostgreSQL), nothing is left to do, and reading back what they did cost each batch
+    /// a round trip.
+    fn settle_dependants_unread(&self, ended: &[i64], now: i64) -> Result<()> {
+        self.settle_dependants(ended, now).map(|_| ())
+    }
+
     /// `old` (dead or cancelled) is running again as `new` (a requeue's new job, or `old`
     /// itself after a retry): the dependants it failed wait for `new` again, and those it
     /// cancelled (transitively) are held again; so do those that waited for it on any

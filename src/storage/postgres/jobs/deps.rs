@@ -337,6 +337,11 @@ impl DependencyStore for PgTx<'_> {
         self.settled(ended, None)
     }
 
+    /// Nothing: the `jobs` trigger settled them in the statement that ended each job.
+    fn settle_dependants_unread(&self, _ended: &[i64], _now: i64) -> Result<()> {
+        Ok(())
+    }
+
     fn revive_dependants(&self, old: i64, new: i64, now: i64) -> Result<Vec<i64>> {
         let mut revived = Vec::new();
         let mut todo: VecDeque<(i64, i64)> = VecDeque::from([(old, new)]);
