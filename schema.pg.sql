@@ -107,6 +107,7 @@ CREATE TABLE jobs (
     waiting_for BIGINT NOT NULL DEFAULT 0,
     held_run_at BIGINT,
     -- 1 once another job depends on this one: only such jobs look for dependants when they end.
+    -- No index names it, so marking a job can be a HOT update (no index entry written).
     has_dependants BIGINT NOT NULL DEFAULT 0,
     CONSTRAINT jobs_status_valid CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'dead', 'cancelled')),
     CONSTRAINT jobs_queue_text CHECK (queue <> ''),
@@ -479,9 +480,6 @@ CREATE TABLE encrypted_types (
 -- ---------------------------------------------------------------------------------------
 -- Workflows, batches and dependencies (migration 4)
 -- ---------------------------------------------------------------------------------------
-
--- Jobs others wait for, by id.
-CREATE INDEX jobs_with_dependants_idx ON jobs (id) WHERE has_dependants = 1;
 
 -- The jobs of a workflow or batch, by step name.
 CREATE INDEX jobs_workflow_idx ON jobs (workflow_id, step) WHERE workflow_id IS NOT NULL;

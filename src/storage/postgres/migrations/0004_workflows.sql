@@ -13,6 +13,7 @@ ALTER TABLE jobs ADD COLUMN step TEXT;
 ALTER TABLE jobs ADD COLUMN waiting_for BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN held_run_at BIGINT;
 -- 1 once another job depends on this one: only such jobs look for dependants when they end.
+-- No index names it, so marking a job can be a HOT update (no index entry written).
 ALTER TABLE jobs ADD COLUMN has_dependants BIGINT NOT NULL DEFAULT 0;
 
 -- The claim's index gains waiting_for after the queue: a claim reads the jobs waiting for
@@ -20,9 +21,6 @@ ALTER TABLE jobs ADD COLUMN has_dependants BIGINT NOT NULL DEFAULT 0;
 DROP INDEX jobs_due_idx;
 CREATE INDEX jobs_due_idx ON jobs (queue, waiting_for, priority DESC, run_at, id)
     WHERE status IN ('queued', 'failed');
-
--- Jobs others wait for, by id.
-CREATE INDEX jobs_with_dependants_idx ON jobs (id) WHERE has_dependants = 1;
 
 -- The jobs of a workflow or batch, by step name.
 CREATE INDEX jobs_workflow_idx ON jobs (workflow_id, step) WHERE workflow_id IS NOT NULL;
