@@ -1300,3 +1300,30 @@ fn a_job_enqueued_after_jobs_that_already_ended_is_released_or_cancelled_at_once
     ran.sort();
     assert_eq!(ran, ["cleanup", "ship"]);
 }
+
+/// A job given its own id to wait for (guessed ahead of time) is refused, in a batch big
+/// enough to go in with the schema's rules off too, and nothing of the batch is written.
+#[test]
+fn a_job_in_a_big_batch_waiting_for_itself_is_refused() {
+    let env = setup();
+    let first = env
+        .queue
+        .enqueue(NewJob::new("charge", json!({})))
+        .expect("enqueue");
+    let before = env.count_jobs();
+    // Ids are handed out in order: the job at index 150 gets first + 151.
+    let jobs: Vec<NewJob> = (0..200_i64)
+        .map(|i| {
+            let job = NewJob::new("ship", json!({ "i": i }));
+            if i == 150 {
+                job.after(first + 1 + i)
+            } else {
+                job.after(first)
+            }
+        })
+        .collect();
+    let e = env.queue.enqueue_batch(jobs).expect_err("waits for itself");
+    assert_eq!(e.kind(), ErrorKind::InvalidJob, "{e}");
+    assert!(e.to_string().contains("cannot wait for itself"), "{e}");
+    assert_eq!(env.count_jobs(), before, "nothing was written");
+}

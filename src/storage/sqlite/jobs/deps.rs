@@ -391,10 +391,11 @@ impl DependencyStore for SqliteTx<'_> {
 }
 
 impl SqliteTx<'_> {
-    /// True when every edge is a new job's (inserted held in this transaction) and no wait
-    /// is asked for twice: then [`SqliteTx::insert_live_waits`] may take them.
+    /// True when every edge is a new job's (inserted held in this transaction), none a job
+    /// waiting for itself (its id given ahead of time; the general path refuses it) and no
+    /// wait asked for twice: then [`SqliteTx::insert_live_waits`] may take them.
     fn all_new_and_distinct(&self, edges: &[Edge]) -> bool {
-        if !edges.iter().all(|e| e.counted) {
+        if !edges.iter().all(|e| e.counted && e.job_id != e.depends_on) {
             return false;
         }
         let mut pairs: Vec<(i64, i64)> = edges.iter().map(|e| (e.job_id, e.depends_on)).collect();
@@ -422,12 +423,8 @@ impl SqliteTx<'_> {
             }
             if stmt.raw_execute()? < chunk.len() {
                 // Which did not go in: the new jobs' rows are theirs alone.
-                let (Some(low), Some(high)) = (
-                    chunk.iter().map(|e| e.job_id).min(),
-                    chunk.iter().map(|e| e.job_id).max(),
-                ) else {
-                    break;
-                };
+                let low = chunk.iter().map(|e| e.job_id).min().unwrap_or(i64::MIN);
+                let high = chunk.iter().map(|e| e.job_id).max().unwrap_or(i64::MAX);
                 let mut inserted: Vec<(i64, i64)> = self
                     .conn
                     .prepare_cached(
