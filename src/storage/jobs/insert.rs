@@ -73,10 +73,10 @@ pub(crate) trait InsertStore {
     fn insert_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted>;
 
     /// [`InsertStore::insert_job`], then the waits the new job asks for by id
-    /// ([`NewJob::after`]). A job without an idempotency key goes in by one statement where
-    /// the backend can (PostgreSQL: its triggers hold it or settle its waits), so the
-    /// caller may run this without a transaction around it
-    /// ([`Db::write_statements`](crate::storage::Db::write_statements)).
+    /// ([`NewJob::after`]). Run without a transaction around it
+    /// ([`Db::write_statements`](crate::storage::Db::write_statements)), a job without an
+    /// idempotency key goes in by one statement where the backend can (PostgreSQL: its
+    /// triggers hold it or settle its waits); a job with a key needs a transaction.
     fn insert_job_and_waits(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted>;
 
     /// Inserts many validated jobs (`payloads[i]` is `jobs[i]`'s JSON text), in order.

@@ -264,6 +264,11 @@ impl DependencyStore for PgTx<'_> {
         // which the statement trigger checks, marks and locks set-wise; the latter are
         // checked here first (the refusals in SQLite's words) and by the row trigger.
         let (counted, others): (Vec<Edge>, Vec<Edge>) = edges.iter().partition(|e| e.counted);
+        // A new job given its own id ahead of time: refused in SQLite's words (the table's
+        // rule would refuse it too, without the job's id).
+        for edge in counted.iter().filter(|e| e.job_id == e.depends_on) {
+            check_wait(edge, Some(("queued", false)), true, false)?;
+        }
         if !others.is_empty() {
             self.check_edges(&others)?;
             self.mark_waited_for(&others.iter().map(|e| e.depends_on).collect::<Vec<_>>())?;

@@ -61,8 +61,11 @@ impl InsertStore for PgTx<'_> {
         Err(ignored(job))
     }
 
-    /// A job without an idempotency key goes in with its waits by one statement: one round
-    /// trip, where a transaction of the insert, the checks and the waits took seven. The
+    /// A job without an idempotency key, on its own (no transaction around it), goes in with
+    /// its waits by one statement: one round trip, where a transaction of the insert, the
+    /// checks and the waits took seven. The settings it gives the triggers end with its
+    /// transaction, the statement's own: in a longer transaction they would pass later
+    /// inserts of waits by plain SQL over the row check. The
     /// statement gives the triggers litejobs' clock and `litejobs.counted`, inserts the job
     /// held (counting each job it names once) and its `job_deps` rows; the statement trigger
     /// checks, marks and locks the jobs waited for, and settles at once a wait on one that
@@ -71,7 +74,14 @@ impl InsertStore for PgTx<'_> {
         if job.after.is_empty() {
             return self.insert_job(job, payload, now);
         }
-        if job.idempotency_key.is_some() || job.extra_waits > 0 || job.placed.is_some() {
+        if self.in_transaction
+            || job.idempotency_key.is_some()
+            || job.extra_waits > 0
+            || job.placed.is_some()
+        {
+            // Several statements: only atomic in a transaction, which the queue opens for
+            // these.
+            debug_assert!(self.in_transaction, "a job's insert and its waits apart");
             let inserted = self.insert_job(job, payload, now)?;
             if inserted.created {
                 add_waits_of(self, &inserted, job, now)?;
