@@ -633,3 +633,65 @@ fn work_checks_its_commands_before_it_creates_a_database() {
     assert!(created[0].contains("fresh.db"), "{lines:?}");
     assert!(lines.iter().all(|l| !l.contains("migrated")), "{lines:?}");
 }
+
+/// `work` says what happened to each attempt of a command, once: a success, a failure to
+/// be retried and a dead job each get a line with the job's id, type and attempt, and a
+/// failure the last line of the command's stderr (what a traceback ends with).
+#[test]
+fn work_logs_each_outcome_of_a_command_with_its_job_attempt_and_error() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let ok = write_script(dir.path(), "ok.sh", "#!/bin/sh\ncat >/dev/null\n");
+    let flaky = write_script(
+        dir.path(),
+        "flaky.sh",
+        "#!/bin/sh\ncat >/dev/null\necho 'connecting to crm' >&2\necho 'ConnectionError: refused' >&2\nexit 1\n",
+    );
+    let broken = write_script(
+        dir.path(),
+        "broken.sh",
+        "#!/bin/sh\ncat >/dev/null\necho 'Traceback (most recent call last):' >&2\necho '  File \"x.py\", line 3' >&2\necho 'ValueError: no such size' >&2\nexit 65\n",
+    );
+    let done = enqueue(&db, "thumb", "{}");
+    let retried = enqueue(&db, "crm", "{}");
+    let dead = enqueue(&db, "resize", "{}");
+    let mut work = WorkChild::start_with(
+        &db,
+        &[
+            "--exec",
+            &format!("thumb={}", ok.display()),
+            "--exec",
+            &format!("crm={}", flaky.display()),
+            "--exec",
+            &format!("resize={}", broken.display()),
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    for needle in [
+        format!("job {done} (thumb) attempt 1 succeeded"),
+        format!("job {retried} (crm) attempt 1 failed, to be retried: ConnectionError: refused"),
+        format!("job {dead} (resize) attempt 1 failed, dead: ValueError: no such size"),
+    ] {
+        // The three run at once: their lines come in any order.
+        let seen = work.seen.iter().any(|l| l.contains(&needle));
+        assert!(
+            seen || work.wait_for_line(&needle),
+            "{needle:?} in {:?}",
+            work.seen
+        );
+    }
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let dead_lines = lines
+        .iter()
+        .filter(|l| l.contains(&format!("job {dead} ")))
+        .count();
+    assert_eq!(dead_lines, 1, "said once: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("ERROR") && l.contains(&format!("job {dead} "))),
+        "a dead job is logged as an error: {lines:?}"
+    );
+}

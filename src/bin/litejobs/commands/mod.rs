@@ -24,6 +24,7 @@ pub mod web;
 pub mod webhook;
 pub mod work;
 pub mod work_commands;
+pub mod work_outcomes;
 pub mod work_startup;
 pub mod workflow;
 pub mod workflow_show;

@@ -32,6 +32,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     let builder = commands::register(builder, args, prepared);
     // Installed before start so that a signal during start-up is not lost.
     let signals = install_signal_handler()?;
+    super::work_outcomes::log_outcomes(&queue);
     let worker = builder.start().map_err(|e| {
         let mut message = format!("cannot start the worker: {e}");
         if message.contains("no handlers registered") {
