@@ -695,3 +695,57 @@ fn work_logs_each_outcome_of_a_command_with_its_job_attempt_and_error() {
         "a dead job is logged as an error: {lines:?}"
     );
 }
+
+/// `--log-format json` (here by its variable): every line `work` writes on stderr is one
+/// JSON object with time, level, target and message, and a line about a job has its id,
+/// type and attempt as fields of their own.
+#[test]
+fn work_writes_json_log_lines_with_the_job_s_fields() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let broken = write_script(
+        dir.path(),
+        "broken.sh",
+        "#!/bin/sh\ncat >/dev/null\necho 'ValueError: \"huge\" size' >&2\nexit 65\n",
+    );
+    let dead = enqueue(&db, "resize", "{}");
+    let mut work = WorkChild::start_with(
+        &db,
+        &["--exec", &format!("resize={}", broken.display())],
+        &[("LITEJOBS_LOG_FORMAT", "json"), ("RUST_LOG", "info")],
+    );
+    assert!(
+        work.wait_for_line("\"job_id\""),
+        "a line about the job: {:?}",
+        work.seen
+    );
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let records: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect();
+    for record in &records {
+        for field in ["time", "level", "target", "message"] {
+            assert!(record[field].is_string(), "{field} in {record}");
+        }
+    }
+    let about_job: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["job_id"] == json!(dead))
+        .collect();
+    assert_eq!(about_job.len(), 1, "{records:?}");
+    let line = about_job[0];
+    assert_eq!(line["job_type"], "resize");
+    assert_eq!(line["attempt"], 1);
+    assert_eq!(line["level"], "ERROR");
+    let message = line["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ValueError: \"huge\" size"), "{message}");
+    assert!(
+        records.iter().any(|r| r["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("stopped cleanly"))),
+        "{records:?}"
+    );
+}

@@ -20,6 +20,15 @@ pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 pub use keys::{KeysCommand, KeysNewArgs};
 pub use workflow::{WorkflowCancelArgs, WorkflowCommand, WorkflowListArgs};
 
+/// How log lines are written ([`Cli::log_format`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per record, for a person.
+    Text,
+    /// One JSON object per line, for journald, Loki and the like.
+    Json,
+}
+
 /// litejobs: background jobs in one SQLite file. Inspect, act on and run the jobs of a
 /// database.
 #[derive(Debug, Parser)]
@@ -42,6 +51,18 @@ pub struct Cli {
     /// Print JSON (stable field names, times in ms since the Unix epoch) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// How log lines are written on stderr (what `work` and `web` say as they run): text,
+    /// or json, one object per line with time, level, target and message, and job_id,
+    /// job_type and attempt in a line about a job.
+    #[arg(
+        long,
+        env = "LITEJOBS_LOG_FORMAT",
+        global = true,
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
 
     /// Another payload field name to mask in every view (repeatable), matched by words like
     /// the defaults (`ssn` masks `SSN` and `customer.ssn`). Adds to the defaults (password,

@@ -5,6 +5,7 @@
 mod args;
 mod commands;
 mod duration;
+mod log_json;
 mod output;
 mod work_args;
 
@@ -68,5 +69,10 @@ fn init_logging(cli: &Cli) {
     } else {
         "warn"
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default)).init();
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));
+    if cli.log_format == args::LogFormat::Json {
+        logger.format(log_json::write_record);
+    }
+    logger.init();
 }

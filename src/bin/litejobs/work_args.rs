@@ -236,6 +236,10 @@ pub fn env_help() -> String {
             "log filter on stderr (default info for work), e.g. RUST_LOG=debug".into(),
         ),
         (
+            "LITEJOBS_LOG_FORMAT",
+            "text or json: log lines as text or one JSON object each (as --log-format)".into(),
+        ),
+        (
             "LITEJOBS_WEBHOOK_ENABLED",
             "0 turns webhook delivery (deliver_webhook) off (default 1)".into(),
         ),

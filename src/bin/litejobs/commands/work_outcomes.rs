@@ -17,8 +17,23 @@ pub fn log_outcomes(queue: &Queue) {
         .name("litejobs-outcomes".into())
         .spawn(move || {
             for event in events.iter() {
-                if let Some((level, line)) = outcome_line(&event) {
-                    log::log!(level, "{line}");
+                if let (
+                    Some((level, line)),
+                    Event::Finished {
+                        id,
+                        job_type,
+                        attempt,
+                        ..
+                    },
+                ) = (outcome_line(&event), &event)
+                {
+                    log::log!(
+                        level,
+                        job_id = *id,
+                        job_type = job_type.as_str(),
+                        attempt = *attempt;
+                        "{line}"
+                    );
                 }
             }
         });
