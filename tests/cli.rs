@@ -41,6 +41,7 @@ mod frictions; // pause/resume of unknown queues, LAST ERROR of succeeded jobs, 
 mod monitoring; // check's exit codes, Prometheus text
 mod refusals; // init, enqueue, refusals (exit 2, one line, nothing changed)
 mod retention; // prune in chunks, remembered keys, WAL checkpoint
+mod systemd; // work and web tell systemd when ready and stopping, work feeds its watchdog; the unit files verify
 mod views; // stats, list, show, masked secrets
 mod webhook; // webhook endpoints: add, list, show, enable, disable, rotate, remove; secrets shown once
 mod work; // work until SIGTERM
@@ -105,6 +106,10 @@ fn litejobs(db: &Path) -> Command {
         .env_remove("RUST_LOG")
         .env_remove("LITEJOBS_ENCRYPTION_KEYS")
         .env_remove("LITEJOBS_ENCRYPTION_KEYS_FILE")
+        .env_remove("LITEJOBS_LOG_FORMAT")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
         .stdin(Stdio::null());
     cmd
 }

@@ -18,6 +18,7 @@ pub mod prune;
 pub mod retry;
 pub mod show;
 pub mod stats;
+pub mod systemd;
 #[cfg(feature = "web")]
 pub mod web;
 #[cfg(feature = "webhook")]

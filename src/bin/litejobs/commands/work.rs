@@ -61,6 +61,9 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     if let Err(e) = work_startup::report(&queue, &options, &served, &worked) {
         log::warn!("litejobs work: cannot read which job types wait: {e}");
     }
+    let activity = worker.activity();
+    super::systemd::feed_watchdog(move || activity.wakeups());
+    super::systemd::ready(&format!("worker {} running", worker.id()));
     serve(worker, &signals, args.grace, args.kill_grace)
 }
 
@@ -75,6 +78,7 @@ pub fn serve(
     // An Err means every sender is gone, which cannot happen while the handler is installed;
     // shutting down is the safe answer either way.
     let _ = signals.recv();
+    super::systemd::stopping();
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     log::info!(
         "litejobs work: shutting down, running handlers get up to {}",
