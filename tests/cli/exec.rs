@@ -694,6 +694,13 @@ fn work_logs_each_outcome_of_a_command_with_its_job_attempt_and_error() {
             .any(|l| l.contains("ERROR") && l.contains(&format!("job {dead} "))),
         "a dead job is logged as an error: {lines:?}"
     );
+    // The text lines say the job's fields in words only (the JSON lines carry them apart).
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with(&format!("job {done} (thumb) attempt 1 succeeded"))),
+        "{lines:?}"
+    );
 }
 
 /// `--log-format json` (here by its variable): every line `work` writes on stderr is one
@@ -747,5 +754,49 @@ fn work_writes_json_log_lines_with_the_job_s_fields() {
             .as_str()
             .is_some_and(|m| m.contains("stopped cleanly"))),
         "{records:?}"
+    );
+}
+
+/// Under journald (`JOURNAL_STREAM` set, as systemd does for a service's output) each JSON
+/// line starts with its syslog level, which journald keeps as the entry's priority.
+#[test]
+fn under_journald_each_json_line_starts_with_its_syslog_level() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let broken = write_script(
+        dir.path(),
+        "broken.sh",
+        "#!/bin/sh\ncat >/dev/null\nexit 65\n",
+    );
+    let dead = enqueue(&db, "resize", "{}");
+    let mut work = WorkChild::start_with(
+        &db,
+        &["--exec", &format!("resize={}", broken.display())],
+        &[
+            ("LITEJOBS_LOG_FORMAT", "json"),
+            ("RUST_LOG", "info"),
+            ("JOURNAL_STREAM", "8:12345"),
+        ],
+    );
+    assert!(work.wait_for_line("\"job_id\""), "{:?}", work.seen);
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+    for line in &lines {
+        let (level, json) = line.split_once('>').unwrap_or_else(|| panic!("{line:?}"));
+        let record: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        let expected = match record["level"].as_str() {
+            Some("ERROR") => "<3",
+            Some("WARN") => "<4",
+            Some("INFO") => "<6",
+            _ => "<7",
+        };
+        assert_eq!(level, expected, "{line:?}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("<3>") && l.contains(&format!("\"job_id\":{dead}"))),
+        "{lines:?}"
     );
 }

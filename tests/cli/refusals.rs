@@ -315,3 +315,43 @@ fn a_missing_or_unusable_database_is_refused_and_never_created() {
     let err = Queue::open_read_only(&fifo).expect_err("and so does a read-only open");
     assert_eq!(err.kind(), litejobs::ErrorKind::NotADatabase, "{err}");
 }
+
+/// A database in a folder this user may not enter (a systemd service's private state, for
+/// an administrator who forgot `sudo`) is refused as such, not taken for a missing file
+/// that `init` would create. Run as root (as `.ci/run` is): the test takes another user.
+#[test]
+fn a_database_this_user_may_not_reach_is_refused_as_such_not_as_missing() {
+    if crate::support::on_postgres() {
+        return;
+    }
+    let dir = temp_dir();
+    let locked = dir.path().join("private");
+    std::fs::create_dir(&locked).expect("a folder");
+    let db = locked.join("app.db");
+    run(&db, &["init"]).ok();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let whoami = Command::new("id").arg("-u").output().expect("id -u");
+    if String::from_utf8_lossy(&whoami.stdout).trim() != "0" {
+        eprintln!("skipped: taking another user needs root");
+        return;
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            BIN,
+            "--db",
+        ])
+        .arg(&db)
+        .arg("stats")
+        .env_remove("LITEJOBS_DB")
+        .output()
+        .expect("setpriv (util-linux)");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("cannot look at the file"), "{said}");
+    assert!(said.contains("Permission denied"), "{said}");
+    assert!(!said.contains("does not exist"), "{said}");
+}

@@ -20,8 +20,17 @@ pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 pub use keys::{KeysCommand, KeysNewArgs};
 pub use workflow::{WorkflowCancelArgs, WorkflowCommand, WorkflowListArgs};
 
+/// `--log-format` or `LITEJOBS_LOG_FORMAT`, in any case.
+fn parse_log_format(value: &str) -> Result<LogFormat, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err("give text or json (--log-format, or LITEJOBS_LOG_FORMAT)".to_string()),
+    }
+}
+
 /// How log lines are written ([`Cli::log_format`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     /// One line of text per record, for a person.
     Text,
@@ -59,8 +68,9 @@ pub struct Cli {
         long,
         env = "LITEJOBS_LOG_FORMAT",
         global = true,
-        value_enum,
-        default_value_t = LogFormat::Text
+        value_name = "text|json",
+        value_parser = parse_log_format,
+        default_value = "text"
     )]
     pub log_format: LogFormat,
 
@@ -140,7 +150,7 @@ pub enum Command {
     ///                count
     ///   other/signal retry by the retry policy (dead after the last attempt)
     ///
-    /// The last 4 KiB of stderr is the attempt's error, a failed exit code its status code
+    /// The last 1.5 KiB of stderr is the attempt's error, a failed exit code its status code
     /// (CODE in show). Past its timeout the command's whole process group gets SIGTERM, then
     /// SIGKILL after --kill-grace. Commands inherit work's environment and directory.
     ///

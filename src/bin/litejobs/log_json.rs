@@ -1,7 +1,7 @@
 //! `--log-format json`: each log record as one JSON object on its own line, for journald,
 //! Loki and other collectors: `time` (RFC 3339, UTC, milliseconds), `level`, `target`,
 //! `message`, then the record's key-value fields (`job_id`, `job_type`, `attempt` in a line
-//! about a job), numbers as numbers.
+//! about a job), numbers as numbers. Under journald each line starts with its syslog level.
 
 use std::io::Write;
 
@@ -9,6 +9,24 @@ use env_logger::fmt::Formatter;
 use log::kv::{Error as KvError, Key, Value, VisitSource};
 use log::Record;
 use serde_json::{Map, Value as Json};
+
+/// True when stderr goes to journald (systemd sets `JOURNAL_STREAM` for a service's
+/// output): each line then starts with its syslog level, which journald takes off and keeps
+/// as the entry's priority.
+fn to_journald() -> bool {
+    static SET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SET.get_or_init(|| std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty()))
+}
+
+/// The syslog level journald reads from a `<N>` at the start of a line.
+fn syslog_level(level: log::Level) -> u8 {
+    match level {
+        log::Level::Error => 3,
+        log::Level::Warn => 4,
+        log::Level::Info => 6,
+        log::Level::Debug | log::Level::Trace => 7,
+    }
+}
 
 /// Writes `record` as one line of JSON.
 pub fn write_record(buf: &mut Formatter, record: &Record<'_>) -> std::io::Result<()> {
@@ -20,6 +38,9 @@ pub fn write_record(buf: &mut Formatter, record: &Record<'_>) -> std::io::Result
     let mut fields = Fields(&mut line);
     // A field that cannot be read is left out; the line itself is still written.
     let _ = record.key_values().visit(&mut fields);
+    if to_journald() {
+        write!(buf, "<{}>", syslog_level(record.level()))?;
+    }
     writeln!(buf, "{}", Json::Object(line))
 }
 

@@ -61,10 +61,10 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     }
 }
 
-/// env_logger on stderr, `RUST_LOG` wins; `work` logs at info by default, the one-shot
-/// commands only warnings.
+/// env_logger on stderr, `RUST_LOG` wins; the services (`work`, `web`) log at info by
+/// default, the one-shot commands only warnings.
 fn init_logging(cli: &Cli) {
-    let default = if matches!(cli.command, Command::Work(_)) {
+    let default = if matches!(cli.command, Command::Work(_) | Command::Web(_)) {
         "info"
     } else {
         "warn"
@@ -73,6 +73,10 @@ fn init_logging(cli: &Cli) {
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));
     if cli.log_format == args::LogFormat::Json {
         logger.format(log_json::write_record);
+    } else {
+        // A line about a job says its id, type and attempt in words already: the fields
+        // are for the JSON lines.
+        logger.format_key_values(|_, _| Ok(()));
     }
     logger.init();
 }

@@ -120,7 +120,7 @@ impl SqliteDb {
     /// nothing is written before the checks pass.
     pub(crate) fn open(path: &Path, config: &DbConfig) -> Result<SqliteDb> {
         refuse_non_regular(path)?;
-        if !config.create && !path.exists() {
+        if !config.create && missing(path)? {
             return Err(Error::new(
                 ErrorKind::Uninitialized,
                 format!(
@@ -188,7 +188,7 @@ impl SqliteDb {
     pub(crate) fn open_read_only(path: &Path, config: &DbConfig) -> Result<SqliteDb> {
         let context = |e: Error| e.prefixed(&path.display().to_string());
         refuse_non_regular(path)?;
-        if !path.exists() {
+        if missing(path)? {
             return Err(context(Error::new(
                 ErrorKind::Uninitialized,
                 "the file does not exist; create it with `litejobs init`",
@@ -488,6 +488,24 @@ fn special_file_kind(meta: &std::fs::Metadata) -> &'static str {
 #[cfg(not(unix))]
 fn special_file_kind(_meta: &std::fs::Metadata) -> &'static str {
     "not a regular file"
+}
+
+/// True when nothing is at `path`. A file this user may not look at (a folder it cannot
+/// enter, such as a systemd service's private state) is refused for what it is, not taken
+/// for a missing file.
+fn missing(path: &Path) -> Result<bool> {
+    match std::fs::metadata(path) {
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(Error::new(
+            ErrorKind::Io,
+            format!(
+                "{}: cannot look at the file ({e}); run as a user that may read it (its \
+                 owner, or root)",
+                path.display()
+            ),
+        )),
+    }
 }
 
 fn refuse_non_regular(path: &Path) -> Result<()> {

@@ -39,12 +39,19 @@ pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliEr
     )?;
     // Scripts (and tests) read the address as soon as it is there.
     out.flush()?;
+    log::info!(
+        "litejobs web: serving {} on {}{}",
+        dashboard.url(),
+        ctx.shown_db()?,
+        if read_only { " (read-only)" } else { "" }
+    );
     super::systemd::ready(&format!("serving {}", dashboard.url()));
     // An Err means every sender is gone, which cannot happen while the handler is
     // installed; stopping is the safe answer either way.
     let _ = signals.recv();
     super::systemd::stopping();
     dashboard.stop();
+    log::info!("litejobs web: stopped");
     writeln!(out, "litejobs web: stopped")?;
     Ok(Exit::Ok)
 }
