@@ -64,11 +64,13 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 /// env_logger on stderr, `RUST_LOG` wins; the services (`work`, `web`) log at info by
 /// default, the one-shot commands only warnings.
 fn init_logging(cli: &Cli) {
-    let default = if matches!(cli.command, Command::Work(_) | Command::Web(_)) {
-        "info"
-    } else {
-        "warn"
+    let service = match cli.command {
+        Command::Work(_) => true,
+        #[cfg(feature = "web")]
+        Command::Web(_) => true,
+        _ => false,
     };
+    let default = if service { "info" } else { "warn" };
     let mut logger =
         env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default));
     if cli.log_format == args::LogFormat::Json {
