@@ -1067,8 +1067,9 @@ fn a_step_cancelled_by_its_first_wait_still_counts_the_others_and_a_requeue_brin
 
 /// The waits a job asks for as it is enqueued are counted as it goes in: one named twice is
 /// one wait, one on a job already succeeded is no wait, one on a job already dead cancels
-/// it, and a batch mixing plain and waiting jobs holds only the waiting ones. None is left
-/// held for a wait that will never end.
+/// it (naming that job) unless any outcome will do, one on a job that does not exist is
+/// refused, and a batch mixing plain and waiting jobs holds only the waiting ones. None is
+/// left held for a wait that will never end.
 #[test]
 fn waits_asked_at_enqueue_that_are_repeated_or_already_ended_hold_nothing() {
     let env = setup();
@@ -1112,9 +1113,42 @@ fn waits_asked_at_enqueue_that_are_repeated_or_already_ended_hold_nothing() {
     assert_eq!(job(&env.queue, batch[1]).waiting_for, 1);
     assert_eq!(job(&env.queue, batch[0]).waiting_for, 0);
     assert_eq!(status(&env, batch[3]), JobStatus::Cancelled);
+    // Alone (on PostgreSQL one statement, which the schema's triggers settle): a job
+    // waiting for a dead one is cancelled naming it, unless any outcome will do.
+    let on_dead = env
+        .queue
+        .enqueue(
+            NewJob::new("receipt", json!({}))
+                .after(charge)
+                .after(declined),
+        )
+        .expect("enqueue");
+    let tidy = env
+        .queue
+        .enqueue(NewJob::new("cleanup", json!({})).after_any_outcome(declined))
+        .expect("enqueue");
+    let on_dead = job(&env.queue, on_dead);
+    assert_eq!(on_dead.status, JobStatus::Cancelled);
+    assert_eq!(
+        on_dead.cancel_reason.as_deref(),
+        Some(format!("dependency job {declined} ended dead").as_str())
+    );
+    assert_eq!(job(&env.queue, tidy).waiting_for, 0);
+    // A wait for a job that does not exist is refused in the same words on both backends.
+    let before = env.count_jobs();
+    let e = env
+        .queue
+        .enqueue(NewJob::new("ship", json!({})).after(charge).after(987_654))
+        .expect_err("no such job");
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(
+        e.to_string(),
+        "there is no job 987654 to wait for; nothing was written"
+    );
+    assert_eq!(env.count_jobs(), before, "nothing was written");
     // The held ones keep the time they asked for, and run once `pending` succeeded.
     testing::drain(&worker(&env, &ran)).expect("drain");
-    for id in [pending, twice, on_ended, batch[0], batch[1], batch[2]] {
+    for id in [pending, twice, on_ended, batch[0], batch[1], batch[2], tidy] {
         assert_eq!(status(&env, id), JobStatus::Succeeded, "job {id}");
     }
 }
@@ -1236,69 +1270,6 @@ fn a_job_waits_once_for_each_job_it_names_near_or_far() {
     let ran = ran.lock().expect("lock").clone();
     assert_eq!(ran.len(), 23, "{ran:?}");
     assert_eq!(ran[21..], ["ship", "receipt"], "{ran:?}");
-}
-
-/// A job enqueued alone after jobs that have already ended: after a success it is due at
-/// once; after a dead job it is cancelled naming it, unless any outcome will do; a wait for
-/// a job that does not exist is refused with nothing written. (On PostgreSQL each of these
-/// goes in by one statement, which the schema's triggers settle.)
-#[test]
-fn a_job_enqueued_after_jobs_that_already_ended_is_released_or_cancelled_at_once() {
-    let env = setup();
-    let ran = Arc::new(Mutex::new(Vec::new()));
-    let charge = env
-        .queue
-        .enqueue(NewJob::new("charge", json!({})))
-        .expect("enqueue");
-    let failed = env
-        .queue
-        .enqueue(NewJob::new("fail_charge", json!({})))
-        .expect("enqueue");
-    testing::drain(&worker(&env, &ran)).expect("drain");
-    assert_eq!(status(&env, failed), JobStatus::Dead);
-    let ship = env
-        .queue
-        .enqueue(NewJob::new("ship", json!({})).after(charge))
-        .expect("enqueue");
-    let receipt = env
-        .queue
-        .enqueue(
-            NewJob::new("receipt", json!({}))
-                .after(charge)
-                .after(failed),
-        )
-        .expect("enqueue");
-    let cleanup = env
-        .queue
-        .enqueue(NewJob::new("cleanup", json!({})).after_any_outcome(failed))
-        .expect("enqueue");
-    for id in [ship, cleanup] {
-        let j = job(&env.queue, id);
-        assert_eq!((j.status, j.waiting_for), (JobStatus::Queued, 0), "{j:?}");
-        assert!(j.run_at <= env.queue.now_ms(), "due now: {j:?}");
-    }
-    let receipt = job(&env.queue, receipt);
-    assert_eq!(receipt.status, JobStatus::Cancelled);
-    assert_eq!(
-        receipt.cancel_reason.as_deref(),
-        Some(format!("dependency job {failed} ended dead").as_str())
-    );
-    let before = env.count_jobs();
-    let e = env
-        .queue
-        .enqueue(NewJob::new("ship", json!({})).after(charge).after(987_654))
-        .expect_err("no such job");
-    assert_eq!(e.kind(), ErrorKind::NotFound);
-    assert_eq!(
-        e.to_string(),
-        "there is no job 987654 to wait for; nothing was written"
-    );
-    assert_eq!(env.count_jobs(), before, "nothing was written");
-    ran.lock().expect("lock").clear();
-    testing::drain(&worker(&env, &ran)).expect("drain");
-    let mut ran = ran.lock().expect("lock").clone();
-    ran.sort();
-    assert_eq!(ran, ["cleanup", "ship"]);
 }
 
 /// A job given its own id to wait for (guessed ahead of time) is refused, in a batch big
