@@ -612,8 +612,14 @@ impl Dispatcher {
         let still_running = abandoned.len();
         for row in abandoned {
             log::warn!(
-                "litejobs: job {} still running after the shutdown grace; released",
-                row.id
+                job_id = row.id,
+                job_type = row.job_type.as_str(),
+                attempt = row.attempt;
+                "litejobs: job {} ({}) attempt {} still running after the shutdown grace; \
+                 released, due again at once",
+                row.id,
+                row.job_type,
+                row.attempt
             );
             let now = self.shared.queue.now_ms();
             self.push_pending(release(row, now));

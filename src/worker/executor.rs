@@ -330,7 +330,11 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
         if !slot.finish() {
             // Timed out (or given up at shutdown) and replaced: the result is discarded.
             log::warn!(
-                "litejobs: job {} attempt {} returned after its deadline; result discarded",
+                job_id = row.id,
+                job_type = row.job_type.as_str(),
+                attempt = row.attempt;
+                "litejobs: job {} attempt {} returned after it was given up (past its deadline, \
+                 or past the shutdown grace); its result is discarded",
                 row.id,
                 row.attempt
             );

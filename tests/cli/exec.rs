@@ -121,6 +121,18 @@ fn shutdown_mid_job_stops_the_command_s_process_group_and_releases_its_job() {
         released["attempts"], 0,
         "a released job keeps its attempt: {released}"
     );
+    // What happened is said as it was: released at the end of the grace, not late for a
+    // deadline it never had.
+    assert!(
+        lines.iter().any(|l| l.contains(&format!(
+            "job {id} (slow) attempt 1 still running after the shutdown grace; released"
+        ))),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("after its deadline")),
+        "{lines:?}"
+    );
 }
 
 #[test]
