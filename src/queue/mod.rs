@@ -15,7 +15,6 @@ pub(crate) mod rotation;
 pub(crate) mod wake;
 pub(crate) mod workflows;
 
-use crate::storage::jobs::deps::add_waits_of;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -456,10 +455,9 @@ impl Queue {
         let now = self.now_ms();
         crate::storage::postgres::in_callers_transaction(conn, schema, |tx| {
             let payload = self.stored_payload(Some(tx), &job, payload, now)?;
-            let inserted = crate::storage::jobs::InsertStore::insert_job(tx, &job, &payload, now)?;
-            if inserted.created {
-                add_waits_of(tx, &inserted, &job, now)?;
-            }
+            // A transaction of the caller's: the insert and the waits go in as statements of it.
+            let inserted =
+                crate::storage::jobs::InsertStore::insert_job_and_waits(tx, &job, &payload, now)?;
             Ok(inserted.id)
         })
     }
@@ -470,11 +468,7 @@ impl Queue {
         let payload = validate(&job, self.inner.max_payload_bytes)?;
         let now = self.now_ms();
         let payload = self.stored_payload(Some(tx), &job, payload, now)?;
-        let inserted = tx.insert_job(&job, &payload, now)?;
-        if inserted.created {
-            add_waits_of(tx, &inserted, &job, now)?;
-        }
-        Ok(inserted.id)
+        Ok(tx.insert_job_and_waits(&job, &payload, now)?.id)
     }
 
     /// After a commit that inserted `jobs`: tells subscribers and wakes this process's
@@ -603,10 +597,6 @@ pub fn enqueue_in(conn: &Connection, job: impl IntoNewJob) -> Result<i64> {
     crate::encryption::envelope::refuse_lookalike(&payload)?;
     let now = SystemClock.now_ms();
     with_triggers_off(conn, || {
-        let inserted = tx.insert_job(&job, &payload, now)?;
-        if inserted.created {
-            add_waits_of(tx, &inserted, &job, now)?;
-        }
-        Ok(inserted.id)
+        Ok(tx.insert_job_and_waits(&job, &payload, now)?.id)
     })
 }

@@ -17,6 +17,7 @@
 //! wait for the waits sweep.
 
 use crate::error::Result;
+use crate::storage::jobs::InsertStore;
 
 /// `run_at` of a held job: later than any real time litejobs schedules (the schema's rule
 /// allows up to 99 999 999 999 999 ms, in the year 5138), so it is never due.
@@ -69,16 +70,21 @@ pub(crate) fn dependency_ended_reason(id: i64, step: Option<&str>, status: &str)
     }
 }
 
-/// Adds the waits a new job asked for ([`NewJob::after`](crate::NewJob::after)), in the
-/// transaction that inserted it.
-pub(crate) fn add_waits_of<S: DependencyStore + ?Sized>(
+/// Inserts `job`, then the waits it asks for ([`NewJob::after`](crate::NewJob::after)), in
+/// the caller's transaction: [`InsertStore::insert_job_and_waits`] wherever the backend has
+/// no single statement for both.
+pub(crate) fn insert_then_wait<S: InsertStore + DependencyStore + ?Sized>(
     store: &S,
-    inserted: &crate::storage::jobs::Inserted,
     job: &crate::job::NewJob,
+    payload: &str,
     now: i64,
-) -> Result<Settled> {
-    let edges: Vec<Edge> = edges_of(inserted, job).collect();
-    store.add_dependencies(&edges, now)
+) -> Result<crate::storage::jobs::Inserted> {
+    let inserted = store.insert_job(job, payload, now)?;
+    if inserted.created && !job.after.is_empty() {
+        let edges: Vec<Edge> = edges_of(&inserted, job).collect();
+        store.add_dependencies(&edges, now)?;
+    }
+    Ok(inserted)
 }
 
 /// The waits a new job asked for.

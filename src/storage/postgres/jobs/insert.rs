@@ -5,7 +5,7 @@ use super::super::sql::{query, BoolRow, IntRow, Query};
 use super::super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::{resolve_expiry, NewJob, RunAt};
-use crate::storage::jobs::deps::{add_waits_of, waits_asked, HELD_RUN_AT};
+use crate::storage::jobs::deps::{insert_then_wait, waits_asked, HELD_RUN_AT};
 use crate::storage::jobs::{batch_error, ExpireStore, InsertStore, Inserted};
 
 /// The statuses whose jobs hold their idempotency key (the predicate of
@@ -82,11 +82,7 @@ impl InsertStore for PgTx<'_> {
             // Several statements: only atomic in a transaction, which the queue opens for
             // these.
             debug_assert!(self.in_transaction, "a job's insert and its waits apart");
-            let inserted = self.insert_job(job, payload, now)?;
-            if inserted.created {
-                add_waits_of(self, &inserted, job, now)?;
-            }
-            return Ok(inserted);
+            return insert_then_wait(self, job, payload, now);
         }
         // A job named twice is one wait, the first one given.
         let mut on: Vec<i64> = Vec::with_capacity(job.after.len());

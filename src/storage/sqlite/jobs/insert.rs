@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension};
 use super::{value_rows, value_rows_from, RowStatements};
 use crate::error::Result;
 use crate::job::{resolve_expiry, NewJob, RunAt};
-use crate::storage::jobs::deps::{add_waits_of, waits_asked, HELD_RUN_AT};
+use crate::storage::jobs::deps::{insert_then_wait, waits_asked, HELD_RUN_AT};
 use crate::storage::jobs::insert::skips_the_rules;
 use crate::storage::jobs::{batch_error, DependencyStore, ExpireStore, InsertStore, Inserted};
 use crate::storage::sqlite::SqliteTx;
@@ -132,11 +132,7 @@ impl InsertStore for SqliteTx<'_> {
 
     /// Always in the caller's transaction: SQLite has no round trips to save.
     fn insert_job_and_waits(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
-        let inserted = self.insert_job(job, payload, now)?;
-        if inserted.created && !job.after.is_empty() {
-            add_waits_of(self, &inserted, job, now)?;
-        }
-        Ok(inserted)
+        insert_then_wait(self, job, payload, now)
     }
 
     /// A job with an idempotency key alone (it may find a holder instead), the runs of jobs
