@@ -480,7 +480,7 @@ fn two_dependencies_ending_at_once_release_their_dependant_once() {
 fn a_wait_inserted_while_its_dependency_ends_is_settled() {
     let Some(mut f) = fixture() else { return };
     let a = f.insert("ok");
-    // Another job waits already: the new wait finds the dependency marked and only locks it.
+    // Another job waits already: the ending settles both waits.
     let earlier = f.insert("after");
     f.wait(earlier, a, false);
     let mut inserting = f.schema.raw();
@@ -513,4 +513,50 @@ fn a_wait_inserted_while_its_dependency_ends_is_settled() {
         assert_eq!((hold.waiting_for, hold.held_run_at), (0, None), "{hold:?}");
         assert!(hold.run_at < HELD, "released: {hold:?}");
     }
+}
+
+/// litejobs' own enqueue of a job with a wait (one statement, outside a transaction) while
+/// its dependency is ending in another transaction: the statement's lock waits for that
+/// transaction, then reads the dependency as it ended, and the new job goes in released at
+/// once (the ending, which did not see the wait, never would release it).
+#[test]
+fn a_job_enqueued_while_its_dependency_ends_is_released_at_once() {
+    let Some(mut f) = fixture() else { return };
+    let a = f.insert("ok");
+    let mut ending = f.schema.raw();
+    ending.batch_execute("BEGIN").expect("begin");
+    ending
+        .batch_execute(&format!(
+            "UPDATE jobs SET status = 'succeeded' WHERE id = {a}"
+        ))
+        .expect("the dependency ends, not yet committed");
+    let queue = f.queue.clone();
+    let enqueued = std::thread::spawn(move || {
+        queue.enqueue(litejobs::NewJob::new("after", serde_json::json!({})).after(a))
+    });
+    // A backend waiting while it holds a tuple lock on this schema's jobs: the enqueue,
+    // queued behind the ending's row lock.
+    let deadline = Instant::now() + WAIT;
+    while int(
+        &mut f.sql,
+        "SELECT COUNT(*) AS v FROM pg_locks w WHERE NOT w.granted AND w.pid IN (
+             SELECT t.pid FROM pg_locks t
+             WHERE t.locktype = 'tuple' AND t.relation = 'jobs'::regclass)",
+    ) == 0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the enqueue never waited for the lock"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    ending.batch_execute("COMMIT").expect("commit");
+    let c = enqueued
+        .join()
+        .expect("the enqueue thread")
+        .expect("enqueued");
+    assert_eq!(f.state(c, a), "done");
+    let hold = f.hold(c);
+    assert_eq!((hold.waiting_for, hold.held_run_at), (0, None), "{hold:?}");
+    assert!(hold.run_at < HELD, "released: {hold:?}");
 }

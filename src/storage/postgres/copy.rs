@@ -289,12 +289,6 @@ pub fn copy_sqlite_to_postgres(
             |_| {},
         )?;
         tx.execute(query("ALTER TABLE job_deps ENABLE TRIGGER USER"))?;
-        // The file keeps no mark on jobs others wait for; the server's end-of-job trigger
-        // reads one.
-        tx.execute(query(
-            "UPDATE jobs SET has_dependants = 1
-             WHERE id IN (SELECT depends_on FROM job_deps WHERE state = 'pending')",
-        ))?;
         // New rows continue after the copied ids, and ids the file ever gave are not
         // given again (its largest id may belong to a job that stayed behind).
         for (table, file_max) in [

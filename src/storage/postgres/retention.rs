@@ -56,7 +56,7 @@ impl RetentionStore for PgTx<'_> {
         // does a workflow left without jobs.
         self.execute(
             query(
-                "DELETE FROM job_deps WHERE state <> 'pending'
+                "DELETE FROM job_deps WHERE state IN ('done', 'failed')
                    AND (job_id = ANY($1) OR depends_on = ANY($1))",
             )
             .ints(&locked),

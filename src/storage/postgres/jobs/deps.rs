@@ -49,7 +49,7 @@ struct SettledRow {
 const SETTLED: &str = "
     WITH RECURSIVE ended AS (
         SELECT id, COALESCE($2, finished_at) AS at FROM jobs
-        WHERE id = ANY($1) AND has_dependants = 1
+        WHERE id = ANY($1)
           AND status IN ('succeeded', 'dead', 'cancelled')
     ), cancelled (id, at) AS (
         SELECT j.id, j.finished_at
@@ -92,40 +92,41 @@ impl PgTx<'_> {
         Ok(settled)
     }
 
-    /// Marks the jobs waited for in one statement, in id order (the check trigger would mark
-    /// each with a statement of its own, each paying for the counting trigger); one alone is
-    /// left to the trigger, which saves a round trip.
-    fn mark_waited_for(&self, on: &[i64]) -> Result<()> {
-        let mut marked = on.to_vec();
-        marked.sort_unstable();
-        marked.dedup();
-        if marked.len() > 1 {
-            self.execute(
-                query(
-                    "UPDATE jobs SET has_dependants = 1
-                     WHERE id IN (SELECT j.id FROM unnest($1::bigint[]) AS u (id)
-                                  JOIN jobs j ON j.id = u.id WHERE j.has_dependants = 0
-                                  ORDER BY j.id FOR NO KEY UPDATE OF j)",
-                )
-                .ints(&marked),
-            )?;
-        }
-        Ok(())
-    }
-
     /// Inserts the waits `edges`, all of jobs inserted held (`held`: the trigger then only
     /// takes off those already ended) or none. The triggers get litejobs' clock meanwhile.
     /// Returns the waiting jobs of the rows inserted (a repeated wait is not), and whether the
     /// trigger cancelled a waiting job (a wait on a job that ended dead or cancelled).
+    ///
+    /// Held jobs' waits lock the jobs waited for first (for share, in id order, as the
+    /// trigger would): when all are there and none has ended, `litejobs.checked` tells the
+    /// statement trigger it has nothing to do, and it does not run.
     fn insert_waits(&self, edges: &[Edge], held: bool, now: i64) -> Result<(Vec<i64>, bool)> {
+        let mut on: Vec<i64> = if held {
+            edges.iter().map(|e| e.depends_on).collect()
+        } else {
+            Vec::new()
+        };
+        on.sort_unstable();
+        on.dedup();
         self.execute(
             query(
-                "SELECT set_config('litejobs.now_ms', $1, true),
+                "WITH locked AS MATERIALIZED (
+                     SELECT count(*) FILTER (
+                                WHERE status NOT IN ('succeeded', 'dead', 'cancelled')) AS live
+                     FROM (SELECT j.status FROM unnest($3::bigint[]) AS u (id)
+                           JOIN jobs j ON j.id = u.id ORDER BY j.id FOR SHARE OF j) AS j
+                 )
+                 SELECT set_config('litejobs.now_ms', $1, true),
                         set_config('litejobs.counted', $2, true),
-                        set_config('litejobs.cancelled', '', true)",
+                        set_config('litejobs.cancelled', '', true),
+                        set_config('litejobs.checked',
+                                   CASE WHEN $2 = 'on' AND live = $4 THEN 'on' ELSE '' END, true)
+                 FROM locked",
             )
             .text(&now.to_string())
-            .text(if held { "on" } else { "" }),
+            .text(if held { "on" } else { "" })
+            .ints(&on)
+            .int(i64::try_from(on.len()).unwrap_or(i64::MAX)),
         )?;
         let inserted = {
             use diesel::RunQueryDsl;
@@ -152,6 +153,7 @@ impl PgTx<'_> {
             .row::<BoolRow>(query(
                 "SELECT set_config('litejobs.now_ms', '', true) IS NOT NULL
                         AND set_config('litejobs.counted', '', true) IS NOT NULL
+                        AND set_config('litejobs.checked', '', true) IS NOT NULL
                         AND current_setting('litejobs.cancelled', true) = 'on' AS v",
             ))?
             .is_some_and(|row| row.v);
@@ -271,7 +273,6 @@ impl DependencyStore for PgTx<'_> {
         }
         if !others.is_empty() {
             self.check_edges(&others)?;
-            self.mark_waited_for(&others.iter().map(|e| e.depends_on).collect::<Vec<_>>())?;
         }
         let mut cancelled_any = false;
         for (group, held) in [(counted, true), (others, false)] {
@@ -369,10 +370,6 @@ impl DependencyStore for PgTx<'_> {
             if failed.is_empty() {
                 continue;
             }
-            self.execute(
-                query("UPDATE jobs SET has_dependants = 1 WHERE id = $1 AND has_dependants = 0")
-                    .int(new),
-            )?;
             lock_in_order(self, &failed)?;
             self.execute(
                 query("UPDATE jobs SET waiting_for = waiting_for + 1 WHERE id = ANY($1)")
@@ -486,11 +483,6 @@ impl DependencyStore for PgTx<'_> {
         if ended.is_empty() {
             return Ok(Settled::default());
         }
-        // A status changed that way may not have marked the job as one with dependants.
-        self.execute(
-            query("UPDATE jobs SET has_dependants = 1 WHERE id = ANY($1) AND has_dependants = 0")
-                .ints(&ended),
-        )?;
         self.execute(
             query("SELECT job_deps_settle($1::bigint[], $2)")
                 .ints(&ended)
@@ -521,10 +513,6 @@ impl PgTx<'_> {
         if again.is_empty() {
             return Ok(());
         }
-        self.execute(
-            query("UPDATE jobs SET has_dependants = 1 WHERE id = $1 AND has_dependants = 0")
-                .int(new),
-        )?;
         let (queued, cancelled): (Vec<&StatusRow>, Vec<&StatusRow>) =
             again.iter().partition(|r| r.status == "queued");
         let queued: Vec<i64> = queued.iter().map(|r| r.id).collect();

@@ -65,11 +65,16 @@ impl InsertStore for PgTx<'_> {
     /// its waits by one statement: one round trip, where a transaction of the insert, the
     /// checks and the waits took seven. The settings it gives the triggers end with its
     /// transaction, the statement's own: in a longer transaction they would pass later
-    /// inserts of waits by plain SQL over the row check. The
-    /// statement gives the triggers litejobs' clock and `litejobs.counted`, inserts the job
-    /// held (counting each job it names once) and its `job_deps` rows; the statement trigger
-    /// checks, marks and locks the jobs waited for, and settles at once a wait on one that
-    /// has ended.
+    /// inserts of waits by plain SQL over the row check.
+    ///
+    /// The statement locks the jobs waited for (for share, in id order, as the row check
+    /// does: none can end before it commits, and each one's end finds the new rows), gives
+    /// the triggers litejobs' clock and `litejobs.counted`, inserts the job held (counting
+    /// each job it names once) and its `job_deps` rows. When every job waited for was there
+    /// and not ended, it also sets `litejobs.checked`, and the statement trigger, with
+    /// nothing left to do, does not run: its queries cost more than the rest of the
+    /// statement. Otherwise the trigger refuses a missing job and settles a wait on an
+    /// ended one at once.
     fn insert_job_and_waits(&self, job: &NewJob, payload: &str, now: i64) -> Result<Inserted> {
         if job.after.is_empty() {
             return self.insert_job(job, payload, now);
@@ -99,9 +104,17 @@ impl InsertStore for PgTx<'_> {
             use diesel::RunQueryDsl;
             let mut conn = self.conn.borrow_mut();
             query(
-                "WITH settings AS MATERIALIZED (
+                "WITH locked AS MATERIALIZED (
+                     SELECT count(*) FILTER (
+                                WHERE status NOT IN ('succeeded', 'dead', 'cancelled')) AS live
+                     FROM (SELECT status FROM jobs WHERE id = ANY($14::bigint[])
+                           ORDER BY id FOR SHARE) AS j
+                 ), settings AS MATERIALIZED (
                      SELECT set_config('litejobs.now_ms', $13, true) AS now_ms,
-                            set_config('litejobs.counted', 'on', true) AS counted
+                            set_config('litejobs.counted', 'on', true) AS counted,
+                            set_config('litejobs.checked',
+                                       CASE WHEN live = $11 THEN 'on' ELSE '' END, true) AS checked
+                     FROM locked
                  ), job AS (
                      INSERT INTO jobs (queue, job_type, payload, priority, max_attempts, run_at,
                                        created_at, updated_at, timeout_ms, group_key, expires_at,

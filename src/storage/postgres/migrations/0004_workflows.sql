@@ -12,9 +12,6 @@ ALTER TABLE jobs ADD COLUMN step TEXT;
 -- run_at it had; the last dependency to end puts that back. Leave all three to the triggers.
 ALTER TABLE jobs ADD COLUMN waiting_for BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN held_run_at BIGINT;
--- 1 once another job depends on this one: only such jobs look for dependants when they end.
--- No index names it, so marking a job can be a HOT update (no index entry written).
-ALTER TABLE jobs ADD COLUMN has_dependants BIGINT NOT NULL DEFAULT 0;
 
 -- The claim's index gains waiting_for after the queue: a claim reads the jobs waiting for
 -- nothing (waiting_for = 0) in claim order, and never passes over held jobs, however many.
@@ -67,12 +64,12 @@ CREATE TABLE job_deps (
     CONSTRAINT job_deps_any_outcome_valid CHECK (any_outcome = 0 OR any_outcome = 1)
 );
 
--- A job that ends finds its dependants; a requeued one, those it cancelled.
-CREATE INDEX job_deps_depends_on_idx ON job_deps (depends_on, state);
-
--- Dependencies not yet settled: a sweep settles any whose job has ended without settling
--- them (a status changed while triggers were off).
-CREATE INDEX job_deps_pending_idx ON job_deps (depends_on) WHERE state = 'pending';
+-- The waits on a job, by their state: a job that ends finds the pending waits on it (a
+-- statement that ends jobs first looks whether any wait is pending at all), a requeued job
+-- the failed waits it stands in for, and a sweep the pending waits whose job ended without
+-- settling them (a status changed while triggers were off). One index besides the key, as
+-- on SQLite: each wait is written to two B-trees.
+CREATE INDEX job_deps_waits_idx ON job_deps (state, depends_on);
 
 -- The triggers below keep dependencies for every writer alike, litejobs included: a row
 -- that cannot hold is refused, a new row holds its dependant (or settles at once when its
@@ -88,9 +85,11 @@ CREATE INDEX job_deps_pending_idx ON job_deps (depends_on) WHERE state = 'pendin
 -- row at the time litejobs passes in the transaction-local setting litejobs.now_ms;
 -- otherwise at the server's clock.
 --
--- The transaction-local settings litejobs.now_ms, litejobs.counted, litejobs.cancelled and
--- litejobs.settling are litejobs' own (litejobs.counted: its insert put the waiting jobs in
--- held already, counting their waits); other programs leave them unset.
+-- The transaction-local settings litejobs.now_ms, litejobs.counted, litejobs.checked,
+-- litejobs.cancelled and litejobs.settling are litejobs' own (litejobs.counted: its insert
+-- put the waiting jobs in held already, counting their waits; litejobs.checked: its statement
+-- also locked every job waited for and found none missing or ended, leaving the triggers
+-- nothing to do); other programs leave them unset.
 
 CREATE FUNCTION job_deps_check() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
@@ -102,13 +101,8 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
     -- The dependency first (the order a job that ends locks in: itself, then its
-    -- dependants). Marked before it is locked for share, so that two transactions adding
-    -- dependants of one job never both hold a share lock and then wait to update it; only
-    -- when not marked yet (litejobs marks a statement's jobs in one update before it),
-    -- since every update of jobs pays for the counting trigger.
-    IF NOT EXISTS (SELECT 1 FROM jobs WHERE id = NEW.depends_on AND has_dependants = 1) THEN
-        UPDATE jobs SET has_dependants = 1 WHERE id = NEW.depends_on AND has_dependants = 0;
-    END IF;
+    -- dependants), locked for share: it cannot end before this transaction commits, and
+    -- when it ends, it finds this row.
     PERFORM 1 FROM jobs WHERE id = NEW.depends_on FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job_deps: the job waited for (depends_on %) does not exist', NEW.depends_on
@@ -126,7 +120,7 @@ BEGIN
     -- A wait in a circle would hold its jobs for ever. Only a job others already wait for
     -- can close one (a new job has none), so only its waits walk up the pending ones.
     IF NEW.state = 'pending'
-       AND EXISTS (SELECT 1 FROM jobs WHERE id = NEW.job_id AND has_dependants = 1)
+       AND EXISTS (SELECT 1 FROM job_deps WHERE depends_on = NEW.job_id AND state = 'pending')
        AND EXISTS (
         WITH RECURSIVE upstream (id) AS (
             SELECT NEW.depends_on
@@ -165,12 +159,8 @@ DECLARE
 BEGIN
     IF current_setting('litejobs.counted', true) = 'on' THEN
         -- litejobs' own insert, whose waiting jobs are new (queued, waited for by none): the
-        -- row check's work on the jobs waited for, in its order (marked, then locked for
-        -- share, each in id order) for all rows at once.
-        UPDATE jobs SET has_dependants = 1
-        WHERE id IN (SELECT j.id FROM jobs j WHERE j.id IN (SELECT depends_on FROM added)
-                       AND j.has_dependants = 0
-                     ORDER BY j.id FOR NO KEY UPDATE OF j);
+        -- row check's work on the jobs waited for (locked for share, in id order) for all
+        -- rows at once.
         PERFORM 1 FROM jobs WHERE id IN (SELECT depends_on FROM added) ORDER BY id FOR SHARE;
         SELECT a.depends_on INTO missing FROM added a
         WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = a.depends_on)
@@ -254,7 +244,8 @@ $$;
 
 CREATE TRIGGER job_deps_inserted AFTER INSERT ON job_deps
     REFERENCING NEW TABLE AS added
-    FOR EACH STATEMENT EXECUTE FUNCTION job_deps_hold();
+    FOR EACH STATEMENT WHEN (current_setting('litejobs.checked', true) IS DISTINCT FROM 'on')
+    EXECUTE FUNCTION job_deps_hold();
 
 -- Settles the pending rows waiting for `dependencies` that have ended (or are gone: deleted
 -- by another program, they will never succeed), all at once: each row takes one off its
@@ -350,8 +341,16 @@ BEGIN
     IF current_setting('litejobs.settling', true) = 'on' THEN
         RETURN NULL;
     END IF;
-    -- Most statements end no job others wait for: one look at the new rows.
-    PERFORM 1 FROM new_rows WHERE has_dependants = 1 LIMIT 1;
+    -- Most statements end no job (a claim, a heartbeat), and most that do end none that
+    -- others wait for: a look at the new rows, then one at the pending waits; only then a
+    -- lookup per job that ended.
+    PERFORM 1 FROM new_rows WHERE status IN ('succeeded', 'dead', 'cancelled') LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- (In the index's order: a scan of the table, which the planner may take for it, would
+    -- read every settled wait.)
+    PERFORM 1 FROM job_deps WHERE state = 'pending' ORDER BY state, depends_on LIMIT 1;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
@@ -359,8 +358,9 @@ BEGIN
            max(n.finished_at) FILTER (WHERE n.finished_at IS DISTINCT FROM o.finished_at)
     INTO ended, at
     FROM new_rows n JOIN old_rows o ON o.id = n.id
-    WHERE n.has_dependants = 1 AND n.status IN ('succeeded', 'dead', 'cancelled')
-      AND o.status NOT IN ('succeeded', 'dead', 'cancelled');
+    WHERE n.status IN ('succeeded', 'dead', 'cancelled')
+      AND o.status NOT IN ('succeeded', 'dead', 'cancelled')
+      AND EXISTS (SELECT 1 FROM job_deps d WHERE d.depends_on = n.id AND d.state = 'pending');
     IF ended IS NOT NULL THEN
         PERFORM job_deps_settle(ended,
             COALESCE(at, NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
@@ -378,15 +378,21 @@ CREATE TRIGGER jobs_dependants_settled AFTER UPDATE ON jobs
 -- dependants are settled as for a dead one, in the deleting statement.
 CREATE FUNCTION jobs_settle_deleted() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
+DECLARE
+    deleted BIGINT[];
 BEGIN
-    PERFORM job_deps_settle(ARRAY[OLD.id],
-        COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
-                 floor(extract(epoch FROM now()) * 1000)::bigint));
+    SELECT array_agg(o.id ORDER BY o.id) INTO deleted FROM old_rows o
+    WHERE o.status NOT IN ('succeeded', 'dead', 'cancelled')
+      AND EXISTS (SELECT 1 FROM job_deps d WHERE d.depends_on = o.id AND d.state = 'pending');
+    IF deleted IS NOT NULL THEN
+        PERFORM job_deps_settle(deleted,
+            COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
+                     floor(extract(epoch FROM now()) * 1000)::bigint));
+    END IF;
     RETURN NULL;
 END;
 $$;
 
 CREATE TRIGGER jobs_dependants_deleted AFTER DELETE ON jobs
-    FOR EACH ROW
-    WHEN (OLD.has_dependants = 1 AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled'))
-    EXECUTE FUNCTION jobs_settle_deleted();
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_settle_deleted();
