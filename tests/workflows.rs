@@ -1104,9 +1104,15 @@ fn waits_asked_at_enqueue_that_are_repeated_or_already_ended_hold_nothing() {
                 .after(pending),
             NewJob::new("echo", json!({"plain": 2})),
             NewJob::new("mail", json!({})).after(declined),
+            NewJob::new("ship", json!({})).after(pending).after(pending),
         ])
         .expect("batch");
     assert_eq!(job(&env.queue, twice).waiting_for, 1);
+    assert_eq!(
+        job(&env.queue, batch[4]).waiting_for,
+        1,
+        "one wait, named twice"
+    );
     assert_eq!(job(&env.queue, on_ended).waiting_for, 0);
     assert_eq!(status(&env, on_ended), JobStatus::Queued);
     assert!(job(&env.queue, on_ended).run_at < 99_999_999_999_999);
@@ -1148,7 +1154,9 @@ fn waits_asked_at_enqueue_that_are_repeated_or_already_ended_hold_nothing() {
     assert_eq!(env.count_jobs(), before, "nothing was written");
     // The held ones keep the time they asked for, and run once `pending` succeeded.
     testing::drain(&worker(&env, &ran)).expect("drain");
-    for id in [pending, twice, on_ended, batch[0], batch[1], batch[2], tidy] {
+    for id in [
+        pending, twice, on_ended, batch[0], batch[1], batch[2], batch[4], tidy,
+    ] {
         assert_eq!(status(&env, id), JobStatus::Succeeded, "job {id}");
     }
 }
