@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 4: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 5: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -465,7 +465,16 @@ CREATE TABLE periodic_schedules (
     last_job_id BIGINT,
     -- The next slot (ms), for people.
     next_slot_at BIGINT,
-    updated_at BIGINT NOT NULL DEFAULT (floor(extract(epoch FROM now()) * 1000)::bigint)
+    updated_at BIGINT NOT NULL DEFAULT (floor(extract(epoch FROM now()) * 1000)::bigint),
+    -- The job a schedule kept here (migration 5: `litejobs schedule add`, or your own insert)
+    -- enqueues at each slot. A NULL job_type marks a schedule a worker's code defines
+    -- (`WorkerBuilder::periodic`), whose job is given there.
+    job_type TEXT,
+    -- The job's payload (JSON text), queue, priority and attempts.
+    payload TEXT NOT NULL DEFAULT '{}',
+    queue TEXT NOT NULL DEFAULT 'default',
+    priority BIGINT NOT NULL DEFAULT 0,
+    max_attempts BIGINT NOT NULL DEFAULT 6
 );
 
 -- Job types whose payloads every litejobs enqueuer encrypts (`litejobs keys encrypt-type`).
@@ -866,4 +875,4 @@ CREATE TRIGGER jobs_dependants_deleted AFTER DELETE ON jobs
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (4);
+INSERT INTO schema_version (version) VALUES (5);

@@ -1,4 +1,4 @@
--- litejobs schema, version 8: the contract for programs in any language.
+-- litejobs schema, version 9: the contract for programs in any language.
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
 -- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
@@ -515,7 +515,16 @@ CREATE TABLE periodic_schedules (
     next_slot_at INTEGER,
     -- When the row last changed (ms).
     updated_at INTEGER NOT NULL DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
-) WITHOUT ROWID;
+    -- The job a schedule kept here (migration 9: `litejobs schedule add`, or your own insert)
+    -- enqueues at each slot. A NULL job_type marks a schedule a worker's code defines
+    -- (`WorkerBuilder::periodic`), whose job is given there. (Laid out as migration 9's
+    -- ALTER TABLE leaves the table's text, which a test compares with this file's.)
+    , job_type TEXT,
+    -- The job's payload (JSON text), queue, priority and attempts.
+    payload TEXT NOT NULL DEFAULT '{}',
+    queue TEXT NOT NULL DEFAULT 'default',
+    priority INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL DEFAULT 6) WITHOUT ROWID;
 
 -- ---------------------------------------------------------------------------------------
 -- Encrypted payloads (migration 7)
@@ -614,7 +623,7 @@ BEGIN
       AND (SELECT state FROM job_deps WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on) = 'failed';
 END;
 
-PRAGMA user_version = 8;
+PRAGMA user_version = 9;
 
 -- Last, after the writes: inside a caller's transaction it is then a no-op rather than the
 -- error it is as a transaction's first statement (see the top of this file).

@@ -28,11 +28,11 @@ pub use crate::queue::{DEFAULT_BUSY_TIMEOUT, DEFAULT_IDEMPOTENCY_WINDOW, DEFAULT
 pub use crate::storage::reads::DEFAULT_LIST_LIMIT;
 
 // Workers, and the maintenance they run.
+pub use crate::worker::maintenance::periodic::MIN_PERIODIC_INTERVAL;
 pub use crate::worker::maintenance::pruner::{
     DEFAULT_PRUNE_CHUNK, DEFAULT_PRUNE_INTERVAL, DEFAULT_RETENTION,
 };
 pub use crate::worker::maintenance::reaper::DEFAULT_REAP_INTERVAL;
-pub use crate::worker::maintenance::scheduler::MIN_PERIODIC_INTERVAL;
 pub use crate::worker::{
     DEFAULT_CHANGE_CHECK_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_JOB_TIMEOUT, DEFAULT_LEASE_GRACE,
     DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_GRACE,

@@ -9,7 +9,8 @@
 //! - [Reports in chunks](reports): `ReportKind`, progress, the finishing job.
 //! - [Workflows and batches](workflows): jobs that wait for other jobs, fan-out and fan-in,
 //!   callbacks, failures and requeues, held jobs.
-//! - [Periodic jobs](periodic): cron and intervals, once per slot, missed slots.
+//! - [Periodic jobs](periodic): cron and intervals, once per slot, missed slots; schedules
+//!   kept in the database for every `litejobs work`.
 //! - [Jobs in any language](any_language): `--exec` and `--serve` command handlers.
 //! - [The `--serve` protocol](serve_protocol), for implementers.
 //! - [The schema, for other languages](schema): plain SQL for SQLite and PostgreSQL.
@@ -48,6 +49,7 @@ macro_rules! guide_links {
          [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
          [operating.md#workflows-and-batches]: crate::guide::operating#workflows-and-batches\n\
          [periodic.md]: crate::guide::periodic\n\
+         [periodic.md#schedules-kept-in-the-database]: crate::guide::periodic#schedules-kept-in-the-database\n\
          [postgres.md]: crate::guide::postgres\n\
          [reports.md]: crate::guide::reports\n\
          [schema.md]: crate::guide::schema\n\

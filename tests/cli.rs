@@ -41,6 +41,7 @@ mod frictions; // pause/resume of unknown queues, LAST ERROR of succeeded jobs, 
 mod monitoring; // check's exit codes, Prometheus text
 mod refusals; // init, enqueue, refusals (exit 2, one line, nothing changed)
 mod retention; // prune in chunks, remembered keys, WAL checkpoint
+mod schedule; // schedule add, list, remove: periodic jobs kept in the database, run by every work
 mod systemd; // work and web tell systemd when ready and stopping, work feeds its watchdog; the unit files verify
 mod views; // stats, list, show, masked secrets
 mod webhook; // webhook endpoints: add, list, show, enable, disable, rotate, remove; secrets shown once

@@ -72,6 +72,8 @@ mod read_side;
 mod report;
 // worker runtime: retry policies, default backoff, per-type schedules, jitter
 mod retry;
+// periodic jobs kept in the database: run once per slot by the schedulers that run them, replaced, removed, from plain SQL, picked up by a running worker
+mod schedules;
 // schema.sql contract, refusals, migration, WAL, the documented defaults
 mod schema;
 // a fixed envelope by plain SQL, read by any build: decrypted with the key, refused or dead without it

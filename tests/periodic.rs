@@ -12,13 +12,13 @@ use serde_json::{json, Value};
 use crate::support::scripted::wait_bound;
 use crate::support::{setup, TestEnv, START_MS};
 
-const MINUTE: i64 = 60_000;
-const HOUR: i64 = 60 * MINUTE;
+pub(crate) const MINUTE: i64 = 60_000;
+pub(crate) const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;
 /// START_MS (2023-11-14T22:13:20Z) rounded down to its UTC midnight.
-const START_MIDNIGHT: i64 = 1_699_920_000_000;
+pub(crate) const START_MIDNIGHT: i64 = 1_699_920_000_000;
 
-fn hourly() -> Periodic {
+pub(crate) fn hourly() -> Periodic {
     Periodic::every(
         Duration::from_secs(3600),
         NewJob::new("hourly_sync", json!({"source": "crm"})),
@@ -34,7 +34,7 @@ fn nightly() -> Periodic {
     .expect("a nightly schedule")
 }
 
-fn tick(scheduler: &Scheduler) -> TickReport {
+pub(crate) fn tick(scheduler: &Scheduler) -> TickReport {
     scheduler.tick().expect("tick")
 }
 
@@ -43,7 +43,7 @@ fn set_clock(env: &TestEnv, ms: i64) {
 }
 
 /// (run_at, idempotency_key, payload) of every job of `job_type`, oldest first.
-fn jobs(env: &TestEnv, job_type: &str) -> Vec<(i64, String, Value)> {
+pub(crate) fn jobs(env: &TestEnv, job_type: &str) -> Vec<(i64, String, Value)> {
     #[cfg(feature = "postgres")]
     if let Some(schema) = &env.pg {
         return pg_jobs(schema, job_type);

@@ -1,6 +1,7 @@
 //! Periodic schedules as stored: the latest slot enqueued per schedule, shared by
 //! every process on the file. The scheduler reads and advances it inside one write
-//! transaction, so two schedulers never enqueue the same slot.
+//! transaction, so two schedulers never enqueue the same slot. A schedule kept in the
+//! database (rather than in a worker's code) also keeps the job it enqueues.
 
 use crate::error::Result;
 
@@ -13,6 +14,30 @@ pub(crate) struct ScheduleRow {
     pub(crate) last_job_id: Option<i64>,
     pub(crate) next_slot_at: Option<i64>,
     pub(crate) updated_at: i64,
+    /// The job of a schedule kept in the database; `None` for one a worker's code defines.
+    pub(crate) job: Option<StoredJobRow>,
+}
+
+/// The job a schedule kept in the database enqueues at each slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoredJobRow {
+    pub(crate) job_type: String,
+    /// JSON text.
+    pub(crate) payload: String,
+    pub(crate) queue: String,
+    pub(crate) priority: i64,
+    pub(crate) max_attempts: i64,
+}
+
+/// A schedule kept in the database, as written by `add` or `replace`: its name, the
+/// schedule as people write it, its job, and where its slots start (slots up to
+/// `handled_until` count as handled, so a new or changed schedule starts with its next slot).
+pub(crate) struct StoredSchedule<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) schedule: &'a str,
+    pub(crate) job: &'a StoredJobRow,
+    pub(crate) handled_until: i64,
+    pub(crate) next_slot_at: Option<i64>,
 }
 
 /// The latest slot handled per schedule, shared by every process.
@@ -55,4 +80,15 @@ pub(crate) trait PeriodicStore {
 
     /// Every stored schedule, by name.
     fn schedules(&self) -> Result<Vec<ScheduleRow>>;
+
+    /// Inserts a schedule kept in the database. The caller has checked that the name is
+    /// free (in this transaction).
+    fn insert_stored_schedule(&self, schedule: &StoredSchedule<'_>, now: i64) -> Result<()>;
+
+    /// Replaces the schedule and job of the schedule kept in the database under that name;
+    /// false when there is none (a schedule a worker's code defines is never replaced).
+    fn replace_stored_schedule(&self, schedule: &StoredSchedule<'_>, now: i64) -> Result<bool>;
+
+    /// Deletes the schedule kept in the database under `name`; false when there is none.
+    fn delete_stored_schedule(&self, name: &str) -> Result<bool>;
 }

@@ -31,9 +31,10 @@ use crate::handler::Handler;
 use crate::job::RetryPolicy;
 use crate::job::DEFAULT_QUEUE;
 use crate::system::clock::duration_to_ms;
+use crate::worker::maintenance::periodic::Periodic;
 use crate::worker::maintenance::pruner::{PruneOptions, Pruner};
 use crate::worker::maintenance::reaper::DEFAULT_REAP_INTERVAL;
-use crate::worker::maintenance::scheduler::{Periodic, SchedulerThread};
+use crate::worker::maintenance::scheduler::SchedulerThread;
 use crate::Queue;
 
 pub use activity::WorkerActivity;
@@ -198,6 +199,7 @@ pub struct WorkerBuilder {
     lease_grace: Duration,
     worker_id: Option<String>,
     periodics: Vec<Periodic>,
+    stored_schedules: bool,
     pruner: Option<Pruner>,
 }
 
@@ -224,6 +226,7 @@ impl WorkerBuilder {
             lease_grace: DEFAULT_LEASE_GRACE,
             worker_id: None,
             periodics: Vec::new(),
+            stored_schedules: false,
             pruner: None,
         }
     }
@@ -341,6 +344,15 @@ impl WorkerBuilder {
     /// between them. See [`Periodic`] for the missed-slot rule.
     pub fn periodic(mut self, periodic: Periodic) -> Self {
         self.periodics.push(periodic);
+        self
+    }
+
+    /// Also enqueues the schedules kept in the database ([`Queue::add_schedule`], `litejobs
+    /// schedule add`), once per slot between every worker that runs them; one added,
+    /// changed or removed in another process counts within 5 seconds. Off by default in
+    /// the library; `litejobs work` turns it on.
+    pub fn stored_schedules(mut self) -> Self {
+        self.stored_schedules = true;
         self
     }
 
@@ -467,7 +479,8 @@ impl WorkerBuilder {
             activity.clone(),
         );
         // Dropping it (if the dispatcher cannot start) ends its thread.
-        let scheduler = SchedulerThread::start(&self.queue, self.periodics.clone())?;
+        let scheduler =
+            SchedulerThread::start(&self.queue, self.periodics.clone(), self.stored_schedules)?;
         let handle = std::thread::Builder::new()
             .name("litejobs-dispatcher".to_string())
             .spawn(move || dispatcher.run())?;

@@ -59,7 +59,9 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     raw_conn(&path)
         .execute_batch(
             "INSERT INTO webhook_endpoints (id, url, secret) VALUES (7, 'https://crm.example/hook', 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0');
-             INSERT INTO periodic_schedules (name, schedule, last_slot_at) VALUES ('nightly', '0 3 * * *', 1700000000000);",
+             INSERT INTO periodic_schedules (name, schedule, last_slot_at) VALUES ('nightly', '0 3 * * *', 1700000000000);
+             INSERT INTO periodic_schedules (name, schedule, last_slot_at, job_type, payload, queue, priority, max_attempts)
+                 VALUES ('sync', 'every 15m', 1700000000000, 'crm_sync', '{\"full\": true}', 'ops', 2, 3);",
         )
         .expect("an endpoint and a schedule");
     let dead = q
@@ -120,7 +122,10 @@ fn copy_to_moves_the_live_state_with_its_ids() {
     );
     assert_eq!(report["paused_queues"], 1, "{report}");
     assert_eq!(report["endpoints"], 1, "{report}");
-    assert_eq!(report["schedules"], 1, "{report}");
+    assert_eq!(
+        report["schedules"], 2,
+        "one from code, one kept in the file: {report}"
+    );
     assert_eq!(
         report["remembered_keys"], 1,
         "the succeeded job's key: {report}"
@@ -201,6 +206,25 @@ fn copy_to_moves_the_live_state_with_its_ids() {
             "SELECT last_slot_at AS n FROM periodic_schedules WHERE name = 'nightly'"
         ),
         1_700_000_000_000
+    );
+    // The schedule kept in the file keeps its job: the server's workers run it.
+    let copied = target.queue(&litejobs::ManualClock::new(START_MS));
+    let stored = copied
+        .periodic_schedules()
+        .expect("schedules")
+        .into_iter()
+        .find(|s| s.name == "sync")
+        .and_then(|s| s.job)
+        .expect("the stored schedule's job");
+    assert_eq!(
+        (
+            stored.job_type.as_str(),
+            stored.payload.as_str(),
+            stored.queue.as_str(),
+            stored.priority,
+            stored.max_attempts
+        ),
+        ("crm_sync", r#"{"full": true}"#, "ops", 2, 3)
     );
     assert_eq!(
         count(

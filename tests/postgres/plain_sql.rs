@@ -243,3 +243,38 @@ fn a_deadline_inserted_by_psql_expires_the_job() {
         "the guide's query finds it"
     );
 }
+
+/// The periodic guide's insert of a schedule, by `psql -X` in the litejobs schema: a
+/// scheduler that runs stored schedules enqueues its first slot, the next quarter hour.
+#[test]
+fn a_schedule_inserted_by_psql_is_run_by_the_workers() {
+    let Some(url) = server() else { return };
+    let schema = PgSchema::new(&url);
+    let clock = ManualClock::new(SystemClock.now_ms());
+    let queue = Queue::builder()
+        .clock(clock.clone())
+        .pg_schema(&schema.name)
+        .open(&url)
+        .expect("the queue creates the schema");
+    let insert = crate::schedules::guide_insert().replace(
+        "INSERT INTO periodic_schedules",
+        &format!("INSERT INTO \"{}\".periodic_schedules", schema.name),
+    );
+    if run_psql(&url, &insert).is_none() {
+        return;
+    }
+    clock.set(SystemClock.now_ms() + 16 * 60_000);
+    let scheduler = litejobs::maintenance::Scheduler::new(&queue, Vec::new())
+        .expect("scheduler")
+        .with_stored_schedules();
+    let enqueued = scheduler.tick().expect("tick").enqueued;
+    assert_eq!(enqueued.len(), 1, "{enqueued:?}");
+    let job = queue
+        .job(enqueued[0].job_id)
+        .expect("job")
+        .expect("enqueued");
+    assert_eq!(
+        (job.job_type.as_str(), job.payload.clone()),
+        ("crm_sync", serde_json::json!({"full": false}))
+    );
+}

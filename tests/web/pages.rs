@@ -353,10 +353,24 @@ fn schedules_and_report_runs_are_listed() {
     testing::drain(&worker).expect("drain");
     let progress = q.report_run(run).expect("run").expect("exists");
     assert_eq!((progress.chunks_done, progress.chunks_total), (5, 6));
+    let kept = Periodic::parse(
+        "0 6 * * 1",
+        NewJob::new("weekly_digest", json!({"token": "s3cr3t"})).queue("mail"),
+    )
+    .expect("cron")
+    .named("digest");
+    q.add_schedule(&kept)
+        .expect("a schedule kept in the database");
 
     let mut c = web.client();
     let page = c.get("/schedules").expect(200).body;
     assert!(page.contains("nightly_report"));
+    assert!(page.contains("in a worker's code"), "{page}");
+    assert!(
+        page.contains("<code>weekly_digest</code> in mail"),
+        "the kept schedule's job: {page}"
+    );
+    assert!(!page.contains("s3cr3t"), "no payload on the page");
     assert!(page.contains("every 3600000 ms"), "{page}");
     assert!(page.contains(&format!("href=\"/jobs/{}\"", slot.enqueued[0].job_id)));
     assert!(page.contains("monthly_sales"));

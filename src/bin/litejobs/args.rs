@@ -13,11 +13,13 @@ pub use crate::work_args::WorkArgs;
 mod cancel;
 mod dead;
 mod keys;
+mod schedule;
 mod workflow;
 
 pub use cancel::CancelArgs;
 pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 pub use keys::{KeysCommand, KeysNewArgs};
+pub use schedule::{ScheduleAddArgs, ScheduleCommand, ScheduleNameArgs};
 pub use workflow::{WorkflowCancelArgs, WorkflowCommand, WorkflowListArgs};
 
 /// `--log-format` or `LITEJOBS_LOG_FORMAT`, in any case.
@@ -122,6 +124,9 @@ pub enum Command {
     /// Workflows and batches (jobs that wait for other jobs): list, show, cancel.
     #[command(subcommand)]
     Workflow(WorkflowCommand),
+    /// Periodic jobs kept in the database, run by every `litejobs work`: add, list, remove.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// Stop claiming from a queue in every process (jobs wait, no attempt is spent).
     Pause(PauseArgs),
     /// Resume a paused queue.

@@ -144,6 +144,11 @@ const SCHEDULE_COLUMNS: Columns = &[
     ("last_job_id", true),
     ("next_slot_at", true),
     ("updated_at", true),
+    ("job_type", false),
+    ("payload", false),
+    ("queue", false),
+    ("priority", true),
+    ("max_attempts", true),
 ];
 
 const QUEUE_COLUMNS: Columns = &[("name", false), ("paused", true), ("updated_at", true)];

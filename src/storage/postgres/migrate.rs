@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_trigger_search_path.sql"),
     include_str!("migrations/0003_cancel_deadline_encryption.sql"),
     include_str!("migrations/0004_workflows.sql"),
+    include_str!("migrations/0005_stored_schedules.sql"),
 ];
 
 /// The schema version this build writes and understands.

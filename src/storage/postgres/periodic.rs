@@ -12,7 +12,7 @@ use diesel::QueryableByName;
 use super::sql::{query, IntRow};
 use super::PgTx;
 use crate::error::Result;
-use crate::storage::periodic::{PeriodicStore, ScheduleRow};
+use crate::storage::periodic::{PeriodicStore, ScheduleRow, StoredJobRow, StoredSchedule};
 
 /// A `periodic_schedules` row as read.
 #[derive(QueryableByName)]
@@ -29,6 +29,32 @@ struct Schedule {
     next_slot_at: Option<i64>,
     #[diesel(sql_type = BigInt)]
     updated_at: i64,
+    #[diesel(sql_type = Nullable<Text>)]
+    job_type: Option<String>,
+    #[diesel(sql_type = Text)]
+    payload: String,
+    #[diesel(sql_type = Text)]
+    queue: String,
+    #[diesel(sql_type = BigInt)]
+    priority: i64,
+    #[diesel(sql_type = BigInt)]
+    max_attempts: i64,
+}
+
+/// `$1`–`$10` of an insert or replace: name, schedule, handled until, next slot, now, and
+/// the job's type, payload, queue, priority and attempts.
+fn stored_query(sql: &str, s: &StoredSchedule<'_>, now: i64) -> super::sql::Query<'static> {
+    query(sql)
+        .text(s.name)
+        .text(s.schedule)
+        .int(s.handled_until)
+        .opt_int(s.next_slot_at)
+        .int(now)
+        .text(&s.job.job_type)
+        .text(&s.job.payload)
+        .text(&s.job.queue)
+        .int(s.job.priority)
+        .int(s.job.max_attempts)
 }
 
 impl PeriodicStore for PgTx<'_> {
@@ -113,7 +139,8 @@ impl PeriodicStore for PgTx<'_> {
 
     fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         let rows: Vec<Schedule> = self.rows(query(
-            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at
+            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at,
+                    job_type, payload, queue, priority, max_attempts
              FROM periodic_schedules ORDER BY name COLLATE \"C\"",
         ))?;
         Ok(rows
@@ -125,7 +152,45 @@ impl PeriodicStore for PgTx<'_> {
                 last_job_id: r.last_job_id,
                 next_slot_at: r.next_slot_at,
                 updated_at: r.updated_at,
+                job: r.job_type.map(|job_type| StoredJobRow {
+                    job_type,
+                    payload: r.payload,
+                    queue: r.queue,
+                    priority: r.priority,
+                    max_attempts: r.max_attempts,
+                }),
             })
             .collect())
+    }
+
+    fn insert_stored_schedule(&self, s: &StoredSchedule<'_>, now: i64) -> Result<()> {
+        self.execute(stored_query(
+            "INSERT INTO periodic_schedules (name, schedule, last_slot_at, next_slot_at,
+                 updated_at, job_type, payload, queue, priority, max_attempts)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            s,
+            now,
+        ))?;
+        Ok(())
+    }
+
+    fn replace_stored_schedule(&self, s: &StoredSchedule<'_>, now: i64) -> Result<bool> {
+        let n = self.execute(stored_query(
+            "UPDATE periodic_schedules
+             SET schedule = $2, last_slot_at = $3, next_slot_at = $4, updated_at = $5,
+                 job_type = $6, payload = $7, queue = $8, priority = $9, max_attempts = $10
+             WHERE name = $1 AND job_type IS NOT NULL",
+            s,
+            now,
+        ))?;
+        Ok(n == 1)
+    }
+
+    fn delete_stored_schedule(&self, name: &str) -> Result<bool> {
+        let n = self.execute(
+            query("DELETE FROM periodic_schedules WHERE name = $1 AND job_type IS NOT NULL")
+                .text(name),
+        )?;
+        Ok(n == 1)
     }
 }

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_job_ids_without_autoincrement.sql"),
     include_str!("migrations/0007_cancel_deadline_encryption.sql"),
     include_str!("migrations/0008_workflows.sql"),
+    include_str!("migrations/0009_stored_schedules.sql"),
 ];
 
 /// The schema version this build writes and understands.

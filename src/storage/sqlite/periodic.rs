@@ -4,7 +4,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::SqliteTx;
 use crate::error::Result;
-use crate::storage::periodic::{PeriodicStore, ScheduleRow};
+use crate::storage::periodic::{PeriodicStore, ScheduleRow, StoredJobRow, StoredSchedule};
 
 impl PeriodicStore for SqliteTx<'_> {
     /// Slots up to this time are handled for `name`, or `None` for a schedule never seen.
@@ -78,11 +78,13 @@ impl PeriodicStore for SqliteTx<'_> {
     /// Every stored schedule, by name.
     fn schedules(&self) -> Result<Vec<ScheduleRow>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at
+            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at,
+                    job_type, payload, queue, priority, max_attempts
              FROM periodic_schedules ORDER BY name",
         )?;
         let rows = stmt
             .query_map([], |row| {
+                let job_type: Option<String> = row.get(6)?;
                 Ok(ScheduleRow {
                     name: row.get(0)?,
                     schedule: row.get(1)?,
@@ -90,9 +92,75 @@ impl PeriodicStore for SqliteTx<'_> {
                     last_job_id: row.get(3)?,
                     next_slot_at: row.get(4)?,
                     updated_at: row.get(5)?,
+                    job: match job_type {
+                        Some(job_type) => Some(StoredJobRow {
+                            job_type,
+                            payload: row.get(7)?,
+                            queue: row.get(8)?,
+                            priority: row.get(9)?,
+                            max_attempts: row.get(10)?,
+                        }),
+                        None => None,
+                    },
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
+    }
+
+    fn insert_stored_schedule(&self, s: &StoredSchedule<'_>, now: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO periodic_schedules (name, schedule, last_slot_at, next_slot_at,
+                     updated_at, job_type, payload, queue, priority, max_attempts)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(params![
+                s.name,
+                s.schedule,
+                s.handled_until,
+                s.next_slot_at,
+                now,
+                s.job.job_type,
+                s.job.payload,
+                s.job.queue,
+                s.job.priority,
+                s.job.max_attempts
+            ])?;
+        Ok(())
+    }
+
+    fn replace_stored_schedule(&self, s: &StoredSchedule<'_>, now: i64) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "UPDATE periodic_schedules
+                 SET schedule = ?2, last_slot_at = ?3, next_slot_at = ?4, updated_at = ?5,
+                     job_type = ?6, payload = ?7, queue = ?8, priority = ?9, max_attempts = ?10
+                 WHERE name = ?1 AND job_type IS NOT NULL",
+            )?
+            .execute(params![
+                s.name,
+                s.schedule,
+                s.handled_until,
+                s.next_slot_at,
+                now,
+                s.job.job_type,
+                s.job.payload,
+                s.job.queue,
+                s.job.priority,
+                s.job.max_attempts
+            ])?;
+        Ok(n == 1)
+    }
+
+    fn delete_stored_schedule(&self, name: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "DELETE FROM periodic_schedules WHERE name = ?1 AND job_type IS NOT NULL",
+            )?
+            .execute([name])?;
+        Ok(n == 1)
     }
 }

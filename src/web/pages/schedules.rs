@@ -1,5 +1,5 @@
-//! `GET /schedules`: periodic schedules (the latest slot enqueued, the next one) and report
-//! runs with their progress.
+//! `GET /schedules`: periodic schedules (the job of one kept in the database, the latest slot
+//! enqueued, the next one) and report runs with their progress.
 
 use std::fmt::Write as _;
 
@@ -37,15 +37,24 @@ pub(crate) fn render(app: &App, ctx: &Ctx) -> Response {
         "<div class=\"page-head\"><h1>Schedules &amp; reports</h1></div>\n<h2>Periodic jobs</h2>\n",
     );
     if schedules.is_empty() {
-        body.push_str("<p class=\"empty\">No periodic schedules yet: a worker registers them with <code>WorkerBuilder::periodic</code>.</p>\n");
+        body.push_str("<p class=\"empty\">No periodic schedules yet: a worker registers them with <code>WorkerBuilder::periodic</code>, and <code>litejobs schedule add</code> keeps one in the database for every <code>litejobs work</code>.</p>\n");
     } else {
-        body.push_str("<table class=\"grid\"><thead><tr><th>Name</th><th>Schedule</th><th>Last slot</th><th>Last job</th><th>Next slot</th></tr></thead><tbody>\n");
+        body.push_str("<table class=\"grid\"><thead><tr><th>Name</th><th>Schedule</th><th>Job</th><th>Last slot</th><th>Last job</th><th>Next slot</th></tr></thead><tbody>\n");
         for s in &schedules {
             let _ = writeln!(
                 body,
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&s.name),
                 esc(&s.schedule),
+                // The payload is left out: it may hold what the job pages mask.
+                s.job.as_ref().map_or_else(
+                    || "<span class=\"muted\">in a worker's code</span>".to_string(),
+                    |job| format!(
+                        "<code>{}</code> in {} <span class=\"muted\">(kept in the database)</span>",
+                        esc(&job.job_type),
+                        esc(&job.queue)
+                    )
+                ),
                 when(s.last_slot_at),
                 s.last_job_id.map_or_else(|| "–".to_string(), job_link),
                 s.next_slot_at.map_or_else(|| "–".to_string(), when)

@@ -10,11 +10,15 @@
 pub(crate) mod chores;
 pub(crate) mod every;
 pub(crate) mod expiry;
+pub(crate) mod periodic;
 pub(crate) mod pruner;
 pub(crate) mod reaper;
 pub(crate) mod scheduler;
+pub(crate) mod stored;
 pub(crate) mod strays;
 pub(crate) mod waits;
 
+pub use periodic::Periodic;
 pub use pruner::{CheckpointMode, CheckpointReport, PruneOptions, PruneReport, Pruner};
-pub use scheduler::{EnqueuedSlot, Periodic, ScheduleState, Scheduler, TickReport};
+pub use scheduler::{EnqueuedSlot, Scheduler, TickReport};
+pub use stored::{ScheduleState, StoredJob};

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod pause;
 pub mod prune;
 pub mod retry;
+pub mod schedule;
 pub mod show;
 pub mod stats;
 pub mod systemd;
@@ -254,6 +255,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Workflow(WorkflowCommand::List(args)) => workflow::list(&ctx, args, out),
         Command::Workflow(WorkflowCommand::Show(args)) => workflow_show::run(&ctx, args.id, out),
         Command::Workflow(WorkflowCommand::Cancel(args)) => workflow::cancel(&ctx, args, out),
+        Command::Schedule(cmd) => schedule::run(&ctx, cmd, out),
         Command::Pause(args) => pause::pause(&ctx, args, out),
         Command::Resume(args) => pause::resume(&ctx, args, out),
         Command::Prune(args) => prune::run(&ctx, args, out),

@@ -24,7 +24,10 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     let served = prepared.served();
     let queue = ctx.open_or_create()?;
     let threads = args.concurrency();
-    let mut builder = Worker::builder(&queue).concurrency(threads);
+    // Schedules kept in the database (`litejobs schedule add`) run in every `work`.
+    let mut builder = Worker::builder(&queue)
+        .concurrency(threads)
+        .stored_schedules();
     for spec in &args.queues {
         builder = builder.queue(&spec.name, spec.threads.unwrap_or(threads));
     }

@@ -1,0 +1,143 @@
+//! `litejobs schedule add | list | remove`: periodic jobs kept in the database, run by every
+//! `litejobs work` (the library's `Queue::add_schedule` and `WorkerBuilder::stored_schedules`).
+
+use std::io::Write;
+
+use litejobs::human::{ago, utc};
+use litejobs::maintenance::{Periodic, ScheduleState};
+use litejobs::NewJob;
+use serde::Serialize;
+
+use super::{CliError, Ctx, Exit};
+use crate::args::{ScheduleAddArgs, ScheduleCommand, ScheduleNameArgs};
+use crate::output::{clip, or_dash, write_json, Table};
+
+#[derive(Serialize)]
+struct ListJson<'a> {
+    schedules: &'a [ScheduleState],
+}
+
+#[derive(Serialize)]
+struct RemoveJson<'a> {
+    name: &'a str,
+    removed: bool,
+}
+
+/// Runs one `schedule` subcommand.
+pub fn run(ctx: &Ctx, cmd: &ScheduleCommand, out: &mut dyn Write) -> Result<Exit, CliError> {
+    match cmd {
+        ScheduleCommand::Add(args) => add(ctx, args, out),
+        ScheduleCommand::List => list(ctx, out),
+        ScheduleCommand::Remove(args) => remove(ctx, args, out),
+    }
+}
+
+/// `schedule add`: checks the schedule and the job before the database is opened, so a
+/// refusal creates and changes nothing.
+fn add(ctx: &Ctx, args: &ScheduleAddArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&args.payload) {
+        return Err(CliError::new(format!("payload is not valid JSON: {e}")));
+    }
+    let mut job = NewJob::from_json_text(&args.job_type, &args.payload)
+        .queue(&args.queue)
+        .priority(args.priority);
+    if let Some(max) = args.max_attempts {
+        job = job.max_attempts(max);
+    }
+    let periodic = Periodic::parse(&args.schedule, job)?.named(&args.name);
+    let queue = ctx.open_or_create()?;
+    let stored = if args.replace {
+        queue.replace_schedule(&periodic)?
+    } else {
+        queue.add_schedule(&periodic)?
+    };
+    if ctx.json {
+        write_json(out, &stored)?;
+    } else {
+        let next = stored.next_slot_at.map_or_else(|| "never".to_string(), utc);
+        writeln!(
+            out,
+            "schedule {} kept: {} enqueues {} ({}); next slot {next}. Every `litejobs work` on \
+             this database runs it.",
+            stored.name, stored.schedule, args.job_type, args.queue
+        )?;
+    }
+    Ok(Exit::Ok)
+}
+
+/// `schedule list`: every schedule, stored and from code, by name.
+fn list(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let schedules = queue.periodic_schedules()?;
+    if ctx.json {
+        write_json(
+            out,
+            &ListJson {
+                schedules: &schedules,
+            },
+        )?;
+        return Ok(Exit::Ok);
+    }
+    if schedules.is_empty() {
+        writeln!(out, "no schedules")?;
+        return Ok(Exit::Ok);
+    }
+    let now = queue.now_ms();
+    let mut table = Table::new(&[
+        "NAME",
+        "SCHEDULE",
+        "JOB",
+        "QUEUE",
+        "KEPT IN",
+        "NEXT SLOT",
+        "LAST JOB",
+    ]);
+    for s in &schedules {
+        let (job, queue_name, kept) = match &s.job {
+            Some(job) => (
+                format!("{} {}", job.job_type, clip(&job.payload, 40)),
+                job.queue.clone(),
+                "database",
+            ),
+            None => ("-".to_string(), "-".to_string(), "worker code"),
+        };
+        table.row(vec![
+            s.name.clone(),
+            s.schedule.clone(),
+            job,
+            queue_name,
+            kept.to_string(),
+            s.next_slot_at.map_or_else(
+                || "-".to_string(),
+                |at| format!("{} ({})", utc(at), ago(at, now)),
+            ),
+            or_dash(s.last_job_id),
+        ]);
+    }
+    table.write(out)?;
+    Ok(Exit::Ok)
+}
+
+/// `schedule remove`.
+fn remove(ctx: &Ctx, args: &ScheduleNameArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    let queue = ctx.open_existing()?;
+    let removed = queue.remove_schedule(&args.name)?;
+    if !removed {
+        return Err(CliError::new(format!(
+            "no schedule {:?} is kept in the database (`litejobs schedule list` shows them)",
+            args.name
+        )));
+    }
+    if ctx.json {
+        write_json(
+            out,
+            &RemoveJson {
+                name: &args.name,
+                removed,
+            },
+        )?;
+    } else {
+        writeln!(out, "schedule {} removed", args.name)?;
+    }
+    Ok(Exit::Ok)
+}
