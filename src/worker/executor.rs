@@ -290,7 +290,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
         });
         // Looked at after the slot shows the job running: a cancel the dispatcher posts
         // meanwhile is either seen here or finds the running slot.
-        if let Some(text) = shared.cancelled.take(row.id) {
+        if let Some(text) = cancelled_before_start(&shared.cancelled, row.id, &stop) {
             if !slot.finish() {
                 return;
             }
@@ -560,9 +560,47 @@ fn failed(
     }
 }
 
+/// Why job `id`, just put in its slot, must not start: it was cancelled while it waited in
+/// the channel. Posted on the board; or found in the slot by the dispatcher, which then took
+/// the post back and told the attempt's stop signal. Both count, or a job cancelled while it
+/// waited would start after all when the dispatcher came between the slot and the board.
+fn cancelled_before_start(board: &CancelBoard, id: i64, stop: &StopSignal) -> Option<String> {
+    board
+        .take(id)
+        .or_else(|| stop.cancelled().map(str::to_string))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The order a loaded machine can give: a job cancelled while it waits is posted; the
+    /// executor puts it in its slot; the dispatcher, hearing of the cancel, finds it there,
+    /// tells its stop signal and takes the post back; then the executor looks. The job must
+    /// still not start.
+    #[test]
+    fn a_job_the_dispatcher_finds_in_its_slot_after_a_cancel_does_not_start() {
+        let board = CancelBoard::default();
+        let stop = StopSignal::default();
+        let text = "cancelled by ops: not needed";
+        board.post(2, text, Instant::now());
+        assert!(stop.cancel(text), "the dispatcher tells the slot's attempt");
+        assert!(board.take(2).is_some(), "and takes the post back");
+        assert_eq!(
+            cancelled_before_start(&board, 2, &stop).as_deref(),
+            Some(text)
+        );
+        board.post(4, text, Instant::now());
+        assert_eq!(
+            cancelled_before_start(&board, 4, &StopSignal::default()).as_deref(),
+            Some(text),
+            "a post the executor sees first"
+        );
+        assert_eq!(
+            cancelled_before_start(&board, 3, &StopSignal::default()),
+            None
+        );
+    }
 
     fn feed() -> (crossbeam_channel::Sender<FeedMsg>, QueueFeed) {
         let (tx, rx) = crossbeam_channel::unbounded();

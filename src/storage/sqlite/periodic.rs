@@ -6,6 +6,23 @@ use super::SqliteTx;
 use crate::error::Result;
 use crate::storage::periodic::{PeriodicStore, ScheduleRow, StoredJobRow, StoredSchedule};
 
+/// `?1`–`?10` of an insert or replace: name, schedule, handled until, next slot, now, and
+/// the job's type, payload, queue, priority and attempts.
+fn stored_params<'a>(s: &'a StoredSchedule<'_>, now: &'a i64) -> [&'a dyn rusqlite::ToSql; 10] {
+    [
+        &s.name,
+        &s.schedule,
+        &s.handled_until,
+        &s.next_slot_at,
+        now,
+        &s.job.job_type,
+        &s.job.payload,
+        &s.job.queue,
+        &s.job.priority,
+        &s.job.max_attempts,
+    ]
+}
+
 impl PeriodicStore for SqliteTx<'_> {
     /// Slots up to this time are handled for `name`, or `None` for a schedule never seen.
     fn last_slot(&self, name: &str) -> Result<Option<i64>> {
@@ -115,18 +132,7 @@ impl PeriodicStore for SqliteTx<'_> {
                      updated_at, job_type, payload, queue, priority, max_attempts)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
-            .execute(params![
-                s.name,
-                s.schedule,
-                s.handled_until,
-                s.next_slot_at,
-                now,
-                s.job.job_type,
-                s.job.payload,
-                s.job.queue,
-                s.job.priority,
-                s.job.max_attempts
-            ])?;
+            .execute(stored_params(s, &now))?;
         Ok(())
     }
 
@@ -139,18 +145,7 @@ impl PeriodicStore for SqliteTx<'_> {
                      job_type = ?6, payload = ?7, queue = ?8, priority = ?9, max_attempts = ?10
                  WHERE name = ?1 AND job_type IS NOT NULL",
             )?
-            .execute(params![
-                s.name,
-                s.schedule,
-                s.handled_until,
-                s.next_slot_at,
-                now,
-                s.job.job_type,
-                s.job.payload,
-                s.job.queue,
-                s.job.priority,
-                s.job.max_attempts
-            ])?;
+            .execute(stored_params(s, &now))?;
         Ok(n == 1)
     }
 
