@@ -42,12 +42,26 @@ fn schedules_are_added_listed_replaced_and_removed() {
     );
     let stored = run(
         &db,
-        &["schedule", "add", "sync", "every 15m", "crm_sync", "--json"],
+        &[
+            "schedule",
+            "add",
+            "sync",
+            "every 15m",
+            "crm_sync",
+            r#"{"api_token": "tok-123", "full": true}"#,
+            "--json",
+        ],
     )
     .json();
     assert_eq!(stored["schedule"], "every 900000 ms");
     assert_eq!(stored["job"]["job_type"], "crm_sync");
-    assert_eq!(stored["job"]["payload"], "{}");
+    let shown: Value =
+        serde_json::from_str(stored["job"]["payload"].as_str().expect("text")).expect("JSON");
+    assert_eq!(
+        shown,
+        json!({"api_token": "[masked]", "full": true}),
+        "secrets masked"
+    );
     run(&db, &["schedule", "add", "sync", "every 5m", "crm_sync"]).refused("exists already");
     let replaced = run(
         &db,
@@ -90,6 +104,8 @@ fn schedules_are_added_listed_replaced_and_removed() {
         table.contains(r#"report {"kind": "sales"}"#) && table.contains("database"),
         "{table}"
     );
+    let all = format!("{table}{listed}");
+    assert!(!all.contains("tok-123"), "secrets masked in list: {all}");
     assert_eq!(
         run(&db, &["schedule", "remove", "sync"]).ok().stdout,
         "schedule sync removed\n"

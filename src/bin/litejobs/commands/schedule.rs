@@ -7,6 +7,7 @@ use litejobs::human::{ago, utc};
 use litejobs::maintenance::{Periodic, ScheduleState};
 use litejobs::NewJob;
 use serde::Serialize;
+use serde_json::Value;
 
 use super::{CliError, Ctx, Exit};
 use crate::args::{ScheduleAddArgs, ScheduleCommand, ScheduleNameArgs};
@@ -46,11 +47,14 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs, out: &mut dyn Write) -> Result<Exit, C
     }
     let periodic = Periodic::parse(&args.schedule, job)?.named(&args.name);
     let queue = ctx.open_or_create()?;
-    let stored = if args.replace {
-        queue.replace_schedule(&periodic)?
-    } else {
-        queue.add_schedule(&periodic)?
-    };
+    let stored = masked(
+        ctx,
+        if args.replace {
+            queue.replace_schedule(&periodic)?
+        } else {
+            queue.add_schedule(&periodic)?
+        },
+    );
     if ctx.json {
         write_json(out, &stored)?;
     } else {
@@ -68,7 +72,11 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs, out: &mut dyn Write) -> Result<Exit, C
 /// `schedule list`: every schedule, stored and from code, by name.
 fn list(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
-    let schedules = queue.periodic_schedules()?;
+    let schedules: Vec<ScheduleState> = queue
+        .periodic_schedules()?
+        .into_iter()
+        .map(|s| masked(ctx, s))
+        .collect();
     if ctx.json {
         write_json(
             out,
@@ -116,6 +124,17 @@ fn list(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
     }
     table.write(out)?;
     Ok(Exit::Ok)
+}
+
+/// A schedule as people and scripts may see it: secrets in its job's payload masked, as in
+/// every view of a job.
+fn masked(ctx: &Ctx, mut schedule: ScheduleState) -> ScheduleState {
+    if let Some(job) = schedule.job.as_mut() {
+        if let Value::String(text) = ctx.redactor.mask(&Value::String(job.payload.clone())) {
+            job.payload = text;
+        }
+    }
+    schedule
 }
 
 /// `schedule remove`.
