@@ -188,6 +188,25 @@ fn a_schedule_inserted_by_plain_sql_runs_and_a_row_that_cannot_run_is_left_out()
     let got = jobs(&env, "sql_job");
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].2, json!({"n": 1}));
+    // In a SQLite file another program may store a number as text: that row is left out,
+    // and every read of the schedules still works.
+    if !crate::support::on_postgres() {
+        env.sql_exec(&format!(
+            "INSERT INTO periodic_schedules (name, schedule, last_slot_at, job_type, priority)
+             VALUES ('typed_wrong', 'every 15m', {START_MS}, 'sql_job', 'high')"
+        ));
+        env.clock.set(slot + 15 * MINUTE + 1);
+        let enqueued = tick(&scheduler).enqueued;
+        assert_eq!(
+            enqueued.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["from_sql"]
+        );
+        let listed = env
+            .queue
+            .periodic_schedules()
+            .expect("the list still reads");
+        assert!(listed.iter().any(|s| s.name == "typed_wrong"));
+    }
     let job = env
         .queue
         .job(enqueued[0].job_id)
@@ -272,4 +291,43 @@ fn the_guide_s_insert_from_python_keeps_a_schedule_that_workers_run() {
     assert_eq!(enqueued.len(), 1, "{enqueued:?}");
     assert_eq!(enqueued[0].name, "crm_sync");
     assert_eq!(jobs(&env, "crm_sync")[0].2, json!({"full": false}));
+}
+
+/// A stored schedule this worker cannot enqueue (its job type is marked encrypted and the
+/// worker holds no key) is skipped, left due for a worker that can, and holds up none of the
+/// other schedules, stored or in the worker's code.
+#[cfg(feature = "encryption")]
+#[test]
+fn a_stored_schedule_a_worker_cannot_enqueue_holds_up_no_other_schedule() {
+    let env = setup();
+    env.sql_exec("INSERT INTO encrypted_types (job_type) VALUES ('secret_report')");
+    // Opened after the mark, so it knows the type is encrypted; it holds no key.
+    let keyless = env.open_another();
+    let secret = Periodic::parse("every 1h", NewJob::new("secret_report", json!({})))
+        .expect("every")
+        .named("secret");
+    keyless.add_schedule(&secret).expect("add");
+    keyless.add_schedule(&report_every_hour()).expect("add");
+    let scheduler = Scheduler::new(&keyless, vec![hourly()])
+        .expect("scheduler")
+        .with_stored_schedules();
+    tick(&scheduler);
+    env.clock.set(FIRST_HOUR + 5);
+    let mut names: Vec<String> = tick(&scheduler)
+        .enqueued
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["hourly_sync", "sales_report"]);
+    let secret_row = keyless
+        .periodic_schedules()
+        .expect("schedules")
+        .into_iter()
+        .find(|s| s.name == "secret")
+        .expect("kept");
+    assert!(
+        secret_row.last_slot_at < FIRST_HOUR,
+        "still due: {secret_row:?}"
+    );
 }

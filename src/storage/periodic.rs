@@ -27,6 +27,9 @@ pub(crate) struct StoredJobRow {
     pub(crate) queue: String,
     pub(crate) priority: i64,
     pub(crate) max_attempts: i64,
+    /// Why the row cannot run as read (a column of the wrong type, written by another
+    /// program into a SQLite file); `None` for a sound one.
+    pub(crate) defect: Option<String>,
 }
 
 /// A schedule kept in the database, as written by `add` or `replace`: its name, the
@@ -80,6 +83,9 @@ pub(crate) trait PeriodicStore {
 
     /// Every stored schedule, by name.
     fn schedules(&self) -> Result<Vec<ScheduleRow>>;
+
+    /// The schedule stored under `name`, if any.
+    fn schedule(&self, name: &str) -> Result<Option<ScheduleRow>>;
 
     /// Inserts a schedule kept in the database. The caller has checked that the name is
     /// free (in this transaction).

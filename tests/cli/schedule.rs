@@ -16,6 +16,7 @@ fn schedules_are_added_listed_replaced_and_removed() {
         &["schedule", "add", "x", "every 1h", "report", "{oops"],
     )
     .refused("not valid JSON");
+    run(&db, &["schedule", "add", " ", "every 1h", "report"]).refused("name is empty");
     if !crate::support::on_postgres() {
         assert!(!db.exists(), "a refused add creates no database");
     }

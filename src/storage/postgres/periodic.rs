@@ -41,6 +41,31 @@ struct Schedule {
     max_attempts: i64,
 }
 
+/// The columns a [`Schedule`] reads.
+const SCHEDULE_COLUMNS: &str = "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at,
+        updated_at, job_type, payload, queue, priority, max_attempts FROM periodic_schedules";
+
+impl From<Schedule> for ScheduleRow {
+    fn from(r: Schedule) -> ScheduleRow {
+        ScheduleRow {
+            name: r.name,
+            schedule: r.schedule,
+            last_slot_at: r.last_slot_at,
+            last_job_id: r.last_job_id,
+            next_slot_at: r.next_slot_at,
+            updated_at: r.updated_at,
+            job: r.job_type.map(|job_type| StoredJobRow {
+                job_type,
+                payload: r.payload,
+                queue: r.queue,
+                priority: r.priority,
+                max_attempts: r.max_attempts,
+                defect: None,
+            }),
+        }
+    }
+}
+
 /// `$1`–`$10` of an insert or replace: name, schedule, handled until, next slot, now, and
 /// the job's type, payload, queue, priority and attempts.
 fn stored_query(sql: &str, s: &StoredSchedule<'_>, now: i64) -> super::sql::Query<'static> {
@@ -138,29 +163,16 @@ impl PeriodicStore for PgTx<'_> {
     }
 
     fn schedules(&self) -> Result<Vec<ScheduleRow>> {
-        let rows: Vec<Schedule> = self.rows(query(
-            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at,
-                    job_type, payload, queue, priority, max_attempts
-             FROM periodic_schedules ORDER BY name COLLATE \"C\"",
-        ))?;
-        Ok(rows
-            .into_iter()
-            .map(|r| ScheduleRow {
-                name: r.name,
-                schedule: r.schedule,
-                last_slot_at: r.last_slot_at,
-                last_job_id: r.last_job_id,
-                next_slot_at: r.next_slot_at,
-                updated_at: r.updated_at,
-                job: r.job_type.map(|job_type| StoredJobRow {
-                    job_type,
-                    payload: r.payload,
-                    queue: r.queue,
-                    priority: r.priority,
-                    max_attempts: r.max_attempts,
-                }),
-            })
-            .collect())
+        let rows: Vec<Schedule> = self.rows(query(&format!(
+            "{SCHEDULE_COLUMNS} ORDER BY name COLLATE \"C\""
+        )))?;
+        Ok(rows.into_iter().map(ScheduleRow::from).collect())
+    }
+
+    fn schedule(&self, name: &str) -> Result<Option<ScheduleRow>> {
+        let row: Option<Schedule> =
+            self.row(query(&format!("{SCHEDULE_COLUMNS} WHERE name = $1")).text(name))?;
+        Ok(row.map(ScheduleRow::from))
     }
 
     fn insert_stored_schedule(&self, s: &StoredSchedule<'_>, now: i64) -> Result<()> {

@@ -23,6 +23,59 @@ fn stored_params<'a>(s: &'a StoredSchedule<'_>, now: &'a i64) -> [&'a dyn rusqli
     ]
 }
 
+/// The columns [`schedule_row`] reads.
+const SCHEDULE_COLUMNS: &str = "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at,
+        updated_at, job_type, payload, queue, priority, max_attempts FROM periodic_schedules";
+
+/// A row of [`SCHEDULE_COLUMNS`]. The job's columns are read as they are: another program
+/// may have written a number as text into the file, and that row (not every read of the
+/// table) is then refused, with the reason.
+fn schedule_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ScheduleRow> {
+    use rusqlite::types::Value;
+    let job = match row.get::<_, Value>(6)? {
+        Value::Null => None,
+        job_type => {
+            let mut defects = Vec::new();
+            let mut text = |v: Value, column: &str| match v {
+                Value::Text(t) => t,
+                _ => {
+                    defects.push(format!("{column} is not text"));
+                    String::new()
+                }
+            };
+            let job_type = text(job_type, "job_type");
+            let payload = text(row.get(7)?, "payload");
+            let queue = text(row.get(8)?, "queue");
+            let mut int = |v: Value, column: &str| match v {
+                Value::Integer(n) => n,
+                _ => {
+                    defects.push(format!("{column} is not an integer"));
+                    0
+                }
+            };
+            let priority = int(row.get(9)?, "priority");
+            let max_attempts = int(row.get(10)?, "max_attempts");
+            Some(StoredJobRow {
+                job_type,
+                payload,
+                queue,
+                priority,
+                max_attempts,
+                defect: (!defects.is_empty()).then(|| defects.join(", ")),
+            })
+        }
+    };
+    Ok(ScheduleRow {
+        name: row.get(0)?,
+        schedule: row.get(1)?,
+        last_slot_at: row.get(2)?,
+        last_job_id: row.get(3)?,
+        next_slot_at: row.get(4)?,
+        updated_at: row.get(5)?,
+        job,
+    })
+}
+
 impl PeriodicStore for SqliteTx<'_> {
     /// Slots up to this time are handled for `name`, or `None` for a schedule never seen.
     fn last_slot(&self, name: &str) -> Result<Option<i64>> {
@@ -94,35 +147,20 @@ impl PeriodicStore for SqliteTx<'_> {
 
     /// Every stored schedule, by name.
     fn schedules(&self) -> Result<Vec<ScheduleRow>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT name, schedule, last_slot_at, last_job_id, next_slot_at, updated_at,
-                    job_type, payload, queue, priority, max_attempts
-             FROM periodic_schedules ORDER BY name",
-        )?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("{SCHEDULE_COLUMNS} ORDER BY name"))?;
         let rows = stmt
-            .query_map([], |row| {
-                let job_type: Option<String> = row.get(6)?;
-                Ok(ScheduleRow {
-                    name: row.get(0)?,
-                    schedule: row.get(1)?,
-                    last_slot_at: row.get(2)?,
-                    last_job_id: row.get(3)?,
-                    next_slot_at: row.get(4)?,
-                    updated_at: row.get(5)?,
-                    job: match job_type {
-                        Some(job_type) => Some(StoredJobRow {
-                            job_type,
-                            payload: row.get(7)?,
-                            queue: row.get(8)?,
-                            priority: row.get(9)?,
-                            max_attempts: row.get(10)?,
-                        }),
-                        None => None,
-                    },
-                })
-            })?
+            .query_map([], schedule_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
+    }
+
+    fn schedule(&self, name: &str) -> Result<Option<ScheduleRow>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("{SCHEDULE_COLUMNS} WHERE name = ?1"))?;
+        Ok(stmt.query_row([name], schedule_row).optional()?)
     }
 
     fn insert_stored_schedule(&self, s: &StoredSchedule<'_>, now: i64) -> Result<()> {

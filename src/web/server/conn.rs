@@ -111,6 +111,22 @@ impl<'s> Conn<'s> {
             return Err(ErrorKind::TimedOut.into());
         }
         self.stream.set_read_timeout(Some(left))?;
+        if !self.received.load(Ordering::Acquire) {
+            // The first bytes are peeked at, marked received, and only then read: while a
+            // connection makes room for another, a request its client sent is always either
+            // waiting in the socket or marked (a read first left a moment with neither, and
+            // the request was dropped).
+            let peeked = loop {
+                match self.stream.peek(&mut [0u8; 1]) {
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    other => break other?,
+                }
+            };
+            if peeked == 0 {
+                return Ok(0);
+            }
+            self.received.store(true, Ordering::Release);
+        }
         let mut chunk = [0u8; CHUNK];
         let want = max.min(CHUNK);
         let n = loop {
@@ -120,9 +136,6 @@ impl<'s> Conn<'s> {
             }
         };
         self.buf.extend_from_slice(&chunk[..n]);
-        if n > 0 {
-            self.received.store(true, Ordering::Release);
-        }
         Ok(n)
     }
 

@@ -14,15 +14,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use super::peer;
-
-/// How long a new connection has to show the bytes of a request its client sent before
-/// it can be taken for idle: on a loaded machine the kernel may hand loopback data to the
-/// socket a little after the client's `write` returned, and a request that was sent must
-/// never be dropped to make room.
-const FIRST_BYTES_GRACE: Duration = Duration::from_millis(25);
 
 /// Connection ids: they grow with each connection, so the smallest is the oldest.
 pub(crate) type SlotId = u64;
@@ -33,44 +26,29 @@ struct Entry {
     client: IpAddr,
     /// Set by the connection's thread once it has read a byte.
     received: Arc<AtomicBool>,
-    /// When it was let in.
-    since: Instant,
 }
 
 impl Entry {
     /// Connected without having sent a byte: nothing read by its thread, nothing waiting in
-    /// the socket (the thread may not have run yet), and, for a connection younger than
-    /// [`FIRST_BYTES_GRACE`], nothing arriving within the rest of it.
+    /// the socket (the thread may not have run yet).
     fn idle(&self) -> bool {
-        if self.received.load(Ordering::Acquire) {
-            return false;
-        }
-        let wait = FIRST_BYTES_GRACE.saturating_sub(self.since.elapsed());
-        !bytes_waiting(&self.stream, wait)
+        !self.received.load(Ordering::Acquire) && !bytes_waiting(&self.stream)
     }
 }
 
-/// True when the client has sent bytes not read yet, looking again every millisecond for up
-/// to `wait`. Peeks without blocking and without changing the socket, which the connection's
-/// thread may be reading at the same moment.
+/// True when the client has sent bytes not read yet. Peeks without blocking and without
+/// changing the socket, which the connection's thread may be reading at the same moment.
 #[cfg(unix)]
-fn bytes_waiting(stream: &TcpStream, wait: Duration) -> bool {
-    let until = Instant::now() + wait;
-    loop {
-        let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
-        let waiting = socket2::SockRef::from(stream)
-            .recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-            .is_ok_and(|n| n > 0);
-        if waiting || Instant::now() >= until {
-            return waiting;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+fn bytes_waiting(stream: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    socket2::SockRef::from(stream)
+        .recv_with_flags(&mut byte, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+        .is_ok_and(|n| n > 0)
 }
 
 /// Without a non-blocking peek, only what the connection's thread has read counts.
 #[cfg(not(unix))]
-fn bytes_waiting(_stream: &TcpStream, _wait: Duration) -> bool {
+fn bytes_waiting(_stream: &TcpStream) -> bool {
     false
 }
 
@@ -117,7 +95,6 @@ impl Slots {
                 stream,
                 client,
                 received: received.clone(),
-                since: Instant::now(),
             },
         );
         Ok((id, received))

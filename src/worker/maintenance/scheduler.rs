@@ -26,7 +26,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use serde::Serialize;
 
 use super::periodic::Periodic;
-use super::stored::{stored_periodics, Reported};
+use super::stored::{report_once, stored_periodics, Reported};
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::NewJob;
 use crate::queue::events::Event;
@@ -136,16 +136,10 @@ impl Scheduler {
     fn next_due(&self) -> Result<Option<i64>> {
         let now = self.queue.now_ms();
         let stored = self.queue.db().read(|tx| {
-            let stored = stored_periodics(tx, &self.periodics, &self.reported)?;
-            let last: std::collections::HashMap<String, i64> = tx
-                .schedules()?
-                .into_iter()
-                .map(|r| (r.name, r.last_slot_at))
-                .collect();
-            Ok(stored
+            Ok(stored_periodics(tx, &self.periodics, &self.reported)?
                 .iter()
-                .filter_map(|p| {
-                    let last = last.get(p.name()).copied().unwrap_or(now);
+                .filter_map(|(p, row)| {
+                    let last = row.last_slot_at;
                     if p.latest_slot(last, now).is_some() {
                         Some(now)
                     } else {
@@ -177,12 +171,34 @@ impl Scheduler {
                 Vec::new()
             };
             let mut enqueued = Vec::new();
-            for p in self.periodics.iter().chain(&stored) {
+            let own = self.periodics.iter().map(|p| (p, None));
+            for (p, read) in own.chain(stored.iter().map(|(p, row)| (p, Some(row)))) {
                 tx.lock_key(&format!("periodic:{}", p.name))?;
-                let schedule = p.describe();
-                let Some(last) = tx.last_slot(&p.name)? else {
-                    tx.insert_baseline(&p.name, &schedule, now, p.next_slot_after(now), now)?;
-                    continue;
+                let (schedule, last) = match read {
+                    None => {
+                        let schedule = p.describe();
+                        let Some(last) = tx.last_slot(&p.name)? else {
+                            tx.insert_baseline(
+                                &p.name,
+                                &schedule,
+                                now,
+                                p.next_slot_after(now),
+                                now,
+                            )?;
+                            continue;
+                        };
+                        (schedule, last)
+                    }
+                    // Under the lock, a stored schedule is read again: one replaced or
+                    // removed since the list was read is left to the next tick, which reads
+                    // it as it is now (never a baseline for it: that would make a code
+                    // schedule of it). Its text is written back as it was given.
+                    Some(read) => match tx.schedule(&p.name)? {
+                        Some(row) if row.schedule == read.schedule && row.job == read.job => {
+                            (row.schedule, row.last_slot_at)
+                        }
+                        _ => continue,
+                    },
                 };
                 let Some(slot) = p.latest_slot(last, now) else {
                     tx.set_next_slot(&p.name, &schedule, p.next_slot_after(last.max(now)), now)?;
@@ -191,6 +207,17 @@ impl Scheduler {
                 let skipped_earlier = p.next_slot_after(last).is_some_and(|first| first < slot);
                 let job_id = match p.job_for(slot).and_then(|job| self.queue.enqueue_on(tx, job)) {
                     Ok(id) => Some(id),
+                    // A stored schedule this worker cannot enqueue now (its job type is
+                    // marked encrypted and this worker holds no key): logged once, and left
+                    // due for a worker that can, without holding up the other schedules.
+                    Err(e) if read.is_some() && e.kind() == ErrorKind::InvalidConfig => {
+                        report_once(
+                            &self.reported,
+                            &format!("{}\u{0}{e}", p.name),
+                            &format!("litejobs: stored schedule {:?} not enqueued here: {e}", p.name),
+                        );
+                        continue;
+                    }
                     // A template the queue refuses (e.g. over its payload limit) would be
                     // refused at every slot: log it, and count the slot as handled.
                     Err(e) if e.kind() == ErrorKind::InvalidJob => {
@@ -221,7 +248,7 @@ impl Scheduler {
             }
             Ok((enqueued, stored))
         })?;
-        let all = || self.periodics.iter().chain(&stored);
+        let all = || self.periodics.iter().chain(stored.iter().map(|(p, _)| p));
         let jobs: Vec<(i64, &NewJob)> = enqueued
             .iter()
             .filter_map(|slot| {
@@ -286,7 +313,7 @@ fn run(scheduler: &Scheduler, stopped: &Receiver<()>, wake: &Receiver<()>) {
     let mut failures: u32 = 0;
     loop {
         let now = scheduler.queue.now_ms();
-        if scheduler.stored && now >= next_look && now < next_due {
+        if scheduler.stored && failures == 0 && now >= next_look && now < next_due {
             // Another process may have added, changed or removed a stored schedule: a read
             // says whether one is due, and only then does a tick write.
             next_look = now.saturating_add(STORED_LOOK_MS);
@@ -320,7 +347,9 @@ fn run(scheduler: &Scheduler, stopped: &Receiver<()>, wake: &Receiver<()>) {
                 }
             }
         }
-        let until = if scheduler.stored {
+        // After a failed tick, only its back-off counts: a look would find the same slot
+        // due and undo it.
+        let until = if scheduler.stored && failures == 0 {
             next_due.min(next_look)
         } else {
             next_due

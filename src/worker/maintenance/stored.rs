@@ -135,11 +135,15 @@ impl Periodic {
             queue: job.queue.clone(),
             priority: job.priority,
             max_attempts: job.max_attempts,
+            defect: None,
         })
     }
 
     /// The [`Periodic`] of a schedule kept in the database.
     fn from_stored(name: &str, schedule: &str, job: &StoredJobRow) -> Result<Periodic> {
+        if let Some(defect) = &job.defect {
+            return Err(Error::invalid_job(defect.clone()));
+        }
         let max_attempts = u32::try_from(job.max_attempts).map_err(|_| {
             Error::invalid_job(format!("max_attempts {} is out of range", job.max_attempts))
         })?;
@@ -157,14 +161,15 @@ impl Periodic {
     }
 }
 
-/// The schedules kept in the database, as [`Periodic`]s, except those named by a
-/// worker's own schedules (`code`): a row that cannot run (a cron expression another program
-/// wrote wrong, an empty job type) is logged once per scheduler (`reported`) and left out.
+/// The schedules kept in the database, as [`Periodic`]s with their rows as read, except
+/// those named by a worker's own schedules (`code`): a row that cannot run (a cron
+/// expression another program wrote wrong, a number stored as text) is logged once per
+/// scheduler (`reported`) and left out.
 pub(crate) fn stored_periodics<T: PeriodicStore + ?Sized>(
     tx: &T,
     code: &[Periodic],
     reported: &Mutex<HashSet<String>>,
-) -> Result<Vec<Periodic>> {
+) -> Result<Vec<(Periodic, ScheduleRow)>> {
     let mut periodics = Vec::new();
     for row in tx.schedules()? {
         let Some(job) = &row.job else { continue };
@@ -178,20 +183,29 @@ pub(crate) fn stored_periodics<T: PeriodicStore + ?Sized>(
             Periodic::from_stored(&row.name, &row.schedule, job).map_err(|e| e.to_string())
         };
         match problem {
-            Ok(p) => periodics.push(p),
-            Err(why) => {
-                let key = format!("{}\u{0}{}\u{0}{job:?}", row.name, row.schedule);
-                let first = reported.lock().map(|mut r| r.insert(key)).unwrap_or(true);
-                if first {
-                    log::error!(
-                        "litejobs: stored schedule {:?} does not run: {why}",
-                        row.name
-                    );
-                }
-            }
+            Ok(p) => periodics.push((p, row)),
+            Err(why) => report_once(
+                reported,
+                &format!("{}\u{0}{}\u{0}{job:?}", row.name, row.schedule),
+                &format!(
+                    "litejobs: stored schedule {:?} does not run: {why}",
+                    row.name
+                ),
+            ),
         }
     }
     Ok(periodics)
+}
+
+/// Logs `line` as an error the first time this scheduler meets `key`.
+pub(crate) fn report_once(reported: &Mutex<HashSet<String>>, key: &str, line: &str) {
+    let first = reported
+        .lock()
+        .map(|mut r| r.insert(key.to_string()))
+        .unwrap_or(true);
+    if first {
+        log::error!("{line}");
+    }
 }
 
 /// The rows a scheduler has already logged as unable to run, shared by its clones.
@@ -244,7 +258,9 @@ impl Queue {
     /// defines (it comes back with that worker's next tick).
     pub fn remove_schedule(&self, name: &str) -> Result<bool> {
         self.db().write(|tx| {
-            let existing = tx.schedules()?.into_iter().find(|r| r.name == name);
+            // The lock a tick takes before it writes the schedule's row.
+            tx.lock_key(&format!("periodic:{name}"))?;
+            let existing = tx.schedule(name)?;
             match existing {
                 None => Ok(false),
                 Some(row) if row.job.is_none() => Err(defined_in_code(name)),
@@ -270,10 +286,7 @@ impl Queue {
         };
         self.db().write(|tx| {
             tx.lock_key(&format!("periodic:{}", periodic.name()))?;
-            let existing = tx
-                .schedules()?
-                .into_iter()
-                .find(|r| r.name == periodic.name());
+            let existing = tx.schedule(periodic.name())?;
             match existing {
                 None => tx.insert_stored_schedule(&stored, now)?,
                 Some(row) if row.job.is_none() => return Err(defined_in_code(periodic.name())),
@@ -291,9 +304,7 @@ impl Queue {
                     tx.replace_stored_schedule(&stored, now)?;
                 }
             }
-            tx.schedules()?
-                .into_iter()
-                .find(|r| r.name == periodic.name())
+            tx.schedule(periodic.name())?
                 .map(ScheduleState::from)
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "the schedule just stored"))
         })

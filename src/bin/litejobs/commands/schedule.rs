@@ -36,6 +36,9 @@ pub fn run(ctx: &Ctx, cmd: &ScheduleCommand, out: &mut dyn Write) -> Result<Exit
 /// `schedule add`: checks the schedule and the job before the database is opened, so a
 /// refusal creates and changes nothing.
 fn add(ctx: &Ctx, args: &ScheduleAddArgs, out: &mut dyn Write) -> Result<Exit, CliError> {
+    if args.name.trim().is_empty() {
+        return Err(CliError::new("the schedule's name is empty"));
+    }
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&args.payload) {
         return Err(CliError::new(format!("payload is not valid JSON: {e}")));
     }

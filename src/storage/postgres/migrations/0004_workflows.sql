@@ -85,8 +85,8 @@ CREATE INDEX job_deps_waits_idx ON job_deps (state, depends_on);
 -- row at the time litejobs passes in the transaction-local setting litejobs.now_ms;
 -- otherwise at the server's clock.
 --
--- Their functions plan each query once per session (plan_cache_mode): planned again at each
--- call for the arrays they take, their queries cost more to plan than to run.
+-- The settling function plans each query once per session (plan_cache_mode): planned again
+-- at each call for the arrays it takes, its queries cost more to plan than to run.
 --
 -- The transaction-local settings litejobs.now_ms, litejobs.counted, litejobs.checked,
 -- litejobs.cancelled and litejobs.settling are litejobs' own (litejobs.counted: its insert
@@ -95,7 +95,7 @@ CREATE INDEX job_deps_waits_idx ON job_deps (state, depends_on);
 -- nothing to do); other programs leave them unset.
 
 CREATE FUNCTION job_deps_check() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT SET plan_cache_mode = force_generic_plan AS $$
+    SET search_path FROM CURRENT AS $$
 DECLARE
     waiting TEXT;
 BEGIN
@@ -153,7 +153,7 @@ CREATE TRIGGER job_deps_checked BEFORE INSERT ON job_deps
 -- settles at once the rows whose dependency has already ended: succeeded (or any outcome)
 -- leaves nothing to wait for, dead or cancelled cancels the waiting job.
 CREATE FUNCTION job_deps_hold() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT SET plan_cache_mode = force_generic_plan AS $$
+    SET search_path FROM CURRENT AS $$
 DECLARE
     now_ms BIGINT := COALESCE(NULLIF(current_setting('litejobs.now_ms', true), '')::bigint,
                               floor(extract(epoch FROM now()) * 1000)::bigint);
@@ -338,7 +338,7 @@ $$;
 -- Settles the dependants of the jobs a statement ended, all at once, at the time the
 -- statement wrote as their finished_at (else litejobs' clock, else the server's).
 CREATE FUNCTION jobs_settle_dependants() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT SET plan_cache_mode = force_generic_plan AS $$
+    SET search_path FROM CURRENT AS $$
 DECLARE
     ended BIGINT[];
     at BIGINT;
@@ -383,7 +383,7 @@ CREATE TRIGGER jobs_dependants_settled AFTER UPDATE ON jobs
 -- A job others wait for that a program deletes before it ended will never succeed: its
 -- dependants are settled as for a dead one, in the deleting statement.
 CREATE FUNCTION jobs_settle_deleted() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT SET plan_cache_mode = force_generic_plan AS $$
+    SET search_path FROM CURRENT AS $$
 DECLARE
     deleted BIGINT[];
 BEGIN
