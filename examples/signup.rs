@@ -178,6 +178,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             attempt,
             status,
             error,
+            ..
         } = events.recv_timeout(Duration::from_secs(30))?
         {
             let why = error.map(|e| format!(" ({e})")).unwrap_or_default();

@@ -135,6 +135,7 @@ impl Queue {
                 self.events().send(Event::Finished {
                     id: c.id,
                     job_type: c.job_type.clone(),
+                    queue: c.queue.clone(),
                     attempt,
                     status: JobStatus::Cancelled,
                     error: Some(text.clone()),

@@ -28,6 +28,8 @@ pub enum Event {
         id: i64,
         /// Its job type.
         job_type: String,
+        /// Its queue.
+        queue: String,
         /// The attempt number, from 1.
         attempt: i64,
     },
@@ -38,6 +40,8 @@ pub enum Event {
         id: i64,
         /// Its job type.
         job_type: String,
+        /// Its queue.
+        queue: String,
         /// The attempt number.
         attempt: i64,
         /// The job's status after the write.
@@ -83,6 +87,7 @@ impl EventHub {
         self.send(Event::Finished {
             id: refused.id,
             job_type: refused.job_type.clone(),
+            queue: refused.queue.clone(),
             attempt: refused.attempts,
             status: JobStatus::Dead,
             error: Some(refused.error.clone()),

@@ -34,6 +34,7 @@ pub(crate) fn cancelled_text(by: Option<&str>, reason: Option<&str>) -> String {
 pub(crate) struct Cancelled {
     pub(crate) id: i64,
     pub(crate) job_type: String,
+    pub(crate) queue: String,
     /// The attempt that was running, whose outcome is now `cancelled` (its worker is to
     /// stop it); `None` for a job that was waiting.
     pub(crate) running_attempt: Option<i64>,

@@ -532,6 +532,7 @@ pub(crate) fn announce(events: &EventHub, c: &Completion) {
     events.send(Event::Finished {
         id: c.row.id,
         job_type: c.row.job_type.clone(),
+        queue: c.row.queue.clone(),
         attempt: c.row.attempt,
         status: status_after(c),
         error,

@@ -307,6 +307,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
             shared.queue.events().send(Event::Started {
                 id: row.id,
                 job_type: row.job_type.clone(),
+                queue: row.queue.clone(),
                 attempt: row.attempt,
             });
         }

@@ -717,7 +717,7 @@ fn work_logs_each_outcome_of_a_command_with_its_job_attempt_and_error() {
 
 /// `--log-format json` (here by its variable): every line `work` writes on stderr is one
 /// JSON object with time, level, target and message, and a line about a job has its id,
-/// type and attempt as fields of their own.
+/// type, queue and attempt as fields of their own.
 #[test]
 fn work_writes_json_log_lines_with_the_job_s_fields() {
     let dir = temp_dir();
@@ -727,10 +727,20 @@ fn work_writes_json_log_lines_with_the_job_s_fields() {
         "broken.sh",
         "#!/bin/sh\ncat >/dev/null\necho 'ValueError: \"huge\" size' >&2\nexit 65\n",
     );
-    let dead = enqueue(&db, "resize", "{}");
+    let dead: i64 = run(&db, &["enqueue", "resize", "{}", "--queue", "images"])
+        .ok()
+        .stdout
+        .trim()
+        .parse()
+        .expect("the job's id");
     let mut work = WorkChild::start_with(
         &db,
-        &["--exec", &format!("resize={}", broken.display())],
+        &[
+            "--queue",
+            "images",
+            "--exec",
+            &format!("resize={}", broken.display()),
+        ],
         &[("LITEJOBS_LOG_FORMAT", "json"), ("RUST_LOG", "info")],
     );
     assert!(
@@ -757,6 +767,7 @@ fn work_writes_json_log_lines_with_the_job_s_fields() {
     assert_eq!(about_job.len(), 1, "{records:?}");
     let line = about_job[0];
     assert_eq!(line["job_type"], "resize");
+    assert_eq!(line["queue"], "images");
     assert_eq!(line["attempt"], 1);
     assert_eq!(line["level"], "ERROR");
     let message = line["message"].as_str().unwrap_or_default();

@@ -65,7 +65,7 @@ pub struct Cli {
 
     /// How log lines are written on stderr (what `work` and `web` say as they run): text,
     /// or json, one object per line with time, level, target and message, and job_id,
-    /// job_type and attempt in a line about a job.
+    /// job_type, queue and attempt in a line about a job.
     #[arg(
         long,
         env = "LITEJOBS_LOG_FORMAT",

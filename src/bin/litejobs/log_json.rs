@@ -1,7 +1,7 @@
 //! `--log-format json`: each log record as one JSON object on its own line, for journald,
 //! Loki and other collectors: `time` (RFC 3339, UTC, milliseconds), `level`, `target`,
-//! `message`, then the record's key-value fields (`job_id`, `job_type`, `attempt` in a line
-//! about a job), numbers as numbers. Under journald each line starts with its syslog level.
+//! `message`, then the record's key-value fields (`job_id`, `job_type`, `queue`, `attempt`
+//! in a line about a job), numbers as numbers. Under journald each line starts with its syslog level.
 
 use std::io::Write;
 

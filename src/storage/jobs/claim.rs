@@ -56,6 +56,7 @@ pub(crate) struct Claimed {
 pub(crate) struct Refused {
     pub(crate) id: i64,
     pub(crate) job_type: String,
+    pub(crate) queue: String,
     pub(crate) attempts: i64,
     pub(crate) error: String,
 }

@@ -66,6 +66,8 @@ pub(super) fn returning_unless_key_held(
 struct TypeAttemptRow {
     #[diesel(sql_type = Text)]
     job_type: String,
+    #[diesel(sql_type = Text)]
+    queue: String,
     #[diesel(sql_type = BigInt)]
     attempts: i64,
 }
@@ -86,7 +88,7 @@ impl AdminStore for PgTx<'_> {
         check_cancellable(id, &status)?;
         let row = self
             .row::<TypeAttemptRow>(
-                query("SELECT job_type, attempts FROM jobs WHERE id = $1").int(id),
+                query("SELECT job_type, queue, attempts FROM jobs WHERE id = $1").int(id),
             )?
             .ok_or_else(|| Error::not_found("job", id))?;
         let running = status == "running";
@@ -123,6 +125,7 @@ impl AdminStore for PgTx<'_> {
         Ok(Cancelled {
             id,
             job_type: row.job_type,
+            queue: row.queue,
             running_attempt: running.then_some(row.attempts),
         })
     }

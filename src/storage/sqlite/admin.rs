@@ -18,12 +18,13 @@ impl AdminStore for SqliteTx<'_> {
     fn cancel(&self, id: i64, by: &str, reason: &str, now: i64) -> Result<Cancelled> {
         let (status, _) = self.status_of(id)?;
         check_cancellable(id, &status)?;
-        let (job_type, attempt): (String, i64) = self
+        let (job_type, queue, attempt): (String, String, i64) = self
             .conn
             .prepare_cached(
-                "SELECT CAST(job_type AS TEXT), CAST(attempts AS INTEGER) FROM jobs WHERE id = ?1",
+                "SELECT CAST(job_type AS TEXT), CAST(queue AS TEXT), CAST(attempts AS INTEGER)
+                 FROM jobs WHERE id = ?1",
             )?
-            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            .query_row([id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
         let running = status == "running";
         if running {
             // The running attempt's history row, as the completer would write it; its
@@ -63,6 +64,7 @@ impl AdminStore for SqliteTx<'_> {
         Ok(Cancelled {
             id,
             job_type,
+            queue,
             running_attempt: running.then_some(attempt),
         })
     }

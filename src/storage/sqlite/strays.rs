@@ -53,7 +53,7 @@ impl StrayStore for SqliteTx<'_> {
                         last_error = 'job ' || id || ': ' || ({STRAY_SQL})
                                      || '; dead without running'
                  WHERE id = ?2 AND ({STRAY_SQL}) IS NOT NULL
-                 RETURNING id, job_type, attempts, last_error"
+                 RETURNING id, job_type, attempts, last_error, queue"
             ))?;
             let mut rows = stmt.query(params![now, id])?;
             if let Some(row) = rows.next()? {
@@ -63,6 +63,7 @@ impl StrayStore for SqliteTx<'_> {
                     job_type: lenient::text(row, 1, "job_type", &mut ignored)?,
                     attempts: lenient::int(row, 2, "attempts", &mut ignored)?,
                     error: lenient::text(row, 3, "last_error", &mut ignored)?,
+                    queue: lenient::text(row, 4, "queue", &mut ignored)?,
                 });
             }
         }

@@ -50,6 +50,7 @@ impl crate::Queue {
                 self.events().send(Event::Finished {
                     id: job.id,
                     job_type: job.job_type.clone(),
+                    queue: job.queue.clone(),
                     attempt: job.attempts,
                     status: JobStatus::Cancelled,
                     error: Some(job.reason.clone()),

@@ -22,6 +22,7 @@ pub fn log_outcomes(queue: &Queue) {
                     Event::Finished {
                         id,
                         job_type,
+                        queue,
                         attempt,
                         ..
                     },
@@ -31,6 +32,7 @@ pub fn log_outcomes(queue: &Queue) {
                         level,
                         job_id = *id,
                         job_type = job_type.as_str(),
+                        queue = queue.as_str(),
                         attempt = *attempt;
                         "{line}"
                     );
@@ -50,6 +52,7 @@ fn outcome_line(event: &Event) -> Option<(log::Level, String)> {
         attempt,
         status,
         error,
+        ..
     } = event
     else {
         return None;
@@ -109,6 +112,7 @@ mod tests {
         Event::Finished {
             id: 7,
             job_type: "resize".into(),
+            queue: "default".into(),
             attempt: 2,
             status,
             error: error.map(str::to_string),

@@ -109,7 +109,7 @@ impl SqliteTx<'_> {
                     locked_until = NULL,
                     last_error = 'job ' || id || ': ' || ({RULE_BROKEN_SQL}) || '; dead without running'
              WHERE queue = ?2 AND status IN ('queued', 'failed') AND ({RULE_BROKEN_SQL}) IS NOT NULL
-             RETURNING id, job_type, attempts, last_error"
+             RETURNING id, job_type, attempts, last_error, queue"
         );
         let mut stmt = self.conn.prepare(&sql)?;
         let refused = stmt
@@ -120,6 +120,7 @@ impl SqliteTx<'_> {
                     job_type: lenient::text(row, 1, "job_type", &mut ignored)?,
                     attempts: lenient::int(row, 2, "attempts", &mut ignored)?,
                     error: lenient::text(row, 3, "last_error", &mut ignored)?,
+                    queue: lenient::text(row, 4, "queue", &mut ignored)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
