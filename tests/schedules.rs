@@ -38,7 +38,7 @@ fn a_stored_schedule_runs_once_per_slot_in_the_schedulers_that_run_stored_schedu
     let env = setup();
     let other = env.open_another();
     let stored = env.queue.add_schedule(&report_every_hour()).expect("add");
-    assert_eq!(stored.schedule, "every 3600000 ms");
+    assert_eq!(stored.schedule, "every 1h");
     assert_eq!(stored.next_slot_at, Some(FIRST_HOUR));
     let job = stored.job.expect("a stored schedule keeps its job");
     assert_eq!(

@@ -54,7 +54,7 @@ fn schedules_are_added_listed_replaced_and_removed() {
         ],
     )
     .json();
-    assert_eq!(stored["schedule"], "every 900000 ms");
+    assert_eq!(stored["schedule"], "every 15m", "as it was written");
     assert_eq!(stored["job"]["job_type"], "crm_sync");
     let shown: Value =
         serde_json::from_str(stored["job"]["payload"].as_str().expect("text")).expect("JSON");
@@ -77,7 +77,7 @@ fn schedules_are_added_listed_replaced_and_removed() {
         ],
     )
     .json();
-    assert_eq!(replaced["schedule"], "every 300000 ms");
+    assert_eq!(replaced["schedule"], "every 5m");
     let listed = run(&db, &["schedule", "list", "--json"]).json();
     let names: Vec<&str> = listed["schedules"]
         .as_array()

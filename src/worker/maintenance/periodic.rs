@@ -41,6 +41,8 @@ enum Spec {
     },
     Every {
         interval_ms: i64,
+        /// As people wrote it ([`Periodic::parse`]: `every 15m`), kept for display.
+        text: Option<String>,
     },
 }
 
@@ -122,12 +124,16 @@ impl Periodic {
             Some(Ok(ms)) => Ok(Duration::from_millis(ms)),
             _ => crate::human::parse_duration(interval),
         };
-        let interval = parsed.map_err(|e| {
+        let duration = parsed.map_err(|e| {
             Error::invalid_config(format!(
                 "schedule {schedule:?}: {e} (or give a cron expression)"
             ))
         })?;
-        Periodic::every(interval, job)
+        let mut periodic = Periodic::every(duration, job)?;
+        if let Spec::Every { text, .. } = &mut periodic.spec {
+            *text = Some(format!("every {interval}"));
+        }
+        Ok(periodic)
     }
 
     /// A job every `interval` (at least [`MIN_PERIODIC_INTERVAL`]), on multiples of the
@@ -145,6 +151,7 @@ impl Periodic {
         Periodic::with_spec(
             Spec::Every {
                 interval_ms: duration_to_ms(interval),
+                text: None,
             },
             job,
         )
@@ -182,11 +189,15 @@ impl Periodic {
         &self.name
     }
 
-    /// The schedule as people write it: the cron expression, or `every <n> ms`.
+    /// The schedule as people write it: the cron expression, or the interval as
+    /// [`Periodic::parse`] was given it (`every 15m`), else `every <n> ms`.
     pub fn describe(&self) -> String {
         match &self.spec {
             Spec::Cron { expression, .. } => expression.clone(),
-            Spec::Every { interval_ms } => format!("every {interval_ms} ms"),
+            Spec::Every {
+                text: Some(text), ..
+            } => text.clone(),
+            Spec::Every { interval_ms, .. } => format!("every {interval_ms} ms"),
         }
     }
 
@@ -194,7 +205,7 @@ impl Periodic {
     /// none (a cron expression with no future match).
     pub fn next_slot_after(&self, ms: i64) -> Option<i64> {
         match &self.spec {
-            Spec::Every { interval_ms } => {
+            Spec::Every { interval_ms, .. } => {
                 let d = *interval_ms;
                 ms.div_euclid(d).checked_add(1)?.checked_mul(d)
             }
@@ -205,7 +216,7 @@ impl Periodic {
     /// The latest slot in `(after, now]`, if any.
     pub(super) fn latest_slot(&self, after: i64, now: i64) -> Option<i64> {
         match &self.spec {
-            Spec::Every { interval_ms } => {
+            Spec::Every { interval_ms, .. } => {
                 let slot = now.div_euclid(*interval_ms) * interval_ms;
                 (slot > after).then_some(slot)
             }
