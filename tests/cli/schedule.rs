@@ -129,6 +129,11 @@ fn work_runs_stored_schedules_including_one_added_while_it_runs() {
         &["--exec", "tick=/bin/true", "--exec", "tock=/bin/true"],
     );
     assert!(
+        work.wait_for_line("enqueues the schedules kept in the database (ticking)"),
+        "work says which stored schedules it runs: {:?}",
+        work.seen
+    );
+    assert!(
         work.wait_for_line("(tick) attempt 1 succeeded"),
         "{:?}",
         work.seen
@@ -156,4 +161,29 @@ fn work_runs_stored_schedules_including_one_added_while_it_runs() {
             .is_some_and(|k| k.starts_with("periodic:tocking:")),
         "{listed}"
     );
+}
+
+/// Rows another program inserted: `schedule list` shows a good one's next slot before any
+/// worker ticked it, and why a broken one cannot run.
+#[test]
+fn schedule_list_shows_the_next_slot_of_an_inserted_row_and_why_a_broken_one_cannot_run() {
+    let fx = Fx::new();
+    fx.sql_exec(
+        "INSERT INTO periodic_schedules (name, schedule, job_type, payload)
+         VALUES ('sql_sync', 'every 15m', 'crm_sync', '{}'),
+                ('sql_broken', '0 99 * * *', 'crm_sync', '{}')",
+    );
+    let table = fx.run(&["schedule", "list"]).ok().stdout;
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {table}"))
+            .to_string()
+    };
+    assert!(
+        line("sql_broken").contains("cannot run: cron expression"),
+        "{table}"
+    );
+    assert!(line("sql_sync").contains(" UTC ("), "a next slot: {table}");
 }

@@ -140,6 +140,9 @@ pub enum Command {
     /// Run the built-in job handlers, and commands for your own job types, until SIGINT
     /// or SIGTERM.
     ///
+    /// It also enqueues the periodic jobs kept in the database (`litejobs schedule add`),
+    /// once per slot between every `work` on it.
+    ///
     /// --exec TYPE=COMMAND runs a process per job: the payload as JSON on stdin; in its
     /// environment LITEJOBS_JOB_ID, LITEJOBS_JOB_TYPE, LITEJOBS_QUEUE, LITEJOBS_ATTEMPT,
     /// LITEJOBS_MAX_ATTEMPTS, LITEJOBS_DEADLINE_MS (ms since the Unix epoch),

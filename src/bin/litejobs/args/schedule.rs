@@ -5,17 +5,23 @@ use clap::{Args, Subcommand};
 /// `schedule ...`.
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
-    /// Keep a schedule in the database: every `litejobs work` enqueues its job once per slot
-    /// between them (the first slot after now), so a program in any language gets periodic
-    /// jobs without a cron of its own. SCHEDULE is a cron expression in UTC ('0 2 * * *',
-    /// or six fields with seconds first) or an interval ('every 15m', on multiples of it
-    /// since the Unix epoch).
+    /// Keep a periodic job in the database, for every `litejobs work`.
+    ///
+    /// Every `litejobs work` on the database enqueues its job once per slot between them
+    /// (the first slot after now), so a program in any language gets periodic jobs without
+    /// a cron of its own; a worker with a handler for TYPE that works its queue runs them.
+    /// SCHEDULE is a cron expression in UTC ('0 2 * * *', six fields with seconds first, or
+    /// '@daily' and the like) or an interval of at least a second ('every 15m', 'every
+    /// 1h30m', on multiples of it since the Unix epoch).
     Add(ScheduleAddArgs),
-    /// Every schedule: those kept in the database and those a worker's code defines, with
-    /// the job, the next slot and the job enqueued for the last one.
+    /// Every schedule, kept in the database or in a worker's code.
+    ///
+    /// With its job, its next slot (or why a row another program wrote cannot run) and the
+    /// job enqueued for its last slot.
     List,
-    /// Remove a schedule kept in the database: no worker enqueues it any more (jobs already
-    /// enqueued stay).
+    /// Remove a schedule kept in the database.
+    ///
+    /// No worker enqueues it any more; jobs already enqueued stay.
     Remove(ScheduleNameArgs),
 }
 
@@ -26,7 +32,8 @@ pub struct ScheduleAddArgs {
     /// periodic:NAME:SLOT).
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// A cron expression ('0 2 * * *') or an interval ('every 15m').
+    /// A cron expression ('0 2 * * *', '@daily') or an interval of at least a second
+    /// ('every 15m', 'every 1h30m').
     #[arg(value_name = "SCHEDULE")]
     pub schedule: String,
     /// The job type each slot enqueues.
@@ -41,7 +48,7 @@ pub struct ScheduleAddArgs {
     /// Higher runs first within the queue.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub priority: i64,
-    /// Attempts before a slot's job is dead.
+    /// Attempts before a slot's job is dead (default 6, as for any job).
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
     /// Replace the schedule of that name kept in the database (its slots start again after

@@ -65,8 +65,8 @@ fn add(ctx: &Ctx, args: &ScheduleAddArgs, out: &mut dyn Write) -> Result<Exit, C
         writeln!(
             out,
             "schedule {} kept: {} enqueues {} ({}); next slot {next}. Every `litejobs work` on \
-             this database runs it.",
-            stored.name, stored.schedule, args.job_type, args.queue
+             this database enqueues it; one with a handler for {} that works queue {} runs it.",
+            stored.name, stored.schedule, args.job_type, args.queue, args.job_type, args.queue
         )?;
     }
     Ok(Exit::Ok)
@@ -118,15 +118,32 @@ fn list(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
             job,
             queue_name,
             kept.to_string(),
-            s.next_slot_at.map_or_else(
-                || "-".to_string(),
-                |at| format!("{} ({})", utc(at), ago(at, now)),
-            ),
+            next_slot(s, now),
             or_dash(s.last_job_id),
         ]);
     }
     table.write(out)?;
     Ok(Exit::Ok)
+}
+
+/// The NEXT SLOT cell: the next slot as the last tick wrote it, or for a schedule kept in
+/// the database and not ticked yet (a row another program inserted) as its schedule says;
+/// why it cannot run when its schedule or job would be refused.
+fn next_slot(s: &ScheduleState, now: i64) -> String {
+    let when = |at: i64| format!("{} ({})", utc(at), ago(at, now));
+    let Some(job) = &s.job else {
+        return s.next_slot_at.map_or_else(|| "-".to_string(), when);
+    };
+    match Periodic::parse(
+        &s.schedule,
+        NewJob::from_json_text(&job.job_type, &job.payload),
+    ) {
+        Ok(periodic) => s
+            .next_slot_at
+            .or_else(|| periodic.next_slot_after(s.last_slot_at.max(now)))
+            .map_or_else(|| "never".to_string(), when),
+        Err(e) => format!("cannot run: {}", clip(&e.to_string(), 60)),
+    }
 }
 
 /// A schedule as people and scripts may see it: secrets in its job's payload masked, as in

@@ -52,6 +52,22 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
         worker.id(),
         ctx.shown_db()?
     );
+    // Which periodic jobs kept in the database this worker enqueues (it also sees those
+    // added later); a read that fails here only costs this line.
+    if let Ok(schedules) = queue.periodic_schedules() {
+        let stored: Vec<&str> = schedules
+            .iter()
+            .filter(|s| s.job.is_some())
+            .map(|s| s.name.as_str())
+            .collect();
+        if !stored.is_empty() {
+            log::info!(
+                "litejobs work: enqueues the schedules kept in the database ({}); \
+                 `litejobs schedule list` shows them",
+                stored.join(", ")
+            );
+        }
+    }
     let mut worked: Vec<String> = args
         .queues
         .iter()
