@@ -130,48 +130,43 @@ impl PgTx<'_> {
             .ints(&on)
             .int(i64::try_from(on.len()).unwrap_or(i64::MAX)),
         )?;
-        let inserted: Vec<i64> = if held {
-            let mut seen = std::collections::HashSet::with_capacity(edges.len());
-            let distinct: Vec<&Edge> = edges
-                .iter()
-                .filter(|e| seen.insert((e.job_id, e.depends_on)))
-                .collect();
-            let columns = |f: fn(&Edge) -> i64| distinct.iter().map(|e| f(e)).collect::<Vec<_>>();
+        // Other jobs' waits may be there already; held (new) jobs' cannot (see above).
+        let mut seen = std::collections::HashSet::with_capacity(edges.len());
+        let rows: Vec<&Edge> = edges
+            .iter()
+            .filter(|e| !held || seen.insert((e.job_id, e.depends_on)))
+            .collect();
+        let columns = |f: fn(&Edge) -> i64| rows.iter().map(|e| f(e)).collect::<Vec<_>>();
+        let insert = |sql: &str| {
+            query(sql)
+                .ints(&columns(|e| e.job_id))
+                .ints(&columns(|e| e.depends_on))
+                .ints(&columns(|e| i64::from(e.any_outcome)))
+        };
+        let inserted: Vec<i64> = {
+            use diesel::RunQueryDsl;
             let mut conn = self.conn.borrow_mut();
-            diesel::RunQueryDsl::execute(
-                query(
+            if held {
+                insert(
                     "INSERT INTO job_deps (job_id, depends_on, any_outcome)
                      SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])",
                 )
-                .ints(&columns(|e| e.job_id))
-                .ints(&columns(|e| e.depends_on))
-                .ints(&columns(|e| i64::from(e.any_outcome))),
-                &mut **conn,
-            )
-            .map_err(trigger_refusal)?;
-            columns(|e| e.job_id)
-        } else {
-            use diesel::RunQueryDsl;
-            let mut conn = self.conn.borrow_mut();
-            query(
-                "INSERT INTO job_deps (job_id, depends_on, any_outcome)
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
-                 ON CONFLICT DO NOTHING
-                 RETURNING job_id AS v",
-            )
-            .ints(&edges.iter().map(|e| e.job_id).collect::<Vec<_>>())
-            .ints(&edges.iter().map(|e| e.depends_on).collect::<Vec<_>>())
-            .ints(
-                &edges
-                    .iter()
-                    .map(|e| i64::from(e.any_outcome))
-                    .collect::<Vec<_>>(),
-            )
-            .load::<IntRow>(&mut **conn)
-            .map_err(trigger_refusal)?
-            .into_iter()
-            .map(|r| r.v)
-            .collect()
+                .execute(&mut **conn)
+                .map_err(trigger_refusal)?;
+                columns(|e| e.job_id)
+            } else {
+                insert(
+                    "INSERT INTO job_deps (job_id, depends_on, any_outcome)
+                     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[])
+                     ON CONFLICT DO NOTHING
+                     RETURNING job_id AS v",
+                )
+                .load::<IntRow>(&mut **conn)
+                .map_err(trigger_refusal)?
+                .into_iter()
+                .map(|r| r.v)
+                .collect()
+            }
         };
         // Cleared again: later statements of the transaction take the server's clock.
         let cancelled = self
