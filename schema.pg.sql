@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 5: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 6: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -106,6 +106,11 @@ CREATE TABLE jobs (
     -- the triggers.
     waiting_for BIGINT NOT NULL DEFAULT 0,
     held_run_at BIGINT,
+    -- The fingerprint of last_error (migration 6): its line that matters with numbers, ids
+    -- and quoted values blanked. Error groups go by it; litejobs writes it with each error.
+    -- A program that writes last_error itself may leave it NULL: the row then groups by its
+    -- whole text.
+    error_group TEXT,
     CONSTRAINT jobs_status_valid CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'dead', 'cancelled')),
     CONSTRAINT jobs_queue_text CHECK (queue <> ''),
     CONSTRAINT jobs_job_type_text CHECK (job_type <> ''),
@@ -149,8 +154,11 @@ CREATE INDEX jobs_running_lease_idx ON jobs (locked_until)
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
 
--- Error groups (the most common last errors of failed and dead jobs) read this index alone.
-CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
+-- Error groups (the most common last errors of failed and dead jobs, by error_group, or by
+-- the whole text where a row has none) read this index alone, and the newest job of a group
+-- from its second column. It holds only jobs that failed; `last_error IS NOT NULL` first, so
+-- the check stops there for the succeeding majority.
+CREATE INDEX jobs_errors_idx ON jobs ((COALESCE(error_group, last_error)), updated_at, status, job_type)
     WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;
 
 -- Requeued dead jobs (few): dead jobs awaiting a person are the kept dead count less these.
@@ -189,13 +197,15 @@ CREATE TABLE job_attempts (
     outcome TEXT NOT NULL,
     error TEXT,
     status_code BIGINT,
-    duration_ms BIGINT
+    duration_ms BIGINT,
+    -- The error's fingerprint, as jobs.error_group.
+    error_group TEXT
 );
 
 CREATE INDEX job_attempts_job_idx ON job_attempts (job_id, attempt);
 
 -- When an error was first seen (error groups): attempts with an error only.
-CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
+CREATE INDEX job_attempts_error_idx ON job_attempts ((COALESCE(error_group, error)), finished_at)
     WHERE error IS NOT NULL;
 
 -- Attempts in a time window by outcome (health, activity).
@@ -875,4 +885,4 @@ CREATE TRIGGER jobs_dependants_deleted AFTER DELETE ON jobs
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (5);
+INSERT INTO schema_version (version) VALUES (6);

@@ -1,4 +1,4 @@
--- litejobs schema, version 9: the contract for programs in any language.
+-- litejobs schema, version 10: the contract for programs in any language.
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
 -- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
@@ -136,6 +136,11 @@ CREATE TABLE jobs (
     -- Leave both to the job_deps triggers.
     waiting_for INTEGER NOT NULL DEFAULT 0,
     held_run_at INTEGER,
+    -- The fingerprint of last_error (migration 10): its line that matters with numbers, ids
+    -- and quoted values blanked. Error groups go by it; litejobs writes it with each error.
+    -- A program that writes last_error itself may leave it NULL: the row then groups by its
+    -- whole text.
+    error_group TEXT,
     -- The rules listed at the top. Written with ORs: measured to cost almost nothing, where
     -- an IN list halved insert speed; all of them together cost 5-10 % of a bare insert.
     CONSTRAINT jobs_status_valid CHECK (status = 'queued' OR status = 'running' OR status = 'succeeded'
@@ -201,10 +206,11 @@ CREATE INDEX jobs_running_lease_idx ON jobs (locked_until)
 CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
 
--- Error groups (the most common last errors of failed and dead jobs) read this index alone.
--- It holds only jobs that failed; `last_error IS NOT NULL` first, so the check stops there
--- for the succeeding majority.
-CREATE INDEX jobs_errors_idx ON jobs (last_error, status, job_type, updated_at)
+-- Error groups (the most common last errors of failed and dead jobs, by error_group, or by
+-- the whole text where a row has none) read this index alone, and the newest job of a group
+-- from its second column. It holds only jobs that failed; `last_error IS NOT NULL` first, so
+-- the check stops there for the succeeding majority.
+CREATE INDEX jobs_errors_idx ON jobs (COALESCE(error_group, last_error), updated_at, status, job_type)
     WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;
 
 -- Requeued dead jobs (few): dead jobs awaiting a person are the kept dead count less these.
@@ -273,12 +279,14 @@ CREATE TABLE job_attempts (
     error TEXT,
     status_code INTEGER,
     duration_ms INTEGER
-);
+    -- The error's fingerprint, as jobs.error_group (migration 10; laid out as its ALTER TABLE
+    -- leaves the table's text).
+    , error_group TEXT);
 
 CREATE INDEX job_attempts_job_idx ON job_attempts (job_id, attempt);
 
 -- When an error was first seen (error groups): attempts with an error only.
-CREATE INDEX job_attempts_error_idx ON job_attempts (error, finished_at)
+CREATE INDEX job_attempts_error_idx ON job_attempts (COALESCE(error_group, error), finished_at)
     WHERE error IS NOT NULL;
 
 -- Attempts in a time window by outcome (health, activity).
@@ -623,7 +631,7 @@ BEGIN
       AND (SELECT state FROM job_deps WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on) = 'failed';
 END;
 
-PRAGMA user_version = 9;
+PRAGMA user_version = 10;
 
 -- Last, after the writes: inside a caller's transaction it is then a no-op rather than the
 -- error it is as a transaction's first statement (see the top of this file).

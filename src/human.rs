@@ -1,7 +1,8 @@
 //! Times and durations as people read and write them, the same in the `litejobs` command,
 //! the dashboard and every option: UTC timestamps, short durations, and "how long ago"; the
 //! one grammar every duration and delay is read with ([`parse_duration`], [`parse_delay`]);
-//! and long texts (error messages) cut to a size a page or a terminal can show.
+//! and long texts (error messages) cut to a size a page or a terminal can show, or to the
+//! line that matters ([`error_headline`]).
 //!
 //! ```
 //! use litejobs::human;
@@ -23,6 +24,23 @@ pub const ERROR_EXCERPT_BYTES: usize = 8 * 1024;
 /// How much of each attempt's error a job's attempt table shows (the dashboard's job page,
 /// `litejobs show`): 2 KiB, then how many bytes were left out.
 pub const ATTEMPT_ERROR_EXCERPT_BYTES: usize = 2 * 1024;
+
+/// The line of an error that says what went wrong, trimmed: after a Python traceback its
+/// exception line, above a stack of `at …` frames (JavaScript, Java) the line there, else the
+/// last line; a command's `exit N` or `killed by signal S` stays in front. Lists and error
+/// groups show it; a job's own view shows it first, then the whole text. Its fingerprint
+/// groups failures ([`ErrorGroup`](crate::ErrorGroup)).
+///
+/// ```
+/// use litejobs::human::error_headline;
+/// let stderr = "exit 1: fetching order 1042\nTraceback (most recent call last):\n  \
+///               File \"job.py\", line 3, in <module>\nConnectionError: refused";
+/// assert_eq!(error_headline(stderr), "exit 1: ConnectionError: refused");
+/// assert_eq!(error_headline("HTTP 503 from endpoint 4"), "HTTP 503 from endpoint 4");
+/// ```
+pub fn error_headline(error: &str) -> Cow<'_, str> {
+    crate::job::error_headline(error)
+}
 
 /// At most `max` bytes of `text`, cut at a character boundary and followed by
 /// `… (N more bytes)` when cut; the text itself when it fits. Only the shown part is read,

@@ -32,6 +32,8 @@ mod retention;
 mod encryption;
 // enqueue, batch, transactional enqueue, validation, idempotency, busy, events
 mod enqueue;
+// errors that group: one failure is one group however each job's text differs; lists and bulk requeues by group
+mod error_groups;
 // runs the examples and checks what they print
 mod examples;
 // command handlers with real child processes: exit codes, environment, timeouts that stop a process tree, Serve workers that crash or hang

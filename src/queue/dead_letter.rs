@@ -63,6 +63,7 @@ impl Queue {
     /// yet and whose last error contains `search` (ASCII letters match either case; `None`
     /// matches all), oldest first, as [`Queue::requeue_dead`] does one. Returns
     /// `(dead id, new id)` pairs; an empty list when nothing matched.
+    /// [`Queue::requeue_dead_where`] narrows by any filter, an error group too.
     ///
     /// # Errors
     /// All or nothing: when one job cannot be requeued (e.g. its idempotency key is held by a
@@ -75,17 +76,49 @@ impl Queue {
         by: &str,
         reason: &str,
     ) -> Result<Vec<(i64, i64)>> {
+        self.requeue_dead_where(&type_and_search(job_type, search), by, reason)
+    }
+
+    /// Requeues, in **one transaction**, every dead job that nobody requeued yet and that
+    /// the filter's type, queue, search text and error group narrow to (its status, page
+    /// and limit are ignored), oldest first, as [`Queue::requeue_dead`] does one: say, a
+    /// whole [`ErrorGroup`](crate::ErrorGroup) once its cause is fixed. Returns
+    /// `(dead id, new id)` pairs; an empty list when nothing matched.
+    ///
+    /// ```
+    /// # fn main() -> litejobs::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let queue = litejobs::Queue::open(dir.path().join("app.db"))?;
+    /// use litejobs::JobFilter;
+    /// for group in queue.error_groups(10)? {
+    ///     if group.headline.contains("Connection refused") {
+    ///         let filter = JobFilter::new().error_group(group.group);
+    ///         queue.requeue_dead_where(&filter, "ops@example.com", "database back up")?;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Queue::requeue_dead_matching`]: all or nothing.
+    pub fn requeue_dead_where(
+        &self,
+        filter: &JobFilter,
+        by: &str,
+        reason: &str,
+    ) -> Result<Vec<(i64, i64)>> {
         let now = self.now_ms();
         let pairs = self.db().write(|tx| {
-            let pairs = tx.requeue_dead_matching(job_type, search, by, reason, now)?;
+            let pairs = tx.requeue_dead_matching(filter, by, reason, now)?;
             for &(old, new) in &pairs {
                 stand_in(tx, old, new, now)?;
             }
             Ok(pairs)
         })?;
         if !pairs.is_empty() {
+            let what = filter.job_type.as_deref().unwrap_or("(any type)");
             log::info!(
-                "litejobs: {} dead {job_type} jobs requeued by {by}: {reason}",
+                "litejobs: {} dead {what} jobs requeued by {by}: {reason}",
                 pairs.len()
             );
             self.notify();
@@ -117,9 +150,18 @@ impl Queue {
         job_type: &str,
         search: Option<&str>,
     ) -> Result<Vec<i64>> {
+        self.requeue_dead_where_dry_run(&type_and_search(job_type, search))
+    }
+
+    /// What [`Queue::requeue_dead_where`] would do, changing nothing, as
+    /// [`Queue::requeue_dead_matching_dry_run`].
+    ///
+    /// # Errors
+    /// As [`Queue::requeue_dead_where`].
+    pub fn requeue_dead_where_dry_run(&self, filter: &JobFilter) -> Result<Vec<i64>> {
         let now = self.now_ms();
         self.rolled_back(|tx| {
-            let pairs = tx.requeue_dead_matching(job_type, search, "", "", now)?;
+            let pairs = tx.requeue_dead_matching(filter, "", "", now)?;
             Ok(pairs.into_iter().map(|(dead_id, _)| dead_id).collect())
         })
     }
@@ -143,5 +185,14 @@ impl Queue {
                 "a dry run's transaction ended without running",
             )),
         }
+    }
+}
+
+/// The filter of [`Queue::requeue_dead_matching`]: one type, and an error text.
+fn type_and_search(job_type: &str, search: Option<&str>) -> JobFilter {
+    let filter = JobFilter::new().job_type(job_type);
+    match search {
+        Some(text) => filter.search(text),
+        None => filter,
     }
 }

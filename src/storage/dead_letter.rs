@@ -1,5 +1,5 @@
-//! Dead jobs waiting for a person: list, requeue as new jobs (one or by type and error
-//! text), discard.
+//! Dead jobs waiting for a person: list, requeue as new jobs (one, or by type, error text
+//! and error group), discard.
 
 use crate::error::Result;
 use crate::job::Discarded;
@@ -19,12 +19,12 @@ pub(crate) trait DeadLetterStore {
     /// Dead jobs awaiting a person (not requeued), newest first, up to the filter's limit.
     fn dead_awaiting(&self, filter: &JobFilter) -> Result<Vec<JobRecord>>;
 
-    /// Requeues every dead job of `job_type` (not yet requeued) whose last error contains
-    /// `search`, oldest first, inside the caller's transaction: one refusal fails them all.
+    /// Requeues every dead job (not yet requeued) the filter's type, queue, search text and
+    /// error group narrow to (its page and limit are ignored), oldest first, inside the
+    /// caller's transaction: one refusal fails them all.
     fn requeue_dead_matching(
         &self,
-        job_type: &str,
-        search: Option<&str>,
+        filter: &JobFilter,
         by: &str,
         reason: &str,
         now: i64,

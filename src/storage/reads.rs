@@ -24,6 +24,7 @@ pub struct JobFilter {
     pub(crate) job_type: Option<String>,
     pub(crate) queue: Option<String>,
     pub(crate) search: Option<String>,
+    pub(crate) error_group: Option<String>,
     pub(crate) before_id: Option<i64>,
     pub(crate) limit: usize,
 }
@@ -35,6 +36,7 @@ impl Default for JobFilter {
             job_type: None,
             queue: None,
             search: None,
+            error_group: None,
             before_id: None,
             limit: DEFAULT_LIST_LIMIT,
         }
@@ -68,6 +70,13 @@ impl JobFilter {
     /// Only jobs whose last error contains this text (ASCII letters match either case).
     pub fn search(mut self, text: impl Into<String>) -> JobFilter {
         self.search = Some(text.into());
+        self
+    }
+
+    /// Only jobs whose last error is in this group ([`ErrorGroup::group`]): the same failure
+    /// however each job's text differs.
+    pub fn error_group(mut self, group: impl Into<String>) -> JobFilter {
+        self.error_group = Some(group.into());
         self
     }
 
@@ -138,12 +147,26 @@ pub struct ExpiredCount {
     pub count: i64,
 }
 
-/// Jobs failing with the same last error: the usual sign of one real outage rather than many
-/// bad jobs. Made by [`Queue::error_groups`](crate::Queue::error_groups).
+/// Jobs failing the same way: the usual sign of one real outage rather than many bad jobs.
+/// Made by [`Queue::error_groups`](crate::Queue::error_groups).
+///
+/// Jobs are grouped by their error's fingerprint (`jobs.error_group`, written with each
+/// error): the line that matters (a Python traceback's exception line, the line above a
+/// stack of `at …` frames, else the last line, after a command's `exit N`) with numbers,
+/// UUIDs, long hexadecimal ids and quoted values blanked, but codes after `HTTP`, `exit`,
+/// `status`, `code`, `signal` and `errno` kept. So log lines before a traceback, or an id in
+/// the message, do not split one failure into a group per job. A row with no fingerprint
+/// (written before litejobs kept them, or by another program) groups by its whole text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct ErrorGroup {
-    /// The error text, exactly as stored in `last_error`.
+    /// The group's key: the fingerprint, or the whole error of rows without one. Narrow a
+    /// list or a bulk requeue to the group with [`JobFilter::error_group`].
+    pub group: String,
+    /// The line that matters of [`error`](Self::error), as [`human::error_headline`](crate::human::error_headline)
+    /// picks it: what to show for the group.
+    pub headline: String,
+    /// The whole error of the group's latest job (its first 64 KiB).
     pub error: String,
     /// Jobs whose last error it is (failed plus dead).
     pub count: i64,
@@ -160,6 +183,30 @@ pub struct ErrorGroup {
     pub first_seen_at: i64,
     /// When the latest of these jobs last changed (ms).
     pub last_seen_at: i64,
+}
+
+impl ErrorGroup {
+    /// A group read from the database: its key, its latest job's error, its counts (jobs,
+    /// failed, dead), types and when it was first and last seen.
+    pub(crate) fn new(
+        group: String,
+        error: String,
+        (count, failed, dead): (i64, i64, i64),
+        job_types: Vec<String>,
+        (first_seen_at, last_seen_at): (i64, i64),
+    ) -> ErrorGroup {
+        ErrorGroup {
+            headline: crate::job::error_headline(&error).into_owned(),
+            group,
+            error,
+            count,
+            failed,
+            dead,
+            job_types,
+            first_seen_at,
+            last_seen_at,
+        }
+    }
 }
 
 /// Counts for health checks: waiting, running and dead jobs now; failed attempts and

@@ -11,18 +11,8 @@ pub(crate) use crate::human::{
     ATTEMPT_ERROR_EXCERPT_BYTES as ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES,
 };
 
-/// Characters of an error in a hover text, and of the error text a group's links and bulk
-/// requeue search for (a longer error is found by its start).
+/// Characters of an error in a hover text.
 pub(crate) const TITLE_CHARS: usize = 500;
-
-/// The start of `error` that finds it in a search ("contains"): at most [`TITLE_CHARS`]
-/// characters, with no mark added.
-pub(crate) fn search_key(error: &str) -> &str {
-    match error.char_indices().nth(TITLE_CHARS) {
-        Some((cut, _)) => &error[..cut],
-        None => error,
-    }
-}
 
 /// A share as a percentage: `23%`, `0.4%`.
 pub(crate) fn percent(rate: f64) -> String {
@@ -62,9 +52,5 @@ mod tests {
         assert_eq!(count(-1000), "-1\u{2009}000");
         assert_eq!(clip("héllo wörld", 5), "héll…");
         assert_eq!(percent(0.004), "0.4%");
-        let long = "é".repeat(TITLE_CHARS + 10);
-        assert_eq!(search_key(&long).chars().count(), TITLE_CHARS);
-        assert!(long.contains(search_key(&long)));
-        assert_eq!(search_key("short"), "short");
     }
 }

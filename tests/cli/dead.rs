@@ -448,3 +448,72 @@ fn requeue_of_one_job_with_a_search_text_is_refused() {
     }
     assert_eq!(fx.job(refused[0]).requeued_as, None, "nothing was requeued");
 }
+
+/// A command's errors that differ in the log lines before the reason are one group: `stats`
+/// shows it by the line that matters, `dead list` shows that line per job, and the group's
+/// key from `stats --json` narrows `dead list --group` and a bulk requeue to exactly it.
+#[test]
+fn errors_group_by_the_line_that_matters_and_a_group_is_requeued_by_its_key() {
+    let fx = Fx::new();
+    let ids: Vec<i64> = (1..=3)
+        .map(|n| fx.enqueue(NewJob::new("sync", json!({ "order": n }))))
+        .collect();
+    let builder =
+        Worker::builder(&fx.queue).handler("sync", |ctx: &JobContext| -> Result<(), JobError> {
+            Err(JobError::permanent(format!(
+                "exit 1: INFO syncing order {}\nTraceback (most recent call last):\n  \
+                 File \"sync.py\", line 3\nConnectionError: [Errno 111] Connection refused",
+                ctx.id()
+            )))
+        });
+    testing::drain(&builder).expect("drain");
+    let other = fx.enqueue(NewJob::new("sync", json!({ "order": 9 })));
+    fx.fail_due("sync", "default", "HTTP 422 Unprocessable", true);
+
+    let headline = "exit 1: ConnectionError: [Errno 111] Connection refused";
+    let stats = fx.run(&["stats"]).ok().stdout;
+    let line = stats
+        .lines()
+        .find(|l| l.ends_with(headline))
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(line.trim_start().starts_with("3 "), "{line}");
+    let listed = fx.run(&["dead", "list"]).ok().stdout;
+    assert!(!listed.contains("INFO syncing"), "{listed}");
+
+    let json = fx.run(&["stats", "--json"]).json();
+    let group = json["top_errors"]
+        .as_array()
+        .expect("top_errors")
+        .iter()
+        .find(|g| g["headline"] == json!(headline))
+        .and_then(|g| g["group"].as_str())
+        .expect("the group's key")
+        .to_string();
+    let in_group = fx
+        .run(&["dead", "list", "--group", &group, "--json"])
+        .json();
+    assert_eq!(in_group["jobs"].as_array().expect("jobs").len(), 3);
+    let out = fx
+        .run(&[
+            "dead",
+            "requeue",
+            "--type",
+            "sync",
+            "--group",
+            &group,
+            "--by",
+            "ops",
+            "--reason",
+            "database back",
+            "--json",
+        ])
+        .json();
+    let dead_ids: Vec<i64> = out["requeued"]
+        .as_array()
+        .expect("requeued")
+        .iter()
+        .filter_map(|p| p["dead_id"].as_i64())
+        .collect();
+    assert_eq!(dead_ids, ids);
+    assert_eq!(fx.job(other).requeued_as, None, "the other group stays");
+}

@@ -288,6 +288,74 @@ fn bulk_requeue_takes_the_dead_jobs_of_one_type_and_error() {
     assert_eq!(job(&web, other_type).requeued_as, None);
 }
 
+/// Errors that differ only in an id are one group on the dead page, shown by the line that
+/// matters, linked to its jobs; its bulk requeue takes the group and nothing else.
+#[test]
+fn the_dead_page_groups_errors_by_fingerprint_and_requeues_a_group() {
+    let web = Web::open();
+    let q = web.queue();
+    let dead = |error: String| {
+        q.enqueue(NewJob::new("t", json!({"do": "dead", "error": error})))
+            .expect("enqueue")
+    };
+    let refused: Vec<i64> = (0..3)
+        .map(|i| {
+            dead(format!(
+                "exit 1: INFO syncing order {i}\nConnectionError: [Errno 111] Connection refused"
+            ))
+        })
+        .collect();
+    let other = dead("order 9 has no customer".to_string());
+    testing::drain(&scripted_worker(q)).expect("drain");
+
+    let mut c = web.client();
+    let page = c.get("/dead").expect(200);
+    let group = "exit 1: ConnectionError: [Errno 111] Connection refused";
+    assert_eq!(
+        page.body
+            .matches(&format!("name=\"group\" value=\"{group}\""))
+            .count(),
+        1,
+        "one group (one bulk requeue) for three texts"
+    );
+    assert!(
+        !page.body.contains(">exit 1: INFO syncing order"),
+        "the tables show the line that matters, not the log lines before it (the whole text
+         is the cells' hover title)"
+    );
+    let link =
+        "/dead?group=exit%201%3A%20ConnectionError%3A%20%5BErrno%20111%5D%20Connection%20refused";
+    assert!(
+        page.body.contains(&link.replace('&', "&amp;")),
+        "{}",
+        page.body
+    );
+    let listed = c.get(link).expect(200).body;
+    for id in &refused {
+        assert!(
+            listed.contains(&format!("href=\"/jobs/{id}\"")),
+            "job {id} listed"
+        );
+    }
+    assert!(!listed.contains(&format!("href=\"/jobs/{other}\"")));
+
+    let page = c.post_raw(
+        "/dead/requeue",
+        &[
+            ("csrf", &page.csrf()),
+            ("type", "t"),
+            ("group", group),
+            ("reason", "database back"),
+            ("by", "web dashboard"),
+        ],
+    );
+    follow(&mut c, page, "Requeued 3 dead t job(s)");
+    for id in &refused {
+        assert!(job(&web, *id).requeued_as.is_some(), "job {id} requeued");
+    }
+    assert_eq!(job(&web, other).requeued_as, None, "another group stays");
+}
+
 #[test]
 fn pause_and_resume_switch_a_queue_for_every_process() {
     let web = Web::open();

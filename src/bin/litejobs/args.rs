@@ -278,6 +278,9 @@ pub struct FilterArgs {
     /// Only jobs whose last error contains this text (ASCII case-insensitive).
     #[arg(long, value_name = "TEXT")]
     pub search: Option<String>,
+    /// Only jobs in this error group: the `group` of an error in `stats --json`.
+    #[arg(long, value_name = "KEY")]
+    pub group: Option<String>,
     /// At most this many jobs.
     #[arg(long, default_value_t = litejobs::defaults::DEFAULT_LIST_LIMIT, value_name = "N")]
     pub limit: usize,
@@ -295,6 +298,9 @@ impl FilterArgs {
         }
         if let Some(text) = &self.search {
             filter = filter.search(text);
+        }
+        if let Some(key) = &self.group {
+            filter = filter.error_group(key);
         }
         filter
     }

@@ -91,6 +91,7 @@ const JOB_COLUMNS: Columns = &[
     ("step", false),
     ("waiting_for", true),
     ("held_run_at", true),
+    ("error_group", false),
 ];
 
 const WORKFLOW_COLUMNS: Columns = &[
@@ -120,6 +121,7 @@ const ATTEMPT_COLUMNS: Columns = &[
     ("error", false),
     ("status_code", true),
     ("duration_ms", true),
+    ("error_group", false),
 ];
 
 const ENDPOINT_COLUMNS: Columns = &[

@@ -93,14 +93,15 @@ impl DeadLetterStore for PgTx<'_> {
 
     fn requeue_dead_matching(
         &self,
-        job_type: &str,
-        search: Option<&str>,
+        filter: &JobFilter,
         by: &str,
         reason: &str,
         now: i64,
     ) -> Result<Vec<(i64, i64)>> {
-        let mut filter = JobFilter::new().job_type(job_type);
-        filter.search = search.map(str::to_string);
+        let filter = JobFilter {
+            before_id: None,
+            ..filter.clone()
+        };
         // Locked in id order: a row another process requeues meanwhile is waited for, then
         // no longer matches and is left out.
         let ids: Vec<i64> = self

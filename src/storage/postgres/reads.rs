@@ -100,6 +100,10 @@ impl Clause {
         if let Some(search) = &filter.search {
             self.search(search);
         }
+        if let Some(group) = &filter.error_group {
+            // The expression of the error index (schema.pg.sql, jobs_errors_idx).
+            self.text(" AND COALESCE(error_group, last_error) = ?", group);
+        }
         if let Some(before) = filter.before_id {
             self.int(" AND id < ?", before);
         }
@@ -233,7 +237,9 @@ struct ExpiredRow {
 #[derive(QueryableByName)]
 struct GroupRow {
     #[diesel(sql_type = Text)]
-    last_error: String,
+    grp: String,
+    #[diesel(sql_type = Text)]
+    latest: String,
     #[diesel(sql_type = BigInt)]
     n: i64,
     #[diesel(sql_type = BigInt)]
@@ -437,17 +443,26 @@ impl ReadStore for PgTx<'_> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        // The groups come from the error index; "first seen" is one probe per group into
-        // the attempts' error index, bounded by the group's own earliest change (a row
-        // refused at the claim has no attempt). LEAST ignores a NULL probe.
+        // The groups come from the error index. Then per group: its latest job's error,
+        // from the index's (group, updated_at) order; and "first seen", one probe into the
+        // attempts' error index, bounded by the group's own earliest change (a row refused
+        // at the claim has no attempt). LEAST ignores a NULL probe.
         let rows = self.rows::<GroupRow>(
             query(
-                "SELECT g.last_error, g.n, g.failed, g.dead, g.types,
+                "SELECT g.grp,
+                        (SELECT substr(j.last_error, 1, 65536) FROM jobs j
+                         WHERE COALESCE(j.error_group, j.last_error) = g.grp
+                           AND j.last_error IS NOT NULL AND j.status IN ('failed', 'dead')
+                           AND j.requeued_as IS NULL
+                         ORDER BY j.updated_at DESC
+                         LIMIT 1) AS latest,
+                        g.n, g.failed, g.dead, g.types,
                         LEAST((SELECT MIN(a.finished_at) FROM job_attempts a
-                               WHERE a.error = g.last_error AND a.error IS NOT NULL),
+                               WHERE COALESCE(a.error_group, a.error) = g.grp
+                                 AND a.error IS NOT NULL),
                               g.first_change) AS first_seen,
                         g.last_change
-                 FROM (SELECT last_error, COUNT(*) AS n,
+                 FROM (SELECT COALESCE(error_group, last_error) AS grp, COUNT(*) AS n,
                               COUNT(*) FILTER (WHERE status = 'failed') AS failed,
                               COUNT(*) FILTER (WHERE status = 'dead') AS dead,
                               array_agg(DISTINCT job_type) AS types,
@@ -456,7 +471,7 @@ impl ReadStore for PgTx<'_> {
                        FROM jobs
                        WHERE last_error IS NOT NULL AND status IN ('failed', 'dead')
                          AND requeued_as IS NULL
-                       GROUP BY last_error
+                       GROUP BY COALESCE(error_group, last_error)
                        ORDER BY n DESC, last_change DESC
                        LIMIT $1) AS g
                  ORDER BY g.n DESC, g.last_change DESC",
@@ -468,15 +483,13 @@ impl ReadStore for PgTx<'_> {
             .map(|r| {
                 let mut job_types = r.types;
                 job_types.sort();
-                ErrorGroup {
-                    error: r.last_error,
-                    count: r.n,
-                    failed: r.failed,
-                    dead: r.dead,
+                ErrorGroup::new(
+                    r.grp,
+                    r.latest,
+                    (r.n, r.failed, r.dead),
                     job_types,
-                    first_seen_at: r.first_seen,
-                    last_seen_at: r.last_change,
-                }
+                    (r.first_seen, r.last_change),
+                )
             })
             .collect())
     }

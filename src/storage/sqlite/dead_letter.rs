@@ -12,6 +12,7 @@ use crate::job::Discarded;
 use crate::job::JobRecord;
 use crate::storage::dead_letter::DeadLetterStore;
 use crate::storage::reads::JobFilter;
+use crate::storage::sqlite::reads::GROUP_IS;
 
 /// The `WHERE` of dead jobs that nobody has requeued yet, narrowed by a filter's type,
 /// queue and search text. Returns the clause and its arguments (numbered from 1).
@@ -34,6 +35,9 @@ fn awaiting_dead_clause(filter: &JobFilter) -> (String, Vec<SqlValue>) {
             " AND instr(lower(last_error), lower(?)) > 0",
             search.clone().into(),
         );
+    }
+    if let Some(group) = &filter.error_group {
+        bind(&mut sql, GROUP_IS, group.clone().into());
     }
     if let Some(before) = filter.before_id {
         bind(&mut sql, " AND id < ?", before.into());
@@ -144,18 +148,17 @@ impl DeadLetterStore for SqliteTx<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Requeues every dead job of `job_type` (not yet requeued) whose last error contains
-    /// `search`, oldest first, inside the caller's transaction: one refusal fails them all.
     fn requeue_dead_matching(
         &self,
-        job_type: &str,
-        search: Option<&str>,
+        filter: &JobFilter,
         by: &str,
         reason: &str,
         now: i64,
     ) -> Result<Vec<(i64, i64)>> {
-        let mut filter = JobFilter::new().job_type(job_type);
-        filter.search = search.map(str::to_string);
+        let filter = JobFilter {
+            before_id: None,
+            ..filter.clone()
+        };
         let (clause, args) = awaiting_dead_clause(&filter);
         let ids: Vec<i64> = self
             .conn

@@ -107,6 +107,10 @@ fn tally(counts: &mut Vec<(String, String, String, i64)>, row: &Row<'_>) -> rusq
 }
 
 /// Attempt outcomes that count as failures in rates and error figures.
+/// The condition "in error group `?`": the key [`ErrorGroup::group`] holds, which the error
+/// indexes of jobs and attempts are built on.
+pub(crate) const GROUP_IS: &str = " AND COALESCE(error_group, last_error) = ?";
+
 const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
 
 impl ReadStore for SqliteTx<'_> {
@@ -184,6 +188,9 @@ impl ReadStore for SqliteTx<'_> {
                 " AND instr(lower(last_error), lower(?)) > 0",
                 SqlValue::Text(search.clone()),
             );
+        }
+        if let Some(group) = &filter.error_group {
+            bind(&mut sql, GROUP_IS, SqlValue::Text(group.clone()));
         }
         if let Some(before) = filter.before_id {
             bind(&mut sql, " AND id < ?", SqlValue::Integer(before));
@@ -273,62 +280,68 @@ impl ReadStore for SqliteTx<'_> {
         Ok(counts)
     }
 
-    /// The most common last errors among failed and dead jobs (requeued dead jobs left out).
+    /// The most common errors among failed and dead jobs, by group (requeued dead jobs left
+    /// out).
     fn error_groups(&self, limit: usize) -> Result<Vec<ErrorGroup>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        // The groups come from the error index alone (failed and dead rows only); "first seen"
-        // is then one probe per group into the attempts' error index, bounded below by the
+        // The groups come from the error index alone (failed and dead rows only). Then per
+        // group: its latest job's error, from the index's (group, updated_at) order; and
+        // "first seen", one probe into the attempts' error index, bounded below by the
         // group's own earliest change (a row refused at the claim has no attempt).
-        let mut stmt = self.conn.prepare_cached(concat!(
-            "SELECT ",
-            error_as_read!("g.last_error"),
-            ", g.n, g.failed, g.dead, g.types,
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT CAST(g.grp AS TEXT),
+                    (SELECT substr(CAST(j.last_error AS TEXT), 1, 65536) FROM jobs j
+                     WHERE COALESCE(j.error_group, j.last_error) = g.grp
+                       AND j.last_error IS NOT NULL AND j.status IN ('failed', 'dead')
+                       AND j.requeued_as IS NULL
+                     ORDER BY j.updated_at DESC
+                     LIMIT 1),
+                    g.n, g.failed, g.dead, g.types,
                     COALESCE(MIN((SELECT MIN(a.finished_at) FROM job_attempts a
-                                  WHERE a.error = g.last_error AND a.error IS NOT NULL),
+                                  WHERE COALESCE(a.error_group, a.error) = g.grp
+                                    AND a.error IS NOT NULL),
                                  g.first_change),
                              g.first_change),
                     g.last_change
-             FROM (SELECT last_error, COUNT(*) AS n, SUM(status = 'failed') AS failed,
-                          SUM(status = 'dead') AS dead,
+             FROM (SELECT COALESCE(error_group, last_error) AS grp, COUNT(*) AS n,
+                          SUM(status = 'failed') AS failed, SUM(status = 'dead') AS dead,
                           json_group_array(DISTINCT CAST(job_type AS TEXT)) AS types,
                           CAST(MIN(updated_at) AS INTEGER) AS first_change,
                           CAST(MAX(updated_at) AS INTEGER) AS last_change
                    FROM jobs
                    WHERE last_error IS NOT NULL AND status IN ('failed', 'dead')
                      AND requeued_as IS NULL
-                   GROUP BY last_error
+                   GROUP BY COALESCE(error_group, last_error)
                    ORDER BY n DESC, last_change DESC
                    LIMIT ?1) AS g
              ORDER BY g.n DESC, g.last_change DESC",
-        ))?;
+        )?;
         let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |row| {
-            let types = lenient::label(row, 4)?;
             Ok((
                 lenient::label(row, 0)?,
-                row.get::<_, i64>(1)?,
+                lenient::label(row, 1)?,
                 row.get::<_, i64>(2)?,
                 row.get::<_, i64>(3)?,
-                types,
-                row.get::<_, i64>(5)?,
+                row.get::<_, i64>(4)?,
+                lenient::label(row, 5)?,
                 row.get::<_, i64>(6)?,
+                row.get::<_, i64>(7)?,
             ))
         })?;
         let mut groups = Vec::new();
         for row in rows {
-            let (error, count, failed, dead, types, first_seen_at, last_seen_at) = row?;
+            let (group, error, count, failed, dead, types, first_seen_at, last_seen_at) = row?;
             let mut job_types: Vec<String> = serde_json::from_str(&types).unwrap_or_default();
             job_types.sort();
-            groups.push(ErrorGroup {
+            groups.push(ErrorGroup::new(
+                group,
                 error,
-                count,
-                failed,
-                dead,
+                (count, failed, dead),
                 job_types,
-                first_seen_at,
-                last_seen_at,
-            });
+                (first_seen_at, last_seen_at),
+            ));
         }
         Ok(groups)
     }

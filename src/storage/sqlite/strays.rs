@@ -67,6 +67,7 @@ impl StrayStore for SqliteTx<'_> {
                 });
             }
         }
+        self.group_refused_errors(&refused)?;
         Ok(refused)
     }
 }

@@ -121,7 +121,8 @@ pub(crate) fn workflow_cancel(app: &App, ctx: &Ctx, req: &Request, id: i64) -> R
     }
 }
 
-/// `POST /dead/requeue`: every dead job of one type whose last error contains a text.
+/// `POST /dead/requeue`: every dead job of one type whose last error contains a text, or is
+/// in an error group.
 pub(crate) fn bulk_requeue(app: &App, ctx: &Ctx, req: &Request) -> Response {
     let form = req.form();
     let (Some(job_type), Some(reason)) = (form.get("type"), form.get("reason")) else {
@@ -132,15 +133,18 @@ pub(crate) fn bulk_requeue(app: &App, ctx: &Ctx, req: &Request) -> Response {
             "a bulk requeue needs a job type and a reason",
         );
     };
-    let search = form.get("search");
+    let mut filter = crate::JobFilter::new().job_type(job_type);
+    if let Some(search) = form.get("search") {
+        filter = filter.search(search);
+    }
+    if let Some(group) = form.get("group") {
+        filter = filter.error_group(group);
+    }
     let by = form.get("by").unwrap_or(DEFAULT_REQUEUED_BY);
     if let Some(refused) = too_long(ctx, by, reason) {
         return refused;
     }
-    match app
-        .queue
-        .requeue_dead_matching(job_type, search, by, reason)
-    {
+    match app.queue.requeue_dead_where(&filter, by, reason) {
         Ok(pairs) => flash::redirect(
             &app.secret,
             "/dead",

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::web::app::{App, Ctx};
-use crate::web::format::{ago, clip, count, search_key, TITLE_CHARS};
+use crate::web::format::{ago, clip, count};
 use crate::web::html::{csrf_field, error_page, esc, page, Nav};
 use crate::web::server::http::{Request, Response};
 
@@ -54,10 +54,10 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
                 body,
                 "<tr><td class=\"error-cell wrap-cell\"><a href=\"/dead{}\">{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>",
                 esc(&crate::web::server::http::query_string(&[(
-                    "search",
-                    search_key(&g.error)
+                    "group",
+                    g.group.as_str()
                 )])),
-                esc(&clip(&g.error, 300)),
+                esc(&clip(&g.headline, 300)),
                 count(g.dead),
                 count(g.failed),
                 esc(&ago(g.first_seen_at, ctx.now)),
@@ -74,13 +74,13 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
                     body,
                     "<form method=\"post\" action=\"/dead/requeue\" class=\"bulk\">{}\
                      <input type=\"hidden\" name=\"type\" value=\"{}\">\
-                     <input type=\"hidden\" name=\"search\" value=\"{}\">\
+                     <input type=\"hidden\" name=\"group\" value=\"{}\">\
                      <input type=\"hidden\" name=\"by\" value=\"{}\">\
                      <input name=\"reason\" required maxlength=\"500\" placeholder=\"reason\" aria-label=\"reason\">\
                      <button class=\"btn btn-small\">Requeue dead {}</button></form>",
                     csrf_field(ctx),
                     esc(job_type),
-                    esc(search_key(&g.error)),
+                    esc(&g.group),
                     esc(DEFAULT_REQUEUED_BY),
                     esc(job_type)
                 );
@@ -89,7 +89,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
         }
         let _ = write!(
             body,
-            "</tbody></table>\n<p class=\"muted small\">A bulk requeue takes every dead job of that type whose last error contains the group's text (its first {TITLE_CHARS} characters, for a longer one), in one transaction: all of them or none. Each becomes a new job; the dead one stays, marked with who, when, why and the new id.</p>\n");
+            "</tbody></table>\n<p class=\"muted small\">Jobs are grouped by the line of their error that matters, with numbers, ids and quoted values set aside, so one failure is one group however each job's text differs. A bulk requeue takes every dead job of that type in the group, in one transaction: all of them or none. Each becomes a new job; the dead one stays, marked with who, when, why and the new id.</p>\n");
     }
 
     body.push_str("<h2>Dead jobs</h2>\n");

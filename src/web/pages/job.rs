@@ -147,9 +147,19 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     body.push_str("</dl>\n");
 
     if let Some(error) = &job.last_error {
+        // The line that matters first (a traceback's exception line), then the whole text.
+        let headline = crate::human::error_headline(error);
+        body.push_str("<h2>Last error</h2>");
+        if headline.trim() != error.trim() {
+            let _ = write!(
+                body,
+                "<p class=\"error-text error-headline\"><strong>{}</strong></p>",
+                esc(&headline)
+            );
+        }
         let _ = writeln!(
             body,
-            "<h2>Last error</h2><pre class=\"code error-text\">{}</pre>",
+            "<pre class=\"code error-text\">{}</pre>",
             esc(&excerpt(error, ERROR_EXCERPT_BYTES))
         );
     }

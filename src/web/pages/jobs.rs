@@ -26,6 +26,8 @@ pub(crate) struct ListQuery {
     pub(crate) job_type: Option<String>,
     pub(crate) queue: Option<String>,
     pub(crate) search: Option<String>,
+    /// An error group ([`crate::ErrorGroup::group`]), from the error tables' links.
+    pub(crate) group: Option<String>,
     pub(crate) before: Option<i64>,
     pub(crate) page: u64,
 }
@@ -54,6 +56,7 @@ impl ListQuery {
             job_type: req.query("type").map(str::to_string),
             queue: req.query("queue").map(str::to_string),
             search: req.query("search").map(str::to_string),
+            group: req.query("group").map(str::to_string),
             before,
             page: if before.is_some() { page } else { 1 },
         })
@@ -74,6 +77,9 @@ impl ListQuery {
         if let Some(s) = &self.search {
             filter = filter.search(s);
         }
+        if let Some(g) = &self.group {
+            filter = filter.error_group(g);
+        }
         if let Some(id) = self.before {
             filter = filter.before_id(id);
         }
@@ -93,6 +99,7 @@ impl ListQuery {
             ("type", self.job_type.as_deref().unwrap_or("")),
             ("queue", self.queue.as_deref().unwrap_or("")),
             ("search", self.search.as_deref().unwrap_or("")),
+            ("group", self.group.as_deref().unwrap_or("")),
             ("before", &before),
             ("page", &page),
         ])
@@ -165,6 +172,15 @@ pub(crate) fn filter_form(out: &mut String, action: &str, q: &ListQuery, with_st
             esc(value.as_deref().unwrap_or(""))
         );
     }
+    if let Some(group) = &q.group {
+        // Kept through a change of the other filters; "clear" drops it.
+        let _ = write!(
+            out,
+            "<input type=\"hidden\" name=\"group\" value=\"{}\"><span class=\"muted\">error group <code>{}</code></span> ",
+            esc(group),
+            esc(&clip(group, 80))
+        );
+    }
     let _ = writeln!(
         out,
         "<button class=\"btn\">Filter</button> <a href=\"{action}\" class=\"muted\">clear</a></form>"
@@ -215,11 +231,12 @@ pub(crate) fn jobs_table(out: &mut String, app: &App, ctx: &Ctx, jobs: &[JobReco
                     .map_or_else(|| "–".to_string(), |c| c.to_string())
             );
         }
+        // The line that matters (a traceback's last line, not the log lines before it).
         let _ = writeln!(
             out,
             "<td class=\"error-cell\" title=\"{}\">{}</td><td class=\"payload-cell\"><code>{}</code></td></tr>",
             esc(&clip(error, TITLE_CHARS)),
-            esc(&clip(error, 90)),
+            esc(&clip(&crate::human::error_headline(error), 90)),
             esc(&clip(&masked, 70))
         );
     }

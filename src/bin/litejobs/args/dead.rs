@@ -49,6 +49,10 @@ pub struct RequeueArgs {
         value_name = "TEXT"
     )]
     pub search: Option<String>,
+    /// With --type: only those in this error group (the `group` of an error in
+    /// `stats --json`): one failure, however each job's text differs.
+    #[arg(long, requires = "job_type", conflicts_with = "id", value_name = "KEY")]
+    pub group: Option<String>,
     /// Required: who requeues (kept on the dead job). Not needed with --dry-run.
     #[arg(long, required_unless_present = "dry_run", value_name = "WHO")]
     pub by: Option<String>,

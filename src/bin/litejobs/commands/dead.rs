@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 
+use litejobs::human::error_headline;
 use litejobs::{Discarded, JobFilter, JobRecord, JobStatus};
 use serde::Serialize;
 
@@ -73,7 +74,8 @@ fn write_dead_table(
         if requeued_column {
             row.push(or_dash(job.requeued_as));
         }
-        row.push(clip(&or_dash(job.last_error.as_deref()), 50));
+        let error = job.last_error.as_deref().map(error_headline);
+        row.push(clip(&or_dash(error.as_deref()), 50));
         row.push(clip(&job.payload.to_string(), 70));
         table.row(row);
     }
@@ -107,7 +109,7 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
     let pairs = match (args.id, &args.job_type) {
         (Some(id), _) => vec![(id, queue.requeue_dead(id, by, reason)?)],
         (None, Some(job_type)) => {
-            queue.requeue_dead_matching(job_type, args.search.as_deref(), by, reason)?
+            queue.requeue_dead_where(&bulk_filter(job_type, args), by, reason)?
         }
         (None, None) => return Err(CliError::new("give a job id or --type")),
     };
@@ -130,6 +132,18 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
     Ok(Exit::Ok)
 }
 
+/// The dead jobs `requeue --type` takes: of that type, narrowed by `--search` and `--group`.
+fn bulk_filter(job_type: &str, args: &RequeueArgs) -> JobFilter {
+    let mut filter = JobFilter::new().job_type(job_type);
+    if let Some(text) = &args.search {
+        filter = filter.search(text);
+    }
+    if let Some(key) = &args.group {
+        filter = filter.error_group(key);
+    }
+    filter
+}
+
 /// `requeue --dry-run`: the requeue's own transaction with every check it makes, rolled
 /// back. What it would refuse is refused the same way (exit 2, the same message after
 /// "dry run: "); otherwise the jobs it would requeue are listed.
@@ -148,16 +162,13 @@ fn dry_run(
             queue.job(id)?.into_iter().collect()
         }
         (None, Some(job_type)) => {
+            let filter = bulk_filter(job_type, args);
             let ids: BTreeSet<i64> = queue
-                .requeue_dead_matching_dry_run(job_type, args.search.as_deref())
+                .requeue_dead_where_dry_run(&filter)
                 .map_err(refused)?
                 .into_iter()
                 .collect();
-            let mut filter = JobFilter::new().limit(usize::MAX).job_type(job_type);
-            if let Some(text) = &args.search {
-                filter = filter.search(text);
-            }
-            let mut jobs = queue.dead_jobs(&filter)?;
+            let mut jobs = queue.dead_jobs(&filter.limit(usize::MAX))?;
             jobs.retain(|job| ids.contains(&job.id));
             jobs
         }

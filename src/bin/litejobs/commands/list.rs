@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use litejobs::human::error_headline;
 use litejobs::{JobRecord, JobStatus};
 use serde::Serialize;
 
@@ -57,7 +58,9 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
         if workflows {
             row.push(workflow_cell(job));
         }
-        row.push(clip(&or_dash(current_error(job)), 70));
+        // The line that matters: a traceback's last line, not the log lines before it.
+        let error = current_error(job).map(error_headline);
+        row.push(clip(&or_dash(error.as_deref()), 70));
         table.row(row);
     }
     table.write(out)?;

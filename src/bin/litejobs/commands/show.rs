@@ -102,6 +102,11 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         fields.push(("group key", key.clone()));
     }
     if let Some(error) = &job.last_error {
+        // The line that matters first (a traceback's exception line), then the whole text.
+        let headline = litejobs::human::error_headline(error);
+        if headline.trim() != error.trim() {
+            fields.push(("error", headline.into_owned()));
+        }
         fields.push((
             "last error",
             excerpt(error, ERROR_EXCERPT_BYTES).into_owned(),

@@ -144,7 +144,7 @@ pub fn write_errors(out: &mut dyn Write, errors: &[ErrorGroup], now: i64) -> std
             g.job_types.join(","),
             ago(g.first_seen_at, now),
             ago(g.last_seen_at, now),
-            clip(&g.error, 80),
+            clip(&g.headline, 80),
         ]);
     }
     table.write(out)

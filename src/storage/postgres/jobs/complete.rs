@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use super::super::sql::{query, IntRow};
 use super::super::PgTx;
 use crate::error::Result;
-use crate::job::clamp_run_at;
+use crate::job::{clamp_run_at, error_fingerprint};
 use crate::storage::jobs::{AfterFailure, AttemptRow, CompleteStore, Lease, Success};
 
 /// The fence of every lease-fenced write: `$1` the job, `$2` the worker, `$3` the attempt.
@@ -94,7 +94,7 @@ impl CompleteStore for PgTx<'_> {
                 "UPDATE jobs SET status = CASE WHEN $4::bigint IS NULL THEN 'dead' ELSE 'failed' END,
                         run_at = COALESCE($4, run_at),
                         finished_at = CASE WHEN $4::bigint IS NULL THEN $7 ELSE finished_at END,
-                        last_error = $5, last_status_code = $6, updated_at = $7,
+                        last_error = $5, error_group = $8, last_status_code = $6, updated_at = $7,
                         locked_by = NULL, locked_until = NULL
                  WHERE {FENCE}"
             ))
@@ -104,7 +104,8 @@ impl CompleteStore for PgTx<'_> {
             .opt_int(retry_at)
             .text(error)
             .opt_int(status_code)
-            .int(now),
+            .int(now)
+            .text(&error_fingerprint(error)),
         )?;
         Ok(n == 1)
     }
@@ -129,7 +130,7 @@ impl CompleteStore for PgTx<'_> {
         let n = self.execute(
             query(&format!(
                 "UPDATE jobs SET status = 'cancelled', finished_at = $4, updated_at = $4,
-                        last_error = $5, locked_by = NULL, locked_until = NULL,
+                        last_error = $5, error_group = $6, locked_by = NULL, locked_until = NULL,
                         cancelled_by = 'handler', cancel_reason = $5
                  WHERE {FENCE}"
             ))
@@ -137,7 +138,8 @@ impl CompleteStore for PgTx<'_> {
             .text(lease.worker_id)
             .int(lease.attempt)
             .int(now)
-            .text(reason),
+            .text(reason)
+            .text(&error_fingerprint(reason)),
         )?;
         Ok(n == 1)
     }
@@ -146,8 +148,8 @@ impl CompleteStore for PgTx<'_> {
         self.execute(
             query(
                 "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
-                                           outcome, error, status_code, duration_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                           outcome, error, status_code, duration_ms, error_group)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .int(row.job_id)
             .int(row.attempt)
@@ -157,7 +159,8 @@ impl CompleteStore for PgTx<'_> {
             .text(row.outcome.as_str())
             .opt_text(row.error)
             .opt_int(row.status_code)
-            .int(row.finished_at.saturating_sub(row.started_at).max(0)),
+            .int(row.finished_at.saturating_sub(row.started_at).max(0))
+            .opt_text(row.error.map(error_fingerprint).as_deref()),
         )?;
         Ok(())
     }

@@ -8,7 +8,7 @@ use diesel::QueryableByName;
 use super::super::sql::{query, IntRow};
 use super::super::PgTx;
 use crate::error::Result;
-use crate::job::{not_started_reason, EXPIRED_BY};
+use crate::job::{error_fingerprint, not_started_reason, EXPIRED_BY};
 use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
 
 /// A waiting job past its deadline, as the sweep found and locked it.
@@ -116,6 +116,7 @@ impl ExpireStore for PgTx<'_> {
             query(
                 "UPDATE jobs SET status = 'cancelled', cancelled_by = $4, cancel_reason = $5,
                         last_error = COALESCE($6, last_error),
+                        error_group = CASE WHEN $6::text IS NULL THEN error_group ELSE $9 END,
                         last_status_code = CASE WHEN $6::text IS NULL THEN last_status_code
                                                 ELSE $7 END,
                         finished_at = $8, updated_at = $8, locked_by = NULL, locked_until = NULL
@@ -128,7 +129,8 @@ impl ExpireStore for PgTx<'_> {
             .text(attempt.reason)
             .opt_text(attempt.error)
             .opt_int(attempt.status_code)
-            .int(now),
+            .int(now)
+            .opt_text(attempt.error.map(error_fingerprint).as_deref()),
         )?;
         Ok(n == 1)
     }

@@ -34,16 +34,20 @@ impl ReapStore for PgTx<'_> {
                                 || ' (lease expired); attempts spent'
                             ELSE 'the worker died or hung while running attempt '
                                 || jobs.attempts || ' (lease expired)' END,
+                        error_group = CASE WHEN jobs.attempts >= jobs.max_attempts THEN
+                                'the worker died or hung while running attempt # of # (lease expired); attempts spent'
+                            ELSE 'the worker died or hung while running attempt # (lease expired)' END,
                         locked_by = NULL, locked_until = NULL
                     FROM expired
                     WHERE jobs.id = expired.id AND jobs.status = 'running'
                       AND (jobs.locked_until < $1 OR jobs.locked_until IS NULL)
                     RETURNING jobs.id, expired.locked_by, expired.started_at, expired.attempts)
                  INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
-                                           outcome, error, duration_ms)
+                                           outcome, error, error_group, duration_ms)
                  SELECT id, attempts, locked_by, started_at, $1, 'lost',
                         'lease expired: the worker ' || COALESCE(locked_by, '?')
                             || ' died or hung while running attempt ' || attempts,
+                        'lease expired: the worker … died or hung while running attempt #',
                         GREATEST(LEAST($1::numeric - COALESCE(started_at, $1), {BIGINT_MAX}),
                                  -{BIGINT_MAX})::bigint
                  FROM reaped

@@ -7,8 +7,8 @@ use rusqlite::params;
 
 use super::{value_rows, RowStatements};
 use crate::error::Result;
-use crate::job::clamp_run_at;
-use crate::storage::jobs::{AfterFailure, AttemptRow, CompleteStore, Lease, Success};
+use crate::job::{clamp_run_at, error_fingerprint};
+use crate::storage::jobs::{AfterFailure, AttemptRow, CompleteStore, Lease, Refused, Success};
 use crate::storage::sqlite::SqliteTx;
 
 /// Successes go in by statements of up to this many jobs, as inserts do
@@ -135,7 +135,7 @@ impl CompleteStore for SqliteTx<'_> {
                 "UPDATE jobs SET status = CASE WHEN ?1 IS NULL THEN 'dead' ELSE 'failed' END,
                         run_at = COALESCE(?1, run_at),
                         finished_at = CASE WHEN ?1 IS NULL THEN ?4 ELSE finished_at END,
-                        last_error = ?2, last_status_code = ?3, updated_at = ?4,
+                        last_error = ?2, error_group = ?8, last_status_code = ?3, updated_at = ?4,
                         locked_by = NULL, locked_until = NULL
                  WHERE id = ?5 AND status = 'running' AND locked_by = ?6 AND attempts = ?7",
             )?
@@ -146,7 +146,8 @@ impl CompleteStore for SqliteTx<'_> {
                 now,
                 lease.job_id,
                 lease.worker_id,
-                lease.attempt
+                lease.attempt,
+                error_fingerprint(error)
             ])?;
         if n == 1 && retry_at.is_none() {
             self.count_row(lease.job_id, 1)?;
@@ -173,7 +174,7 @@ impl CompleteStore for SqliteTx<'_> {
     fn cancel_running(&self, lease: Lease<'_>, reason: &str, now: i64) -> Result<bool> {
         let mut stmt = self.conn.prepare_cached(
             "UPDATE jobs SET status = 'cancelled', finished_at = ?1, updated_at = ?1, last_error = ?2,
-                             locked_by = NULL, locked_until = NULL,
+                             error_group = ?6, locked_by = NULL, locked_until = NULL,
                              cancelled_by = 'handler', cancel_reason = ?2
              WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
         )?;
@@ -182,7 +183,8 @@ impl CompleteStore for SqliteTx<'_> {
             reason,
             lease.job_id,
             lease.worker_id,
-            lease.attempt
+            lease.attempt,
+            error_fingerprint(reason)
         ])?;
         if n == 1 {
             self.count_row(lease.job_id, 1)?;
@@ -193,8 +195,8 @@ impl CompleteStore for SqliteTx<'_> {
     fn insert_attempt(&self, row: &AttemptRow<'_>) -> Result<()> {
         let mut stmt = self.conn.prepare_cached(
             "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
-                                       error, status_code, duration_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                       error, status_code, duration_ms, error_group)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         stmt.execute(params![
             row.job_id,
@@ -206,6 +208,7 @@ impl CompleteStore for SqliteTx<'_> {
             row.error,
             row.status_code,
             (row.finished_at - row.started_at).max(0),
+            row.error.map(error_fingerprint),
         ])?;
         // litejobs' connections keep the attempt counts in code (triggers are off for them).
         self.conn
@@ -220,6 +223,18 @@ impl CompleteStore for SqliteTx<'_> {
 }
 
 impl SqliteTx<'_> {
+    /// Writes the fingerprint of each refused row's error, which SQL composed (it names the
+    /// job and the value it held, so the fingerprint needs Rust).
+    pub(crate) fn group_refused_errors(&self, refused: &[Refused]) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("UPDATE jobs SET error_group = ?2 WHERE id = ?1")?;
+        for r in refused {
+            stmt.execute(params![r.id, error_fingerprint(&r.error)])?;
+        }
+        Ok(())
+    }
+
     /// Marks jobs succeeded, each fenced by its lease (see [`CompleteStore::succeed`]). Returns, per
     /// job in order, what it is counted under, or `None` when its lease was gone.
     pub(crate) fn write_successes(

@@ -5,7 +5,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use crate::error::Result;
-use crate::job::{not_started_reason, EXPIRED_BY};
+use crate::job::{error_fingerprint, not_started_reason, EXPIRED_BY};
 use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
 use crate::storage::sqlite::{lenient, SqliteTx};
 
@@ -74,6 +74,7 @@ impl ExpireStore for SqliteTx<'_> {
             .prepare_cached(
                 "UPDATE jobs SET status = 'cancelled', cancelled_by = ?1, cancel_reason = ?2,
                         last_error = COALESCE(?3, last_error),
+                        error_group = CASE WHEN ?3 IS NULL THEN error_group ELSE ?9 END,
                         last_status_code = CASE WHEN ?3 IS NULL THEN last_status_code ELSE ?4 END,
                         finished_at = ?5, updated_at = ?5, locked_by = NULL, locked_until = NULL
                  WHERE id = ?6 AND status = 'running' AND locked_by = ?7 AND attempts = ?8",
@@ -86,7 +87,8 @@ impl ExpireStore for SqliteTx<'_> {
                 now,
                 lease.job_id,
                 lease.worker_id,
-                lease.attempt
+                lease.attempt,
+                attempt.error.map(error_fingerprint)
             ])?;
         if n == 1 {
             self.count_row(lease.job_id, 1)?;

@@ -20,10 +20,12 @@ impl ReapStore for SqliteTx<'_> {
             .execute([now])?;
         self.conn.prepare_cached(
             "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at, outcome,
-                                       error, duration_ms)
+                                       error, error_group, duration_ms)
              SELECT id, attempts, locked_by, started_at, ?1, 'lost',
                     'lease expired: the worker ' || COALESCE(locked_by, '?') ||
                     ' died or hung while running attempt ' || attempts,
+                    -- Its group: the worker's name (host, pid) set aside too.
+                    'lease expired: the worker … died or hung while running attempt #',
                     ?1 - COALESCE(started_at, ?1)
              FROM jobs WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)",
         )?
@@ -41,6 +43,8 @@ impl ReapStore for SqliteTx<'_> {
                 "UPDATE jobs SET status = 'dead', finished_at = ?1, updated_at = ?1,
                         last_error = 'the worker died or hung while running attempt ' || attempts ||
                                      ' of ' || max_attempts || ' (lease expired); attempts spent',
+                        -- The error's fingerprint (the reaper's unit test checks it).
+                        error_group = 'the worker died or hung while running attempt # of # (lease expired); attempts spent',
                         locked_by = NULL, locked_until = NULL
                  WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)
                    AND attempts >= max_attempts",
@@ -52,6 +56,7 @@ impl ReapStore for SqliteTx<'_> {
                 "UPDATE jobs SET status = 'failed', run_at = ?1, updated_at = ?1,
                         last_error = 'the worker died or hung while running attempt ' || attempts ||
                                      ' (lease expired)',
+                        error_group = 'the worker died or hung while running attempt # (lease expired)',
                         locked_by = NULL, locked_until = NULL
                  WHERE status = 'running' AND (locked_until < ?1 OR locked_until IS NULL)",
             )?

@@ -124,6 +124,7 @@ impl SqliteTx<'_> {
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
+        self.group_refused_errors(&refused)?;
         for r in &refused {
             log::warn!("litejobs: {}", r.error);
         }

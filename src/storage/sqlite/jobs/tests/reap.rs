@@ -1,4 +1,4 @@
-//! The reaper: only expired leases, attempts spent, counts kept.
+//! The reaper: only expired leases, attempts spent, counts kept, errors grouped.
 use super::{attempt_rows, claim_one, db, write, T0};
 use crate::job::NewJob;
 use crate::storage::jobs::{InsertStore, ReapStore};
@@ -62,6 +62,17 @@ fn the_reaper_takes_only_expired_leases_and_spends_the_attempt() {
             (1, 1),
             "a lost attempt each"
         );
+        // The jobs' errors are made in SQL, and so are their groups: each must be what the
+        // fingerprint of the error is, as for an error made in Rust.
+        let grouped: Vec<(String, String)> = tx
+            .conn
+            .prepare("SELECT last_error, error_group FROM jobs WHERE id IN (?1, ?2)")?
+            .query_map([a, b], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        assert_eq!(grouped.len(), 2);
+        for (error, group) in &grouped {
+            assert_eq!(&crate::job::error_fingerprint(error), group, "{error}");
+        }
         Ok(())
     })
     .expect("the reaper scenario runs");
