@@ -39,7 +39,7 @@ pub const ATTEMPT_ERROR_EXCERPT_BYTES: usize = 2 * 1024;
 /// assert_eq!(error_headline("HTTP 503 from endpoint 4"), "HTTP 503 from endpoint 4");
 /// ```
 pub fn error_headline(error: &str) -> Cow<'_, str> {
-    crate::job::error_headline(error)
+    crate::fingerprint::headline(error)
 }
 
 /// At most `max` bytes of `text`, cut at a character boundary and followed by

@@ -195,6 +195,7 @@ pub mod encryption;
 mod error;
 #[cfg(all(unix, feature = "exec"))]
 pub mod exec;
+mod fingerprint;
 pub mod guide;
 mod handler;
 pub mod human;

@@ -3,7 +3,6 @@
 //! may declare ([`RetryPolicy`]). Nothing here reads a database or runs a handler.
 
 mod expiry;
-mod fingerprint;
 pub(crate) mod finite;
 mod new;
 mod record;
@@ -13,7 +12,6 @@ mod typed;
 pub(crate) use expiry::{
     not_started_reason, resolve_expiry, retry_reason, snooze_reason, EXPIRED_BY,
 };
-pub(crate) use fingerprint::{fingerprint as error_fingerprint, headline as error_headline};
 pub(crate) use new::{clamp_run_at, validate, Payload, RunAt, MAX_RUN_AT_MS};
 pub use new::{NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE};
 pub use record::{AttemptOutcome, AttemptRecord, Discarded, JobRecord, JobStatus};

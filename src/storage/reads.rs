@@ -196,7 +196,7 @@ impl ErrorGroup {
         (first_seen_at, last_seen_at): (i64, i64),
     ) -> ErrorGroup {
         ErrorGroup {
-            headline: crate::job::error_headline(&error).into_owned(),
+            headline: crate::fingerprint::headline(&error).into_owned(),
             group,
             error,
             count,

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use super::super::sql::{query, IntRow};
 use super::super::PgTx;
 use crate::error::Result;
-use crate::job::{clamp_run_at, error_fingerprint};
+use crate::fingerprint::fingerprint as error_fingerprint;
+use crate::job::clamp_run_at;
 use crate::storage::jobs::{AfterFailure, AttemptRow, CompleteStore, Lease, Success};
 
 /// The fence of every lease-fenced write: `$1` the job, `$2` the worker, `$3` the attempt.

@@ -8,7 +8,8 @@ use diesel::QueryableByName;
 use super::super::sql::{query, IntRow};
 use super::super::PgTx;
 use crate::error::Result;
-use crate::job::{error_fingerprint, not_started_reason, EXPIRED_BY};
+use crate::fingerprint::fingerprint as error_fingerprint;
+use crate::job::{not_started_reason, EXPIRED_BY};
 use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
 
 /// A waiting job past its deadline, as the sweep found and locked it.

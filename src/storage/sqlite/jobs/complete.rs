@@ -7,7 +7,8 @@ use rusqlite::params;
 
 use super::{value_rows, RowStatements};
 use crate::error::Result;
-use crate::job::{clamp_run_at, error_fingerprint};
+use crate::fingerprint::fingerprint as error_fingerprint;
+use crate::job::clamp_run_at;
 use crate::storage::jobs::{AfterFailure, AttemptRow, CompleteStore, Lease, Refused, Success};
 use crate::storage::sqlite::SqliteTx;
 

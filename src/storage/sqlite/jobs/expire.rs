@@ -5,7 +5,8 @@
 use rusqlite::{params, OptionalExtension};
 
 use crate::error::Result;
-use crate::job::{error_fingerprint, not_started_reason, EXPIRED_BY};
+use crate::fingerprint::fingerprint as error_fingerprint;
+use crate::job::{not_started_reason, EXPIRED_BY};
 use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
 use crate::storage::sqlite::{lenient, SqliteTx};
 

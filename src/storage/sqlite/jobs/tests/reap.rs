@@ -71,7 +71,7 @@ fn the_reaper_takes_only_expired_leases_and_spends_the_attempt() {
             .collect::<rusqlite::Result<_>>()?;
         assert_eq!(grouped.len(), 2);
         for (error, group) in &grouped {
-            assert_eq!(&crate::job::error_fingerprint(error), group, "{error}");
+            assert_eq!(&crate::fingerprint::fingerprint(error), group, "{error}");
         }
         Ok(())
     })
