@@ -108,8 +108,8 @@ CREATE TABLE jobs (
     held_run_at BIGINT,
     -- The fingerprint of last_error (migration 6): its line that matters with numbers, ids
     -- and quoted values blanked. Error groups go by it; litejobs writes it with each error.
-    -- A program that writes last_error itself may leave it NULL: the row then groups by its
-    -- whole text.
+    -- A program that writes last_error itself sets it to NULL in the same statement (or to
+    -- a key of its own): the row then groups by its whole text.
     error_group TEXT,
     CONSTRAINT jobs_status_valid CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'dead', 'cancelled')),
     CONSTRAINT jobs_queue_text CHECK (queue <> ''),
@@ -155,8 +155,8 @@ CREATE INDEX jobs_finished_idx ON jobs (status, finished_at)
     WHERE finished_at IS NOT NULL;
 
 -- Error groups (the most common last errors of failed and dead jobs, by error_group, or by
--- the whole text where a row has none) read this index alone, and the newest job of a group
--- from its second column. It holds only jobs that failed; `last_error IS NOT NULL` first, so
+-- the whole text where a row has none) read this index, and the newest job of a group from
+-- its second column. It holds only jobs that failed; `last_error IS NOT NULL` first, so
 -- the check stops there for the succeeding majority.
 CREATE INDEX jobs_errors_idx ON jobs ((COALESCE(error_group, last_error)), updated_at, status, job_type)
     WHERE last_error IS NOT NULL AND status IN ('failed', 'dead') AND requeued_as IS NULL;

@@ -138,8 +138,8 @@ CREATE TABLE jobs (
     held_run_at INTEGER,
     -- The fingerprint of last_error (migration 10): its line that matters with numbers, ids
     -- and quoted values blanked. Error groups go by it; litejobs writes it with each error.
-    -- A program that writes last_error itself may leave it NULL: the row then groups by its
-    -- whole text.
+    -- A program that writes last_error itself sets it to NULL in the same statement (or to
+    -- a key of its own): the row then groups by its whole text.
     error_group TEXT,
     -- The rules listed at the top. Written with ORs: measured to cost almost nothing, where
     -- an IN list halved insert speed; all of them together cost 5-10 % of a bare insert.

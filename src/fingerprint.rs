@@ -7,9 +7,12 @@
 //! The headline is chosen from the whole text:
 //! - after a Python traceback (`Traceback (most recent call last):`), its exception line;
 //! - before a stack of `at …` frames (JavaScript, Java), the line above the first frame;
-//! - otherwise the last line, where a command's stderr usually says what went wrong.
+//! - otherwise the last line, where a command's stderr usually says what went wrong, passing
+//!   over Rust's `note: …` lines and JSON log lines.
 //!
-//! A command's `exit N` or `killed by signal S` stays in front of it. The fingerprint then
+//! A webhook's error is its status line (`HTTP 503 from webhook endpoint …`), not the
+//! response body after it; a text litejobs cut to its head loses its last, partial line. A
+//! command's `exit N` or `killed by signal S` stays in front of the line chosen. The fingerprint then
 //! blanks numbers (`#`, but codes after `HTTP`, `exit`, `status`, `code`, `signal` or
 //! `errno` stay), UUIDs and long hexadecimal ids (`<id>`), and quoted values (`'…'`), and
 //! keeps at most [`FINGERPRINT_CHARS`] characters.
@@ -25,11 +28,17 @@ const CODE_WORDS: [&str; 6] = ["http", "exit", "status", "code", "signal", "errn
 /// The line of `error` that says what went wrong (see the module's rules), trimmed; the
 /// whole text when it is one line.
 pub(crate) fn headline(error: &str) -> Cow<'_, str> {
-    let lines: Vec<&str> = error
+    // A webhook's status line, not the body the endpoint answered with.
+    let error = error.find(RESPONSE).map_or(error, |at| &error[..at]);
+    let (error, cut) = without_cut_note(error);
+    let mut lines: Vec<&str> = error
         .lines()
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty())
         .collect();
+    if cut && lines.len() > 1 {
+        lines.pop();
+    }
     let Some(&first) = lines.first() else {
         return Cow::Borrowed(error.trim());
     };
@@ -38,12 +47,33 @@ pub(crate) fn headline(error: &str) -> Cow<'_, str> {
     }
     let chosen = traceback_exception(&lines)
         .or_else(|| above_frames(&lines))
+        .or_else(|| lines.iter().rev().find(|l| !is_noise(l)).copied())
         .unwrap_or(lines[lines.len() - 1])
         .trim();
     match command_head(first) {
         Some(head) if !chosen.starts_with(head) => Cow::Owned(format!("{head}: {chosen}")),
         _ => Cow::Borrowed(chosen),
     }
+}
+
+/// What a webhook's error puts between its status line and the response body.
+const RESPONSE: &str = "; response: ";
+
+/// `error` without the note a cut to its head ends with (`handler::bounded_error`), and
+/// whether there was one.
+fn without_cut_note(error: &str) -> (&str, bool) {
+    let trimmed = error.trim_end();
+    match trimmed.rfind(" [... cut: ") {
+        Some(at) if trimmed.ends_with(" bytes in all]") => (&trimmed[..at], true),
+        _ => (error, false),
+    }
+}
+
+/// A line that does not say what went wrong: Rust's `note: run with RUST_BACKTRACE…` and a
+/// structured log line (a JSON object).
+fn is_noise(line: &str) -> bool {
+    let line = line.trim();
+    line.starts_with("note: ") || (line.starts_with('{') && line.ends_with('}'))
 }
 
 /// The exception line of the last Python traceback in `lines`: the first line after its
@@ -127,12 +157,13 @@ pub(crate) fn fingerprint(error: &str) -> String {
     out.trim_end().to_string()
 }
 
-/// The end of a number starting at `i`: digits, with `.`, `:`, `-`, `_` or `,` between digit
-/// runs (decimals, times, dates, addresses).
+/// The end of a number starting at `i`: digits, with `.`, `:`, `-`, `_`, `,` or `T` between
+/// digit runs (decimals, times, dates, addresses).
 fn number_end(chars: &[char], i: usize) -> usize {
     let mut end = i;
     while end < chars.len() {
-        let joins_digits = matches!(chars[end], '.' | ':' | '-' | '_' | ',')
+        // `T` joins an ISO 8601 date to its time.
+        let joins_digits = matches!(chars[end], '.' | ':' | '-' | '_' | ',' | 'T')
             && chars.get(end + 1).is_some_and(char::is_ascii_digit);
         if !chars[end].is_ascii_digit() && !joins_digits {
             break;
@@ -308,6 +339,32 @@ mod tests {
             "utf8 and sha256 and v2 stay"
         );
         assert_eq!(fingerprint("pointer 0x7ffd1 freed"), "pointer <id> freed");
+    }
+
+    #[test]
+    fn a_webhook_s_status_line_a_cut_text_rust_notes_and_json_logs_do_not_make_the_headline() {
+        let html = "HTTP 404 from webhook endpoint 3 (https://a.example/hook); response: <html>\n\
+                    <body>Not here</body>\n</html>";
+        assert_eq!(
+            headline(html),
+            "HTTP 404 from webhook endpoint 3 (https://a.example/hook)"
+        );
+        let json = "HTTP 500 from webhook endpoint 4 (https://b.example/hook); response: {\n  \
+                    \"error\": \"boom\"\n}";
+        assert_ne!(fingerprint(html), fingerprint(json));
+        let cut = "Traceback (most recent call last):\nValueError: bad\n  File \"x.py\", li \
+                   [... cut: 9000 bytes in all]";
+        assert_eq!(headline(cut), "ValueError: bad");
+        let panic = "exit 101: thread 'main' panicked at src/main.rs:4:5:\ndisk full\n\
+                     note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace";
+        assert_eq!(headline(panic), "exit 101: disk full");
+        let logs = "exit 1: {\"level\":\"info\",\"msg\":\"start\"}\ncannot open /data/in.csv\n\
+                    {\"level\":\"info\",\"msg\":\"exit\"}";
+        assert_eq!(headline(logs), "exit 1: cannot open /data/in.csv");
+        assert_eq!(
+            fingerprint("timeout at 2026-12-05T10:00:01Z after 1.5s"),
+            "timeout at #Z after #s"
+        );
     }
 
     #[test]

@@ -11,8 +11,24 @@ pub(crate) use crate::human::{
     ATTEMPT_ERROR_EXCERPT_BYTES as ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES,
 };
 
-/// Characters of an error in a hover text.
+/// Characters of an error in a hover text, and of the longest error group a link or a bulk
+/// requeue names as it is.
 pub(crate) const TITLE_CHARS: usize = 500;
+
+/// The query field that narrows a list or a bulk requeue to error group `group`: `group`
+/// itself, or, for a key a field cannot carry as it is (a whole error text of a row without
+/// fingerprint, with spaces or a newline at an end, which fields lose, or longer than
+/// [`TITLE_CHARS`]), `search` for its start.
+pub(crate) fn group_field(group: &str) -> (&'static str, &str) {
+    if group.len() <= TITLE_CHARS && group.trim() == group {
+        return ("group", group);
+    }
+    let text = group.trim();
+    match text.char_indices().nth(TITLE_CHARS) {
+        Some((cut, _)) => ("search", &text[..cut]),
+        None => ("search", text),
+    }
+}
 
 /// A share as a percentage: `23%`, `0.4%`.
 pub(crate) fn percent(rate: f64) -> String {
@@ -52,5 +68,10 @@ mod tests {
         assert_eq!(count(-1000), "-1\u{2009}000");
         assert_eq!(clip("héllo wörld", 5), "héll…");
         assert_eq!(percent(0.004), "0.4%");
+        assert_eq!(group_field("HTTP #"), ("group", "HTTP #"));
+        assert_eq!(group_field("boom\n"), ("search", "boom"));
+        let long = "é".repeat(TITLE_CHARS + 10);
+        let (field, value) = group_field(&long);
+        assert_eq!((field, value.chars().count()), ("search", TITLE_CHARS));
     }
 }

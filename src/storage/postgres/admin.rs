@@ -99,14 +99,19 @@ impl AdminStore for PgTx<'_> {
             self.execute(
                 query(
                     "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
-                                               outcome, error, status_code, duration_ms)
+                                               outcome, error, status_code, duration_ms,
+                                               error_group)
                      SELECT id, attempts, locked_by, started_at, $2, 'cancelled', $3, NULL,
-                            GREATEST($2 - started_at, 0)
+                            GREATEST($2 - started_at, 0), $4
                      FROM jobs WHERE id = $1",
                 )
                 .int(id)
                 .int(now)
-                .text(&cancelled_text(Some(by), Some(reason))),
+                .text(&cancelled_text(Some(by), Some(reason)))
+                .text(&crate::fingerprint::fingerprint(&cancelled_text(
+                    Some(by),
+                    Some(reason),
+                ))),
             )?;
         }
         self.execute(

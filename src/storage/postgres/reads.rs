@@ -101,7 +101,6 @@ impl Clause {
             self.search(search);
         }
         if let Some(group) = &filter.error_group {
-            // The expression of the error index (schema.pg.sql, jobs_errors_idx).
             self.text(" AND COALESCE(error_group, last_error) = ?", group);
         }
         if let Some(before) = filter.before_id {

@@ -33,12 +33,19 @@ impl AdminStore for SqliteTx<'_> {
             self.conn
                 .prepare_cached(
                     "INSERT INTO job_attempts (job_id, attempt, worker, started_at, finished_at,
-                                               outcome, error, status_code, duration_ms)
+                                               outcome, error, status_code, duration_ms,
+                                               error_group)
                      SELECT id, attempts, locked_by, started_at, ?2, 'cancelled', ?3, NULL,
-                            CASE WHEN started_at IS NULL THEN NULL ELSE MAX(?2 - started_at, 0) END
+                            CASE WHEN started_at IS NULL THEN NULL ELSE MAX(?2 - started_at, 0) END,
+                            ?4
                      FROM jobs WHERE id = ?1",
                 )?
-                .execute(params![id, now, error])?;
+                .execute(params![
+                    id,
+                    now,
+                    error,
+                    crate::fingerprint::fingerprint(&error)
+                ])?;
             // litejobs' connections keep the attempt counts in code (triggers are off).
             self.conn
                 .prepare_cached(

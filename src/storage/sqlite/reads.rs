@@ -106,11 +106,11 @@ fn tally(counts: &mut Vec<(String, String, String, i64)>, row: &Row<'_>) -> rusq
     Ok(())
 }
 
-/// Attempt outcomes that count as failures in rates and error figures.
 /// The condition "in error group `?`": the key [`ErrorGroup::group`] holds, which the error
 /// indexes of jobs and attempts are built on.
 pub(crate) const GROUP_IS: &str = " AND COALESCE(error_group, last_error) = ?";
 
+/// Attempt outcomes that count as failures in rates and error figures.
 const FAILED_OUTCOMES: &str = "('failed', 'timed_out', 'lost')";
 
 impl ReadStore for SqliteTx<'_> {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::web::app::{App, Ctx};
-use crate::web::format::{ago, clip, count};
+use crate::web::format::{ago, clip, count, group_field};
 use crate::web::html::{csrf_field, error_page, esc, page, Nav};
 use crate::web::server::http::{Request, Response};
 
@@ -53,10 +53,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
             let _ = write!(
                 body,
                 "<tr><td class=\"error-cell wrap-cell\"><a href=\"/dead{}\">{}</a></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>",
-                esc(&crate::web::server::http::query_string(&[(
-                    "group",
-                    g.group.as_str()
-                )])),
+                esc(&crate::web::server::http::query_string(&[group_field(&g.group)])),
                 esc(&clip(&g.headline, 300)),
                 count(g.dead),
                 count(g.failed),
@@ -74,13 +71,14 @@ pub(crate) fn render(app: &App, ctx: &Ctx, req: &Request) -> Response {
                     body,
                     "<form method=\"post\" action=\"/dead/requeue\" class=\"bulk\">{}\
                      <input type=\"hidden\" name=\"type\" value=\"{}\">\
-                     <input type=\"hidden\" name=\"group\" value=\"{}\">\
+                     <input type=\"hidden\" name=\"{}\" value=\"{}\">\
                      <input type=\"hidden\" name=\"by\" value=\"{}\">\
                      <input name=\"reason\" required maxlength=\"500\" placeholder=\"reason\" aria-label=\"reason\">\
                      <button class=\"btn btn-small\">Requeue dead {}</button></form>",
                     csrf_field(ctx),
                     esc(job_type),
-                    esc(&g.group),
+                    group_field(&g.group).0,
+                    esc(group_field(&g.group).1),
                     esc(DEFAULT_REQUEUED_BY),
                     esc(job_type)
                 );

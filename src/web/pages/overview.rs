@@ -13,7 +13,7 @@ use crate::storage::reads::StatusCount;
 
 use crate::web::app::{App, Ctx};
 use crate::web::chart::{self, Axis};
-use crate::web::format::{ago, clip, count, human_ms, percent, TITLE_CHARS};
+use crate::web::format::{ago, clip, count, group_field, human_ms, percent, TITLE_CHARS};
 use crate::web::html::{action_button, esc, page, Nav};
 use crate::web::live::Live;
 use crate::web::server::http::{percent_encode, query_string, Response};
@@ -454,7 +454,7 @@ fn errors_section(out: &mut String, app: &App, ctx: &Ctx) -> Result<()> {
             count(g.dead),
             esc(&g.job_types.join(", ")),
             esc(&ago(g.last_seen_at, ctx.now)),
-            esc(&query_string(&[("group", g.group.as_str())])),
+            esc(&query_string(&[group_field(&g.group)])),
             esc(&clip(&g.error, TITLE_CHARS)),
             esc(&clip(&g.headline, 120))
         );
