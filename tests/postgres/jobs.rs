@@ -957,3 +957,57 @@ fn pg_a_worker_reaps_a_crashed_workers_job_and_runs_it_again() {
         vec![(1, "lost".to_string()), (2, "succeeded".to_string())]
     );
 }
+
+/// `Queue::cancel_expired` waits for a job past its deadline that another transaction holds
+/// (a worker's own sweep cancelling it), so that when it returns no expired job still reads as
+/// waiting: `litejobs work`'s start-up report sweeps, then counts the jobs that wait.
+#[test]
+fn pg_cancel_expired_waits_for_an_expired_job_another_transaction_holds() {
+    let Some((schema, queue, _clock)) = setup() else {
+        return;
+    };
+    let id = queue
+        .enqueue(NewJob::new("t", json!({})).expire_after(Duration::from_secs(1)))
+        .expect("enqueue");
+    let mut sql = schema.raw();
+    sql.batch_execute(&format!(
+        "UPDATE jobs SET expires_at = {} WHERE id = {id}",
+        START_MS - 1
+    ))
+    .expect("past its deadline");
+    let mut other = schema.raw();
+    other.batch_execute("BEGIN").expect("begin");
+    other
+        .batch_execute(&format!(
+            "UPDATE jobs SET status = 'cancelled', cancelled_by = 'deadline',
+                    finished_at = {START_MS} WHERE id = {id}"
+        ))
+        .expect("another sweep cancels it, not yet committed");
+    let sweeping = queue.clone();
+    let swept = std::thread::spawn(move || sweeping.cancel_expired());
+    // A backend waiting for the row lock the other transaction holds: the sweep.
+    let deadline = std::time::Instant::now() + WAIT;
+    while int(
+        &mut sql,
+        "SELECT COUNT(*) AS v FROM pg_locks w WHERE NOT w.granted AND w.pid IN (
+             SELECT t.pid FROM pg_locks t
+             WHERE t.locktype = 'tuple' AND t.relation = 'jobs'::regclass)",
+    ) == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweep passed the held job over instead of waiting for it"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    other.batch_execute("COMMIT").expect("commit");
+    let n = swept.join().expect("the sweep's thread").expect("sweep");
+    assert_eq!(
+        n, 0,
+        "the other transaction cancelled it; this sweep took it once, not twice"
+    );
+    assert_eq!(
+        queue.job(id).expect("read").expect("job").status,
+        JobStatus::Cancelled
+    );
+}

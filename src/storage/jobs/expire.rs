@@ -29,13 +29,25 @@ pub(crate) struct ExpiredAttempt<'a> {
     pub(crate) status_code: Option<i64>,
 }
 
+/// What a sweep does with a row another transaction is writing (on PostgreSQL; SQLite's one
+/// writer never meets one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeldRows {
+    /// Pass it over: the next sweep takes it (a worker's sweep, which must never wait).
+    Skip,
+    /// Wait for that transaction, then take the row if it still waits past its deadline:
+    /// when the sweep returns, no job that was past its deadline when it began still waits
+    /// (`Queue::cancel_expired`).
+    Wait,
+}
+
 /// Ending jobs by their deadline, each in the caller's transaction.
 pub(crate) trait ExpireStore {
     /// Cancels up to `limit` waiting (queued or failed) jobs whose deadline is at or before
     /// `now`, earliest deadline first, each with a `cancel_reason` naming its deadline
     /// ([`crate::job::not_started_reason`]). Reads only `jobs_expiring_idx`; rows another
-    /// process is writing are passed over (the next sweep takes them). Returns them.
-    fn cancel_expired(&self, now: i64, limit: usize) -> Result<Vec<Expired>>;
+    /// process is writing are passed over or waited for, as `held` says. Returns them.
+    fn cancel_expired(&self, now: i64, limit: usize, held: HeldRows) -> Result<Vec<Expired>>;
 
     /// Ends a running job `cancelled` by its deadline after the attempt under `attempt.lease`
     /// (the retry or snooze it asked for would fall at or after the deadline): the attempt is

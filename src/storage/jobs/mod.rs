@@ -21,7 +21,7 @@ pub(crate) mod row_rules;
 pub(crate) use claim::{ClaimRequest, ClaimStore, Claimed, ClaimedRow, Refused};
 pub(crate) use complete::{AfterFailure, AttemptRow, CompleteStore, Lease, Success};
 pub(crate) use deps::{DependencyStore, Edge, Settled};
-pub(crate) use expire::{ExpireStore, Expired, ExpiredAttempt};
+pub(crate) use expire::{ExpireStore, Expired, ExpiredAttempt, HeldRows};
 pub(crate) use insert::{batch_error, InsertStore, Inserted};
 pub(crate) use reap::ReapStore;
 

@@ -59,7 +59,7 @@ impl Chores {
             // moment. One batch per step; due again at once while more may wait, else an
             // interval later (also when it failed).
             self.expiry.ran(now);
-            match queue.cancel_expired_batch() {
+            match queue.cancel_expired_batch(crate::storage::jobs::HeldRows::Skip) {
                 Ok((_, true)) => self.expiry.again(),
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),

@@ -74,8 +74,9 @@ pub fn report(
         })
         .collect();
     log_lines(builtins);
-    // Jobs past their deadline never start: cancelled first, they are not named as waiting
-    // (the worker's own sweep runs at the same time; either one takes each job once).
+    // Jobs past their deadline never start: cancelled first, they are not named as waiting.
+    // The worker's own sweep runs at the same time; this one waits for a job that sweep is
+    // cancelling, so none is still counted as waiting below.
     queue.cancel_expired()?;
     let stats = queue.stats()?;
     let mut serving: BTreeSet<&str> = served_builtins(options).into_iter().collect();

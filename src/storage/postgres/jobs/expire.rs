@@ -1,6 +1,7 @@
 //! [`ExpireStore`] on PostgreSQL: the sweep locks the waiting jobs past their deadline
-//! `FOR UPDATE SKIP LOCKED` (rows another process is sweeping or claiming are passed over)
-//! and cancels them in one statement; the finished-job counts are kept by the triggers.
+//! (a worker's `FOR UPDATE SKIP LOCKED`: rows another process is sweeping or claiming are
+//! passed over; `Queue::cancel_expired` waits for them) and cancels them in one statement;
+//! the finished-job counts are kept by the triggers.
 
 use diesel::sql_types::{BigInt, Text};
 use diesel::QueryableByName;
@@ -10,7 +11,7 @@ use super::super::PgTx;
 use crate::error::Result;
 use crate::fingerprint::fingerprint as error_fingerprint;
 use crate::job::{not_started_reason, EXPIRED_BY};
-use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
+use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt, HeldRows};
 
 /// A waiting job past its deadline, as the sweep found and locked it.
 #[derive(QueryableByName, Debug)]
@@ -28,15 +29,22 @@ struct ExpiringRow {
 }
 
 impl ExpireStore for PgTx<'_> {
-    fn cancel_expired(&self, now: i64, limit: usize) -> Result<Vec<Expired>> {
+    fn cancel_expired(&self, now: i64, limit: usize, held: HeldRows) -> Result<Vec<Expired>> {
+        // Waiting sweeps lock in one order (deadline, then id), so two never deadlock; a row
+        // waited for is read again after the other transaction and left out when it no
+        // longer waits.
+        let lock = match held {
+            HeldRows::Skip => "FOR UPDATE SKIP LOCKED",
+            HeldRows::Wait => "FOR UPDATE",
+        };
         let found = self.rows::<ExpiringRow>(
-            query(
+            query(&format!(
                 "SELECT id, queue, job_type, attempts, expires_at FROM jobs
                  WHERE expires_at IS NOT NULL AND status IN ('queued', 'failed')
                    AND expires_at <= $1
-                 ORDER BY expires_at LIMIT $2
-                 FOR UPDATE SKIP LOCKED",
-            )
+                 ORDER BY expires_at, id LIMIT $2
+                 {lock}"
+            ))
             .int(now)
             .int(i64::try_from(limit).unwrap_or(i64::MAX)),
         )?;

@@ -7,13 +7,14 @@ use rusqlite::{params, OptionalExtension};
 use crate::error::Result;
 use crate::fingerprint::fingerprint as error_fingerprint;
 use crate::job::{not_started_reason, EXPIRED_BY};
-use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt};
+use crate::storage::jobs::{ExpireStore, Expired, ExpiredAttempt, HeldRows};
 use crate::storage::sqlite::{lenient, SqliteTx};
 
 impl ExpireStore for SqliteTx<'_> {
     /// Rows another program wrote are read leniently: a queue or type that is not text is
     /// shown as its value, never a failure of the sweep.
-    fn cancel_expired(&self, now: i64, limit: usize) -> Result<Vec<Expired>> {
+    /// SQLite's one writer holds no row another is writing: `_held` changes nothing.
+    fn cancel_expired(&self, now: i64, limit: usize, _held: HeldRows) -> Result<Vec<Expired>> {
         // The terms of jobs_expiring_idx's WHERE, as written there, so SQLite uses it.
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, queue, job_type, attempts, expires_at FROM jobs

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{attempt_rows, claim_one, db, write, T0};
 use crate::job::NewJob;
-use crate::storage::jobs::{ExpireStore, ExpiredAttempt, InsertStore, Lease};
+use crate::storage::jobs::{ExpireStore, ExpiredAttempt, HeldRows, InsertStore, Lease};
 
 fn job_with_window(secs: u64) -> NewJob {
     NewJob::new("t", serde_json::json!({})).expire_after(Duration::from_secs(secs))
@@ -32,8 +32,11 @@ fn the_sweep_reads_the_expiring_index_and_ends_only_jobs_past_their_deadline() {
         let never = tx
             .insert_job(&NewJob::new("t", serde_json::json!({})), "{}", T0)?
             .id;
-        assert!(tx.cancel_expired(T0 + 999, 10)?.is_empty(), "not yet");
-        let expired = tx.cancel_expired(T0 + 1_000, 10)?;
+        assert!(
+            tx.cancel_expired(T0 + 999, 10, HeldRows::Skip)?.is_empty(),
+            "not yet"
+        );
+        let expired = tx.cancel_expired(T0 + 1_000, 10, HeldRows::Skip)?;
         assert_eq!(
             expired.iter().map(|e| e.id).collect::<Vec<_>>(),
             vec![soon],
@@ -68,7 +71,11 @@ fn the_sweep_reads_the_expiring_index_and_ends_only_jobs_past_their_deadline() {
             |r| r.get(0),
         )?;
         assert_eq!(cancelled, 1, "counted as cancelled");
-        assert!(tx.cancel_expired(T0 + 1_000, 10)?.is_empty(), "once");
+        assert!(
+            tx.cancel_expired(T0 + 1_000, 10, HeldRows::Skip)?
+                .is_empty(),
+            "once"
+        );
         Ok(())
     })
     .expect("the sweep scenario runs");
