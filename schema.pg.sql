@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 6: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 7: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -881,8 +881,34 @@ CREATE TRIGGER jobs_dependants_deleted AFTER DELETE ON jobs
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_settle_deleted();
 
+-- ---------------------------------------------------------------------------------------
+-- The workers registry (migration 7)
+-- ---------------------------------------------------------------------------------------
+
+-- Who is working: each running worker keeps its row here (litejobs writes it; read it as
+-- you like). A row whose alive_until has passed without stopped_at is a worker that died.
+CREATE TABLE workers (
+    -- The worker's id, as jobs.locked_by holds it while it runs a job (host:pid:random).
+    id TEXT PRIMARY KEY,
+    host TEXT NOT NULL DEFAULT '',
+    pid BIGINT NOT NULL DEFAULT 0,
+    -- The litejobs version it runs.
+    version TEXT NOT NULL DEFAULT '',
+    -- The queues it works with their handler threads, as a JSON object: {"default": 4}.
+    queues TEXT NOT NULL DEFAULT '{}',
+    -- The job types it serves, as a JSON array.
+    job_types TEXT NOT NULL DEFAULT '[]',
+    started_at BIGINT NOT NULL,
+    -- Its latest sign of life (ms), and until when it counts as alive without another: a
+    -- worker that dies leaves its row, which reads as gone after that time.
+    heartbeat_at BIGINT NOT NULL,
+    alive_until BIGINT NOT NULL,
+    -- When it stopped cleanly (ms); NULL while it runs, or when it died.
+    stopped_at BIGINT
+);
+
 -- The schema's version: one row, for litejobs' migrations (a newer one is refused).
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (6);
+INSERT INTO schema_version (version) VALUES (7);

@@ -1,4 +1,4 @@
--- litejobs schema, version 10: the contract for programs in any language.
+-- litejobs schema, version 11: the contract for programs in any language.
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
 -- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
@@ -631,7 +631,33 @@ BEGIN
       AND (SELECT state FROM job_deps WHERE job_id = NEW.job_id AND depends_on = NEW.depends_on) = 'failed';
 END;
 
-PRAGMA user_version = 10;
+-- ---------------------------------------------------------------------------------------
+-- The workers registry (migration 11)
+-- ---------------------------------------------------------------------------------------
+
+-- Who is working: each running worker keeps its row here (litejobs writes it; read it as
+-- you like). A row whose alive_until has passed without stopped_at is a worker that died.
+CREATE TABLE workers (
+    -- The worker's id, as jobs.locked_by holds it while it runs a job (host:pid:random).
+    id TEXT PRIMARY KEY NOT NULL,
+    host TEXT NOT NULL DEFAULT '',
+    pid INTEGER NOT NULL DEFAULT 0,
+    -- The litejobs version it runs.
+    version TEXT NOT NULL DEFAULT '',
+    -- The queues it works with their handler threads, as a JSON object: {"default": 4}.
+    queues TEXT NOT NULL DEFAULT '{}',
+    -- The job types it serves, as a JSON array.
+    job_types TEXT NOT NULL DEFAULT '[]',
+    started_at INTEGER NOT NULL,
+    -- Its latest sign of life (ms), and until when it counts as alive without another: a
+    -- worker that dies leaves its row, which reads as gone after that time.
+    heartbeat_at INTEGER NOT NULL,
+    alive_until INTEGER NOT NULL,
+    -- When it stopped cleanly (ms); NULL while it runs, or when it died.
+    stopped_at INTEGER
+) WITHOUT ROWID;
+
+PRAGMA user_version = 11;
 
 -- Last, after the writes: inside a caller's transaction it is then a no-op rather than the
 -- error it is as a transaction's first statement (see the top of this file).

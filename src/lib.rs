@@ -222,6 +222,7 @@ pub use queue::reads::{ActivityBucket, Health, Overview};
 pub use queue::rotation::RotationReport;
 pub use queue::{enqueue_in, Queue, QueueBuilder};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
+pub use storage::workers::WorkerInfo;
 pub use storage::Synchronous;
 pub use system::{Clock, ManualClock, SystemClock};
 pub use worker::{maintenance, testing};

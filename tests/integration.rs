@@ -98,6 +98,8 @@ mod web;
 // webhook delivery against a loopback HTTP server: signatures, retries, breaker, SSRF guard, sidecar
 #[cfg(feature = "webhook")]
 mod webhook;
+// the workers registry: a worker's row, its running jobs, its stop; rows of dead workers read as gone, then go
+mod workers;
 // jobs that wait for other jobs: workflows, batches, cascades, requeues, steps added at run time
 mod workflows;
 // SIGKILL while thousands of chunks release a fan-in step: it runs exactly once, after all of them

@@ -5,7 +5,7 @@
 //! one store per file of this folder ([`JobStore`] for the job life cycle, in `jobs/`, one
 //! file per concern; [`ReadStore`] for what people read, [`AdminStore`], [`DeadLetterStore`],
 //! [`RetentionStore`], [`LimitStore`], [`PeriodicStore`], [`ReportStore`], [`WebhookStore`],
-//! [`StrayStore`], [`EncryptionStore`]). The value types they speak live next to them (or,
+//! [`StrayStore`], [`EncryptionStore`], [`WorkflowStore`], [`WorkerStore`]). The value types they speak live next to them (or,
 //! for encryption, in `crate::encryption`, a layer below), so nothing here imports from the
 //! layers above; so do the rules both backends share (the claim order, the
 //! claimed-row rules), written once.
@@ -37,6 +37,7 @@ pub(crate) mod retention;
 pub(crate) mod sqlite;
 pub(crate) mod strays;
 pub(crate) mod webhooks;
+pub(crate) mod workers;
 pub(crate) mod workflows;
 
 use std::path::Path;
@@ -57,6 +58,7 @@ use retention::RetentionStore;
 pub(crate) use sqlite::{with_triggers_off, SqliteDb, SqliteTx};
 use strays::StrayStore;
 use webhooks::WebhookStore;
+use workers::WorkerStore;
 use workflows::WorkflowStore;
 
 /// Every operation the rest of litejobs asks of a database, inside one transaction (or, for
@@ -74,6 +76,7 @@ pub(crate) trait Tx:
     + StrayStore
     + EncryptionStore
     + WorkflowStore
+    + WorkerStore
 {
     /// Locks `key` for the rest of this write transaction, so that a read-then-write on it
     /// (a rate limit, a breaker, a periodic slot, a report, an idempotency key) cannot

@@ -23,6 +23,7 @@ use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};
 use crate::worker::executor::{self, ExecShared, FeedMsg};
 use crate::worker::maintenance::chores::Chores;
 use crate::worker::maintenance::every::Every;
+use crate::worker::maintenance::presence::Presence;
 use crate::worker::maintenance::pruner::Pruner;
 use crate::worker::queue_runtime::QueueRuntime;
 use crate::worker::registry::Claimer;
@@ -47,6 +48,8 @@ pub(crate) struct DispatchConfig {
     pub(crate) reap_interval: Duration,
     /// Scheduled retention, one chunk per loop between claim rounds.
     pub(crate) pruner: Option<Pruner>,
+    /// This worker's row in the workers registry, written on the reaper's schedule.
+    pub(crate) presence: Presence,
 }
 
 pub(crate) struct Dispatcher {
@@ -94,6 +97,7 @@ impl Dispatcher {
         let reap_interval = config.reap_interval;
         let reaper = Every::new(reap_interval);
         let config_pruner = config.pruner.take();
+        let presence = config.presence.clone();
         let db = shared.queue.db();
         let change = match db.change_signal() {
             Ok(signal) => Some(ChangeWatch::new(
@@ -121,7 +125,7 @@ impl Dispatcher {
             claimer,
             completer: Completer::default(),
             reaper,
-            chores: Chores::new(config_pruner, reap_interval),
+            chores: Chores::new(config_pruner, reap_interval, presence),
             change,
             activity,
         }
@@ -644,6 +648,7 @@ impl Dispatcher {
         for q in &mut self.queues {
             q.job_tx = None;
         }
+        self.chores.stopped(&self.shared.queue);
         // Dropping the last receiver discards unanswered heartbeats, so an executor still
         // waiting for a lease reply wakes up and ends instead of blocking the join.
         self.results = crossbeam_channel::never();

@@ -32,6 +32,7 @@ use crate::job::RetryPolicy;
 use crate::job::DEFAULT_QUEUE;
 use crate::system::clock::duration_to_ms;
 use crate::worker::maintenance::periodic::Periodic;
+use crate::worker::maintenance::presence::Presence;
 use crate::worker::maintenance::pruner::{PruneOptions, Pruner};
 use crate::worker::maintenance::reaper::DEFAULT_REAP_INTERVAL;
 use crate::worker::maintenance::scheduler::SchedulerThread;
@@ -475,6 +476,13 @@ impl WorkerBuilder {
                 change_check_interval: self.change_check_interval,
                 reap_interval: self.reap_interval,
                 pruner: self.pruner.take(),
+                presence: Presence::new(
+                    &self.queue,
+                    &id,
+                    &self.queues,
+                    self.registry.job_types(),
+                    self.reap_interval,
+                ),
             },
             activity.clone(),
         );

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_workflows.sql"),
     include_str!("migrations/0005_stored_schedules.sql"),
     include_str!("migrations/0006_error_groups.sql"),
+    include_str!("migrations/0007_workers.sql"),
 ];
 
 /// The schema version this build writes and understands.

@@ -28,6 +28,7 @@ mod strays;
 #[cfg(test)]
 mod tests_on_server;
 mod webhooks;
+mod workers;
 mod workflows;
 
 use std::cell::RefCell;

@@ -23,6 +23,7 @@ mod reports;
 mod retention;
 mod strays;
 mod webhooks;
+mod workers;
 mod workflows;
 
 use std::cell::RefCell;

@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use super::every::Every;
+use super::presence::Presence;
 use super::pruner::Pruner;
 use super::strays::STRAY_SWEEP_INTERVAL;
 use crate::error::{ErrorKind, Result};
@@ -21,19 +22,32 @@ pub(crate) struct Chores {
     pruner: Option<Pruner>,
     /// When the stray sweep is next due.
     strays: Every,
-    /// When the expiry sweep is next due (on the reaper's schedule).
+    /// When the expiry sweep and the registry's sign of life are next due (on the
+    /// reaper's schedule).
     expiry: Every,
+    /// This worker's row in the workers registry.
+    presence: Presence,
 }
 
 impl Chores {
     /// Pruning when a schedule is given; the stray sweep always (at once, then hourly); the
-    /// expiry sweep at once, then every `expiry_interval`.
-    pub(crate) fn new(pruner: Option<Pruner>, expiry_interval: Duration) -> Chores {
+    /// expiry sweep and the worker's sign of life at once, then every `expiry_interval`.
+    pub(crate) fn new(
+        pruner: Option<Pruner>,
+        expiry_interval: Duration,
+        presence: Presence,
+    ) -> Chores {
         Chores {
             pruner,
             strays: Every::new(STRAY_SWEEP_INTERVAL),
             expiry: Every::new(expiry_interval),
+            presence,
         }
+    }
+
+    /// Marks the worker stopped in the registry (at the end of its shutdown).
+    pub(crate) fn stopped(&self, queue: &Queue) {
+        self.presence.stopped(queue);
     }
 
     /// Runs what is due; the sweep only when `idle` (see [`Chores::next`]) or late. Failures are logged and tried again at the next turn of each; a
@@ -59,6 +73,14 @@ impl Chores {
             // moment. One batch per step; due again at once while more may wait, else an
             // interval later (also when it failed).
             self.expiry.ran(now);
+            match self.presence.beat(queue) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
+                Err(e) => log::warn!(
+                    "litejobs: writing this worker's row in the workers registry failed \
+                     ({e}); tried again at the next reap interval"
+                ),
+            }
             match queue.cancel_expired_batch(crate::storage::jobs::HeldRows::Skip) {
                 Ok((_, true)) => self.expiry.again(),
                 Ok(_) => {}
@@ -126,7 +148,8 @@ mod tests {
             Ok(conn.query_row("SELECT status FROM jobs", [], |r| r.get(0))?)
         };
         let start = Instant::now();
-        let mut chores = Chores::new(None, STRAY_SWEEP_INTERVAL * 2);
+        let presence = Presence::new(&queue, "w", &[], Vec::new(), STRAY_SWEEP_INTERVAL * 2);
+        let mut chores = Chores::new(None, STRAY_SWEEP_INTERVAL * 2, presence);
         chores.step(&queue, false)?;
         assert_eq!(status()?, "bogus", "a busy worker does not sweep");
         assert!(
@@ -156,7 +179,11 @@ mod tests {
         clock.advance(Duration::from_secs(2));
         let hour = Duration::from_secs(3600);
         let start = Instant::now();
-        let mut chores = Chores::new(None, hour);
+        let mut chores = Chores::new(
+            None,
+            hour,
+            Presence::new(&queue, "w", &[], Vec::new(), hour),
+        );
         let cancelled = || -> Result<i64> { Ok(queue.stats()?.count(crate::JobStatus::Cancelled)) };
         chores.step(&queue, false)?;
         assert_eq!(cancelled()?, 1000);

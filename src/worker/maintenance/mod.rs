@@ -5,12 +5,14 @@
 //! rows (live rows another program wrote that no claim can take) that every worker runs when
 //! it is first quiet, then hourly; the expiry sweep
 //! ([`Queue::cancel_expired`](crate::Queue::cancel_expired)) that every worker runs on the
-//! reaper's schedule.
+//! reaper's schedule; and each worker's row in the workers registry
+//! ([`Queue::workers`](crate::Queue::workers)), written on the same schedule.
 
 pub(crate) mod chores;
 pub(crate) mod every;
 pub(crate) mod expiry;
 pub(crate) mod periodic;
+pub(crate) mod presence;
 pub(crate) mod pruner;
 pub(crate) mod reaper;
 pub(crate) mod scheduler;
