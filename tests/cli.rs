@@ -47,6 +47,7 @@ mod views; // stats, list, show, masked secrets
 mod webhook; // webhook endpoints: add, list, show, enable, disable, rotate, remove; secrets shown once
 mod work; // work until SIGTERM
 mod work_help; // work --help lists every LITEJOBS_* variable the source reads
+mod workers; // workers: who is working; stats, check and enqueue naming what no live worker serves
 mod workflows; // workflow list, show, cancel; held jobs in show, list, stats, metrics and check
 
 const BIN: &str = env!("CARGO_BIN_EXE_litejobs");

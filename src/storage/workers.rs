@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::job::JobStatus;
+use crate::storage::reads::StatusCount;
 
 /// A worker as registered: a [`crate::Worker`] in this or another process, running now or
 /// seen in the last day. Made by [`Queue::workers`](crate::Queue::workers).
@@ -39,10 +41,35 @@ pub struct WorkerInfo {
 }
 
 impl WorkerInfo {
+    /// `alive`, `stopped` (it said so at shutdown) or `gone` (no sign of life for too long:
+    /// it died, or its host or its connection to the database did).
+    pub fn state(&self) -> &'static str {
+        match (self.alive, self.stopped_at) {
+            (true, _) => "alive",
+            (false, Some(_)) => "stopped",
+            (false, None) => "gone",
+        }
+    }
+
     /// Whether it works `queue` and serves `job_type`.
     pub fn serves(&self, queue: &str, job_type: &str) -> bool {
         self.queues.get(queue).is_some_and(|&threads| threads > 0)
             && self.job_types.iter().any(|t| t == job_type)
+    }
+
+    /// The counts of waiting jobs (queued or failed, as in
+    /// [`Stats::counts`](crate::Stats::counts)) that none of the live `workers` serves:
+    /// the usual reason a due job grows old while a worker runs.
+    pub fn unserved<'a>(workers: &[WorkerInfo], counts: &'a [StatusCount]) -> Vec<&'a StatusCount> {
+        counts
+            .iter()
+            .filter(|c| matches!(c.status, JobStatus::Queued | JobStatus::Failed) && c.count > 0)
+            .filter(|c| {
+                !workers
+                    .iter()
+                    .any(|w| w.alive && w.serves(&c.queue, &c.job_type))
+            })
+            .collect()
     }
 }
 

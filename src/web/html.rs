@@ -35,6 +35,7 @@ pub(crate) enum Nav {
     Dead,
     Workflows,
     Schedules,
+    Workers,
     /// The webhook endpoints page, there only with the `webhook` feature.
     #[cfg(feature = "webhook")]
     Endpoints,
@@ -47,6 +48,7 @@ const NAV: &[(Nav, &str, &str)] = &[
     (Nav::Dead, "/dead", "Dead"),
     (Nav::Workflows, "/workflows", "Workflows"),
     (Nav::Schedules, "/schedules", "Schedules &amp; reports"),
+    (Nav::Workers, "/workers", "Workers"),
     #[cfg(feature = "webhook")]
     (Nav::Endpoints, "/endpoints", "Endpoints"),
 ];

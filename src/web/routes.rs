@@ -26,6 +26,7 @@
 //! | `GET /workflows/{id}` | one workflow or batch: its graph and its jobs |
 //! | `POST /workflows/{id}/cancel` | cancel every job of it that has not ended |
 //! | `GET /schedules` | periodic schedules and report runs |
+//! | `GET /workers` | the workers registry: who is working, and what waits with nobody to run it |
 //! | `GET /endpoints` | webhook endpoints and their breakers (feature `webhook`) |
 //! | `POST /endpoints/{id}/enable` · `/disable` | enable or disable an endpoint (feature `webhook`) |
 //! | `GET /metrics` | Prometheus text |
@@ -205,6 +206,7 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
             None => not_found(ctx, api),
         },
         ["schedules"] if read => pages::schedules::render(app, ctx),
+        ["workers"] if read => pages::workers::render(app, ctx),
         #[cfg(feature = "webhook")]
         ["endpoints"] if read => pages::endpoints::render(app, ctx),
         #[cfg(feature = "webhook")]
@@ -240,6 +242,7 @@ fn route(app: &App, ctx: &Ctx, req: &Request, path: &[&str]) -> Response {
         | ["workflows"]
         | ["workflows", _]
         | ["schedules"]
+        | ["workers"]
         | ["metrics"]
         | ["api", "stats" | "overview" | "jobs" | "dead" | "workflows"]
         | ["api", "jobs" | "workflows", _] => method_not_allowed("GET, HEAD"),

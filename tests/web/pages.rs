@@ -21,6 +21,7 @@ fn every_route_answers_with_its_status_code() {
         "/dead".into(),
         "/dead?type=t&search=connect".into(),
         "/schedules".into(),
+        "/workers".into(),
     ] {
         let page = c.get(&path).expect(200);
         assert_eq!(
@@ -564,4 +565,55 @@ fn encrypted_jobs_are_decrypted_with_the_key_and_named_without_it() {
         assert!(!page.contains("4111-WEB"), "{path}: {page}");
         assert!(page.contains("encrypted (key k1)"), "{path}: {page}");
     }
+}
+
+/// The workers page: a live worker with what it serves, and the waiting jobs no live worker
+/// serves; after its shutdown, the worker among the stopped ones.
+#[test]
+fn the_workers_page_shows_who_is_working_and_what_waits_with_nobody_to_run_it() {
+    let web = Web::open();
+    let q = web.queue();
+    q.enqueue(NewJob::new("sned_receipt", json!({})))
+        .expect("enqueue");
+    let worker = Worker::builder(q)
+        .handler("send_receipt", |_: &JobContext| -> Result<(), JobError> {
+            Ok(())
+        })
+        .reap_interval(std::time::Duration::from_secs(3600))
+        .start()
+        .expect("start");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while q.workers().expect("workers").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the worker registers");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let id = worker.id().to_string();
+    let mut c = web.client();
+    let page = c.get("/workers").expect(200).body;
+    assert!(page.contains("href=\"/workers\""), "in the navigation");
+    let alive = page.split("<h2>Alive</h2>").nth(1).expect("the live table");
+    let alive = alive.split("<h2>").next().unwrap_or_default();
+    assert!(alive.contains(&format!("<code>{id}</code>")), "{page}");
+    assert!(
+        alive.contains("send_receipt") && alive.contains("default×"),
+        "{alive}"
+    );
+    let unserved = page
+        .split("no live worker serves them</h2>")
+        .nth(1)
+        .expect("the unserved table");
+    assert!(
+        unserved.contains(">sned_receipt</a>"),
+        "the waiting type nobody serves: {unserved}"
+    );
+    worker
+        .shutdown(std::time::Duration::from_secs(10))
+        .expect("shutdown");
+    let page = c.get("/workers").expect(200).body;
+    assert!(page.contains("No live worker"), "{page}");
+    let gone = page
+        .split("Stopped or gone")
+        .nth(1)
+        .expect("the gone table");
+    assert!(gone.contains(&id) && gone.contains(">stopped<"), "{gone}");
 }

@@ -137,6 +137,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Prometheus text exposition.
     Metrics,
+    /// Who is working: the live workers of this database in any process or host, with
+    /// their queues, job types, latest sign of life and running jobs.
+    Workers(WorkersArgs),
     /// Run the built-in job handlers, and commands for your own job types, until SIGINT
     /// or SIGTERM.
     ///
@@ -317,6 +320,14 @@ pub struct ListArgs {
     /// Only jobs with a smaller id (the next page after the last id shown).
     #[arg(long, value_name = "ID")]
     pub before: Option<i64>,
+}
+
+/// `workers`.
+#[derive(Debug, Args)]
+pub struct WorkersArgs {
+    /// Also the workers that stopped or died in the last day.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// A job id.

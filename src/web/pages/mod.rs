@@ -11,6 +11,7 @@ pub(crate) mod jobs;
 pub(crate) mod login;
 pub(crate) mod overview;
 pub(crate) mod schedules;
+pub(crate) mod workers;
 pub(crate) mod workflow;
 pub(crate) mod workflows;
 

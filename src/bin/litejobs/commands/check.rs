@@ -46,7 +46,15 @@ pub fn run(ctx: &Ctx, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, Cli
     }
     let queue = ctx.open_read_only()?;
     let health = queue.health(args.window)?;
-    let failures = evaluate(args, &health);
+    // Who serves what waits, for the message of an old due job: the stats are read only then.
+    let workers = match (args.max_oldest_age, health.oldest_due_age_ms) {
+        (Some(_), Some(_)) => match (queue.workers(), queue.stats()) {
+            (Ok(workers), Ok(stats)) => super::workers::summary(&workers, &stats.counts),
+            _ => "is a worker running?".to_string(),
+        },
+        _ => String::new(),
+    };
+    let failures = evaluate(args, &health, &workers);
     if ctx.json {
         write_json(
             out,
@@ -70,8 +78,9 @@ pub fn run(ctx: &Ctx, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, Cli
     })
 }
 
-/// The thresholds `args` sets that `h` crosses, in flag order.
-pub fn evaluate(args: &CheckArgs, h: &Health) -> Vec<Failure> {
+/// The thresholds `args` sets that `h` crosses, in flag order; `workers` says who serves
+/// what waits, in the message of an old due job.
+pub fn evaluate(args: &CheckArgs, h: &Health, workers: &str) -> Vec<Failure> {
     let mut failures = Vec::new();
     if let Some(limit) = args.max_dead {
         if h.dead > limit {
@@ -113,8 +122,7 @@ pub fn evaluate(args: &CheckArgs, h: &Health) -> Vec<Failure> {
                 limit: limit_ms as f64,
                 value: age as f64,
                 message: format!(
-                    "oldest due job has waited {}, longer than {} ({} due now; is a worker \
-                     running?{paused})",
+                    "oldest due job has waited {}, longer than {} ({} due now; {workers}{paused})",
                     human_ms(age),
                     human_ms(limit_ms),
                     h.due_now

@@ -71,12 +71,36 @@ pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, C
     }
     let queue = ctx.open_or_create()?;
     let id = queue.enqueue(job)?;
+    warn_if_unserved(&queue, &args.job_type, &args.queue);
     if ctx.json {
         write_json(out, &EnqueueJson { id })?;
     } else {
         writeln!(out, "{id}")?;
     }
     Ok(Exit::Ok)
+}
+
+/// Warns (on stderr, the id still printed) when workers ran on this database in the last day
+/// and none of them served `job_type` in `queue_name`: most often a typo in the type, or a
+/// queue no worker works. Nothing is said while no worker has been seen at all.
+fn warn_if_unserved(queue: &litejobs::Queue, job_type: &str, queue_name: &str) {
+    let Ok(workers) = queue.workers() else { return };
+    if workers.is_empty() || workers.iter().any(|w| w.serves(queue_name, job_type)) {
+        return;
+    }
+    let served = workers
+        .iter()
+        .any(|w| w.job_types.iter().any(|t| t == job_type));
+    let why = if served {
+        format!("none works queue {queue_name}")
+    } else {
+        "none serves that type (a typo?)".to_string()
+    };
+    log::warn!(
+        "litejobs enqueue: job type {job_type} in queue {queue_name} waits for a worker: of the \
+         {} worker(s) seen in the last day, {why}; `litejobs workers --all` lists them",
+        workers.len()
+    );
 }
 
 fn read_stdin() -> Result<String, CliError> {

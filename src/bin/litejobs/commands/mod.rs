@@ -28,6 +28,7 @@ pub mod work;
 pub mod work_commands;
 pub mod work_outcomes;
 pub mod work_startup;
+pub mod workers;
 pub mod workflow;
 pub mod workflow_show;
 
@@ -261,6 +262,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Prune(args) => prune::run(&ctx, args, out),
         Command::Check(args) => check::run(&ctx, args, out),
         Command::Metrics => metrics::run(&ctx, out),
+        Command::Workers(args) => workers::run(&ctx, args, out),
         Command::Work(args) => work::run(&ctx, args, out),
         #[cfg(feature = "web")]
         Command::Web(args) => web::run(&ctx, args, out),

@@ -24,6 +24,15 @@ pub fn run(ctx: &Ctx, args: &StatsArgs, out: &mut dyn Write) -> Result<Exit, Cli
     // Requeued dead jobs stay dead: the DEAD column counts them, `health.dead` does not.
     let requeued = (overview.count(JobStatus::Dead) - health.dead).max(0);
     write_summary(out, health, retrying, requeued)?;
+    // Who serves what waits: read apart, so a file from before the registry still shows
+    // the rest.
+    if let Ok(workers) = queue.workers() {
+        writeln!(
+            out,
+            "workers   {}",
+            super::workers::summary(&workers, counts)
+        )?;
+    }
     writeln!(out)?;
     write_counts(out, counts)?;
     writeln!(out)?;
