@@ -102,8 +102,10 @@ fn a_worker_with_no_sign_of_life_reads_as_gone_and_its_row_goes_after_a_day() {
     );
     assert_eq!(gone[0].stopped_at, None, "it never said it stopped");
 
-    // A day later, the next worker's first beat deletes that row, and keeps its own.
+    // A day later the row is no longer shown, and the next worker's first beat deletes it.
     env.clock.advance(Duration::from_secs(24 * 3600));
+    assert!(env.queue.workers().expect("workers").is_empty());
+    assert_eq!(env.sql_i64("SELECT COUNT(*) FROM workers"), 1, "still there");
     let second = Worker::builder(&env.queue)
         .handler("t", |_: &JobContext| -> Result<(), JobError> { Ok(()) })
         .worker_id("second")
@@ -129,4 +131,35 @@ fn a_worker_with_no_sign_of_life_reads_as_gone_and_its_row_goes_after_a_day() {
         std::thread::sleep(Duration::from_millis(2));
     }
     second.shutdown(WAIT).expect("shutdown");
+}
+
+/// A worker restarted under the same id (`WorkerBuilder::worker_id`) while the old process
+/// still shuts down, as in a rolling deploy: the row says what the new one serves, and the
+/// old one's stop does not mark the new one stopped.
+#[test]
+fn a_worker_id_reused_by_a_newer_process_keeps_the_newer_row() {
+    let env = setup();
+    let start = |job_type: &str| {
+        Worker::builder(&env.queue)
+            .handler(job_type, |_: &JobContext| -> Result<(), JobError> { Ok(()) })
+            .worker_id("web-1")
+            .reap_interval(HOUR)
+            .start()
+            .expect("start")
+    };
+    let old = start("old_type");
+    workers_once(&env, 1);
+    env.clock.advance(Duration::from_secs(1));
+    let new = start("new_type");
+    let deadline = Instant::now() + WAIT;
+    while env.queue.workers().expect("workers")[0].job_types != vec!["new_type".to_string()] {
+        assert!(Instant::now() < deadline, "the newer process never wrote its row");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    old.shutdown(WAIT).expect("the old process stops");
+    let rows = env.queue.workers().expect("workers");
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].alive && rows[0].stopped_at.is_none(), "{rows:?}");
+    new.shutdown(WAIT).expect("the new one stops");
+    assert!(!env.queue.workers().expect("workers")[0].alive);
 }

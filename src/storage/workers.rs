@@ -107,8 +107,13 @@ pub(crate) trait WorkerStore {
     /// [`GONE_KEPT_MS`].
     fn worker_beat(&self, row: &WorkerRow, now: i64, alive_until: i64) -> Result<()>;
 
-    /// Marks the worker stopped now.
-    fn worker_stopped(&self, id: &str, now: i64) -> Result<()>;
+    /// Marks the worker stopped now: the row of this run of it (its id and start), not that
+    /// of a newer process given the same id.
+    fn worker_stopped(&self, row: &WorkerRow, now: i64) -> Result<()>;
+
+    /// Keeps the worker alive until at least `alive_until` while it shuts down (its
+    /// handlers may run for the whole grace, and it beats no more).
+    fn worker_stopping(&self, row: &WorkerRow, alive_until: i64) -> Result<()>;
 
     /// Every row, the latest started first, with the jobs each worker runs now.
     fn workers(&self) -> Result<Vec<RegisteredRow>>;

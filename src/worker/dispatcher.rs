@@ -558,6 +558,7 @@ impl Dispatcher {
     /// were still running after the grace.
     fn shutdown(mut self, grace: Duration) -> usize {
         self.shared.stopping.store(true, Ordering::SeqCst);
+        self.chores.stopping(&self.shared.queue, grace);
         let deadline = Instant::now() + grace;
         // Prefetched jobs nobody started go back at once.
         let unstarted: Vec<Arc<ClaimedRow>> = self

@@ -44,7 +44,7 @@ pub(crate) enum HeldRows {
 /// Ending jobs by their deadline, each in the caller's transaction.
 pub(crate) trait ExpireStore {
     /// Cancels up to `limit` waiting (queued or failed) jobs whose deadline is at or before
-    /// `now`, earliest deadline first, each with a `cancel_reason` naming its deadline
+    /// `now` (earliest deadline first, or in id order when it waits for held rows), each with a `cancel_reason` naming its deadline
     /// ([`crate::job::not_started_reason`]). Reads only `jobs_expiring_idx`; rows another
     /// process is writing are passed over or waited for, as `held` says. Returns them.
     fn cancel_expired(&self, now: i64, limit: usize, held: HeldRows) -> Result<Vec<Expired>>;

@@ -41,8 +41,11 @@ impl WorkerStore for PgTx<'_> {
                 "INSERT INTO workers (id, host, pid, version, queues, job_types, started_at,
                                       heartbeat_at, alive_until, stopped_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)
-                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,
-                     alive_until = excluded.alive_until, stopped_at = NULL",
+                 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+                     version = excluded.version, queues = excluded.queues,
+                     job_types = excluded.job_types, started_at = excluded.started_at,
+                     heartbeat_at = excluded.heartbeat_at, alive_until = excluded.alive_until,
+                     stopped_at = NULL",
             )
             .text(&row.id)
             .text(&row.host)
@@ -58,14 +61,28 @@ impl WorkerStore for PgTx<'_> {
         Ok(())
     }
 
-    fn worker_stopped(&self, id: &str, now: i64) -> Result<()> {
+    fn worker_stopped(&self, row: &WorkerRow, now: i64) -> Result<()> {
         self.execute(
             query(
-                "UPDATE workers SET stopped_at = $2, alive_until = LEAST(alive_until, $2)
-                 WHERE id = $1",
+                "UPDATE workers SET stopped_at = $3, alive_until = LEAST(alive_until, $3)
+                 WHERE id = $1 AND started_at = $2",
             )
-            .text(id)
+            .text(&row.id)
+            .int(row.started_at)
             .int(now),
+        )?;
+        Ok(())
+    }
+
+    fn worker_stopping(&self, row: &WorkerRow, alive_until: i64) -> Result<()> {
+        self.execute(
+            query(
+                "UPDATE workers SET alive_until = GREATEST(alive_until, $3)
+                 WHERE id = $1 AND started_at = $2",
+            )
+            .text(&row.id)
+            .int(row.started_at)
+            .int(alive_until),
         )?;
         Ok(())
     }
@@ -73,10 +90,11 @@ impl WorkerStore for PgTx<'_> {
     fn workers(&self) -> Result<Vec<RegisteredRow>> {
         let rows = self.rows::<Registered>(query(
             "SELECT w.id, w.host, w.pid, w.version, w.queues, w.job_types, w.started_at,
-                    w.heartbeat_at, w.alive_until, w.stopped_at,
-                    (SELECT COUNT(*) FROM jobs j
-                     WHERE j.status = 'running' AND j.locked_by = w.id) AS running
-             FROM workers w ORDER BY w.started_at DESC, w.id",
+                    w.heartbeat_at, w.alive_until, w.stopped_at, COALESCE(r.n, 0) AS running
+             FROM workers w
+             LEFT JOIN (SELECT locked_by, COUNT(*) AS n FROM jobs
+                        WHERE status = 'running' GROUP BY locked_by) r ON r.locked_by = w.id
+             ORDER BY w.started_at DESC, w.id",
         ))?;
         Ok(rows
             .into_iter()

@@ -22,11 +22,12 @@ pub(crate) struct Chores {
     pruner: Option<Pruner>,
     /// When the stray sweep is next due.
     strays: Every,
-    /// When the expiry sweep and the registry's sign of life are next due (on the
-    /// reaper's schedule).
+    /// When the expiry sweep is next due (on the reaper's schedule).
     expiry: Every,
-    /// This worker's row in the workers registry.
+    /// This worker's row in the workers registry, and when its next sign of life is due
+    /// (on the reaper's schedule too).
     presence: Presence,
+    beat: Every,
 }
 
 impl Chores {
@@ -42,7 +43,13 @@ impl Chores {
             strays: Every::new(STRAY_SWEEP_INTERVAL),
             expiry: Every::new(expiry_interval),
             presence,
+            beat: Every::new(expiry_interval),
         }
+    }
+
+    /// Keeps the worker's row alive through a shutdown of up to `grace`.
+    pub(crate) fn stopping(&self, queue: &Queue, grace: Duration) {
+        self.presence.stopping(queue, grace);
     }
 
     /// Marks the worker stopped in the registry (at the end of its shutdown).
@@ -73,14 +80,6 @@ impl Chores {
             // moment. One batch per step; due again at once while more may wait, else an
             // interval later (also when it failed).
             self.expiry.ran(now);
-            match self.presence.beat(queue) {
-                Ok(()) => {}
-                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
-                Err(e) => log::warn!(
-                    "litejobs: writing this worker's row in the workers registry failed \
-                     ({e}); tried again at the next reap interval"
-                ),
-            }
             match queue.cancel_expired_batch(crate::storage::jobs::HeldRows::Skip) {
                 Ok((_, true)) => self.expiry.again(),
                 Ok(_) => {}
@@ -96,6 +95,17 @@ impl Chores {
                 Err(e) => log::warn!(
                     "litejobs: settling the waits of ended jobs failed ({e}); tried again at \
                      the next reap interval"
+                ),
+            }
+        }
+        if self.beat.due(now) {
+            self.beat.ran(now);
+            match self.presence.beat(queue) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::Unavailable => away = Err(e),
+                Err(e) => log::warn!(
+                    "litejobs: writing this worker's row in the workers registry failed \
+                     ({e}); tried again at the next reap interval"
                 ),
             }
         }
@@ -121,7 +131,7 @@ impl Chores {
         } else {
             self.strays.overdue_at()
         };
-        let sweeps = strays.min(self.expiry.next());
+        let sweeps = strays.min(self.expiry.next()).min(self.beat.next());
         self.pruner
             .as_ref()
             .map_or(sweeps, |p| p.next().min(sweeps))

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::storage::workers::{WorkerInfo, WorkerRow};
+use crate::storage::workers::{WorkerInfo, WorkerRow, GONE_KEPT_MS};
 use crate::Queue;
 
 /// A worker with no sign of life for this long, or for three of its reap intervals if
@@ -61,11 +61,27 @@ impl Presence {
         queue.db().write(|tx| tx.worker_beat(&self.row, now, until))
     }
 
+    /// Keeps the row alive through a shutdown of up to `grace`, during which the worker
+    /// beats no more; a failure is logged (the row may then read as gone before the end).
+    pub(crate) fn stopping(&self, queue: &Queue, grace: Duration) {
+        let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        let until = queue
+            .now_ms()
+            .saturating_add(self.window_ms)
+            .saturating_add(grace_ms);
+        if let Err(e) = queue.db().write(|tx| tx.worker_stopping(&self.row, until)) {
+            log::debug!(
+                "litejobs: worker {} shutting down, registry not updated: {e}",
+                self.row.id
+            );
+        }
+    }
+
     /// Marks the row stopped; a failure is logged (the row then reads as gone after its
     /// window).
     pub(crate) fn stopped(&self, queue: &Queue) {
         let now = queue.now_ms();
-        if let Err(e) = queue.db().write(|tx| tx.worker_stopped(&self.row.id, now)) {
+        if let Err(e) = queue.db().write(|tx| tx.worker_stopped(&self.row, now)) {
             log::warn!(
                 "litejobs: worker {} could not mark itself stopped in the registry ({e}); it \
                  reads as gone once its last sign of life is old",
@@ -107,8 +123,11 @@ impl Queue {
     pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
         let now = self.now_ms();
         let rows = self.db().read(|tx| tx.workers())?;
+        // Rows gone for over a day wait for the next worker's beat to be deleted; they are
+        // not shown meanwhile.
         Ok(rows
             .into_iter()
+            .filter(|r| r.alive_until >= now.saturating_sub(GONE_KEPT_MS))
             .map(|r| {
                 let queues: BTreeMap<String, i64> =
                     serde_json::from_str(&r.row.queues).unwrap_or_default();

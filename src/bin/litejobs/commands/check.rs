@@ -2,6 +2,7 @@
 //! cron and monitoring agents.
 
 use std::io::Write;
+use std::time::Duration;
 
 use litejobs::Health;
 use serde::Serialize;
@@ -46,9 +47,12 @@ pub fn run(ctx: &Ctx, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, Cli
     }
     let queue = ctx.open_read_only()?;
     let health = queue.health(args.window)?;
-    // Who serves what waits, for the message of an old due job: the stats are read only then.
+    // Who serves what waits, for the message of a due job older than the limit: the
+    // registry and the counts are read only then.
+    let too_old =
+        |limit: Duration, age: i64| age > i64::try_from(limit.as_millis()).unwrap_or(i64::MAX);
     let workers = match (args.max_oldest_age, health.oldest_due_age_ms) {
-        (Some(_), Some(_)) => match (queue.workers(), queue.stats()) {
+        (Some(limit), Some(age)) if too_old(limit, age) => match (queue.workers(), queue.stats()) {
             (Ok(workers), Ok(stats)) => super::workers::summary(&workers, &stats.counts),
             _ => "is a worker running?".to_string(),
         },

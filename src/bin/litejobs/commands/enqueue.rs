@@ -80,9 +80,10 @@ pub fn run(ctx: &Ctx, args: &EnqueueArgs, out: &mut dyn Write) -> Result<Exit, C
     Ok(Exit::Ok)
 }
 
-/// Warns (on stderr, the id still printed) when workers ran on this database in the last day
-/// and none of them served `job_type` in `queue_name`: most often a typo in the type, or a
-/// queue no worker works. Nothing is said while no worker has been seen at all.
+/// Warns (on stderr, the id still printed) when litejobs workers ran on this database in the
+/// last day and none of them served `job_type` in `queue_name`: most often a typo in the
+/// type, or a queue no worker works. Nothing is said while no worker has been seen at all.
+/// (A worker of your own that claims by SQL keeps no row: the warning then means nothing.)
 fn warn_if_unserved(queue: &litejobs::Queue, job_type: &str, queue_name: &str) {
     let Ok(workers) = queue.workers() else { return };
     if workers.is_empty() || workers.iter().any(|w| w.serves(queue_name, job_type)) {
@@ -98,7 +99,8 @@ fn warn_if_unserved(queue: &litejobs::Queue, job_type: &str, queue_name: &str) {
     };
     log::warn!(
         "litejobs enqueue: job type {job_type} in queue {queue_name} waits for a worker: of the \
-         {} worker(s) seen in the last day, {why}; `litejobs workers --all` lists them",
+         {} litejobs worker(s) seen in the last day, {why}; `litejobs workers --all` lists \
+         them",
         workers.len()
     );
 }

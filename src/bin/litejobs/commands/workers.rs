@@ -1,7 +1,7 @@
-//! `litejobs workers`: who is working. Every worker of the database, in any process or host,
-//! as the workers registry holds it: alive ones first, then those that stopped or died in
-//! the last day (`--all`), each with its queues, job types, latest sign of life and the jobs
-//! it runs now.
+//! `litejobs workers`: who is working. The live workers of the database, in any process or
+//! host, as the workers registry holds them (`--all`: also those that stopped or died in the
+//! last day), the latest started first, each with its queues, job types, latest sign of life
+//! and the jobs it runs now.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::{CliError, Ctx, Exit};
 use crate::args::WorkersArgs;
 use crate::duration::ago;
-use crate::output::{clip, write_json, Table};
+use crate::output::{clip, one_line, write_json, Table};
 
 #[derive(Serialize)]
 struct WorkersJson<'a> {
@@ -102,7 +102,8 @@ pub fn summary(workers: &[WorkerInfo], counts: &[StatusCount]) -> String {
             n => format!("no live worker ({n} stopped or gone in the last day)"),
         };
     }
-    let mut hosts: Vec<&str> = live.iter().map(|w| w.host.as_str()).collect();
+    // Names another program may have written: one line each, control characters shown.
+    let mut hosts: Vec<String> = live.iter().map(|w| one_line(&w.host)).collect();
     hosts.sort_unstable();
     hosts.dedup();
     let mut text = format!(
@@ -116,7 +117,13 @@ pub fn summary(workers: &[WorkerInfo], counts: &[StatusCount]) -> String {
         let named: Vec<String> = missing
             .iter()
             .take(UNSERVED_SHOWN)
-            .map(|(queue, job_type, n)| format!("{job_type} in queue {queue} ({n} waiting)"))
+            .map(|(queue, job_type, n)| {
+                format!(
+                    "{} in queue {} ({n} waiting)",
+                    one_line(job_type),
+                    one_line(queue)
+                )
+            })
             .collect();
         let more = missing.len().saturating_sub(UNSERVED_SHOWN);
         let more = if more > 0 {

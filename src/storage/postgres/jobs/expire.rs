@@ -30,19 +30,20 @@ struct ExpiringRow {
 
 impl ExpireStore for PgTx<'_> {
     fn cancel_expired(&self, now: i64, limit: usize, held: HeldRows) -> Result<Vec<Expired>> {
-        // Waiting sweeps lock in one order (deadline, then id), so two never deadlock; a row
-        // waited for is read again after the other transaction and left out when it no
-        // longer waits.
-        let lock = match held {
-            HeldRows::Skip => "FOR UPDATE SKIP LOCKED",
-            HeldRows::Wait => "FOR UPDATE",
+        // A waiting sweep locks in id order, the order every other statement that waits
+        // for job rows takes them in (the triggers, workflow cancels), so it never closes a
+        // cycle with one; a row waited for is read again after the other transaction and
+        // left out when it no longer waits. A worker's sweep waits for nothing.
+        let (order, lock) = match held {
+            HeldRows::Skip => ("expires_at", "FOR UPDATE SKIP LOCKED"),
+            HeldRows::Wait => ("id", "FOR UPDATE"),
         };
         let found = self.rows::<ExpiringRow>(
             query(&format!(
                 "SELECT id, queue, job_type, attempts, expires_at FROM jobs
                  WHERE expires_at IS NOT NULL AND status IN ('queued', 'failed')
                    AND expires_at <= $1
-                 ORDER BY expires_at, id LIMIT $2
+                 ORDER BY {order} LIMIT $2
                  {lock}"
             ))
             .int(now)
