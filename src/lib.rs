@@ -201,6 +201,7 @@ mod handler;
 pub mod human;
 mod job;
 pub mod limits;
+pub mod progress;
 mod queue;
 pub mod redact;
 mod storage;
@@ -239,7 +240,9 @@ pub fn is_server_url(target: impl AsRef<std::path::Path>) -> bool {
 pub const SCHEMA_VERSION: i64 = storage::sqlite::migrate::SCHEMA_VERSION;
 
 #[cfg(feature = "postgres")]
-pub use storage::postgres::copy::{copy_sqlite_to_postgres, CopyReport};
+pub use storage::postgres::copy::{
+    copy_sqlite_to_postgres, copy_sqlite_to_postgres_with_progress, CopyReport,
+};
 
 /// The PostgreSQL schema version this build writes (`schema_version` table; feature
 /// `postgres`). PostgreSQL's migrations count on their own from 1.

@@ -68,6 +68,8 @@ mod ordering;
 mod outcomes;
 // periodic jobs: cron and interval slots, once per slot with two schedulers, one run after downtime
 mod periodic;
+// progress of retention, bulk requeues and key rotation, for the command line's bars
+mod progress;
 // list filters and pagination, stats, Queue trait bounds
 mod read_side;
 // reports in chunks: fan-out, progress, finisher once (race), dead chunk, CSV with retries, time limit

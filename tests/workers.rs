@@ -105,7 +105,11 @@ fn a_worker_with_no_sign_of_life_reads_as_gone_and_its_row_goes_after_a_day() {
     // A day later the row is no longer shown, and the next worker's first beat deletes it.
     env.clock.advance(Duration::from_secs(24 * 3600));
     assert!(env.queue.workers().expect("workers").is_empty());
-    assert_eq!(env.sql_i64("SELECT COUNT(*) FROM workers"), 1, "still there");
+    assert_eq!(
+        env.sql_i64("SELECT COUNT(*) FROM workers"),
+        1,
+        "still there"
+    );
     let second = Worker::builder(&env.queue)
         .handler("t", |_: &JobContext| -> Result<(), JobError> { Ok(()) })
         .worker_id("second")
@@ -141,7 +145,9 @@ fn a_worker_id_reused_by_a_newer_process_keeps_the_newer_row() {
     let env = setup();
     let start = |job_type: &str| {
         Worker::builder(&env.queue)
-            .handler(job_type, |_: &JobContext| -> Result<(), JobError> { Ok(()) })
+            .handler(job_type, |_: &JobContext| -> Result<(), JobError> {
+                Ok(())
+            })
             .worker_id("web-1")
             .reap_interval(HOUR)
             .start()
@@ -153,7 +159,10 @@ fn a_worker_id_reused_by_a_newer_process_keeps_the_newer_row() {
     let new = start("new_type");
     let deadline = Instant::now() + WAIT;
     while env.queue.workers().expect("workers")[0].job_types != vec!["new_type".to_string()] {
-        assert!(Instant::now() < deadline, "the newer process never wrote its row");
+        assert!(
+            Instant::now() < deadline,
+            "the newer process never wrote its row"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     old.shutdown(WAIT).expect("the old process stops");

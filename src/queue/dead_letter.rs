@@ -107,9 +107,24 @@ impl Queue {
         by: &str,
         reason: &str,
     ) -> Result<Vec<(i64, i64)>> {
+        self.requeue_dead_where_with_progress(filter, by, reason, &mut crate::progress::ignore)
+    }
+
+    /// [`Queue::requeue_dead_where`], calling `on_progress` after each job with how many of
+    /// how many are requeued (all in the one transaction, committed at the end).
+    ///
+    /// # Errors
+    /// As [`Queue::requeue_dead_where`].
+    pub fn requeue_dead_where_with_progress(
+        &self,
+        filter: &JobFilter,
+        by: &str,
+        reason: &str,
+        on_progress: &mut dyn FnMut(crate::progress::Progress),
+    ) -> Result<Vec<(i64, i64)>> {
         let now = self.now_ms();
         let pairs = self.db().write(|tx| {
-            let pairs = tx.requeue_dead_matching(filter, by, reason, now)?;
+            let pairs = tx.requeue_dead_matching(filter, by, reason, now, &mut *on_progress)?;
             for &(old, new) in &pairs {
                 stand_in(tx, old, new, now)?;
             }
@@ -161,7 +176,8 @@ impl Queue {
     pub fn requeue_dead_where_dry_run(&self, filter: &JobFilter) -> Result<Vec<i64>> {
         let now = self.now_ms();
         self.rolled_back(|tx| {
-            let pairs = tx.requeue_dead_matching(filter, "", "", now)?;
+            let pairs =
+                tx.requeue_dead_matching(filter, "", "", now, &mut crate::progress::ignore)?;
             Ok(pairs.into_iter().map(|(dead_id, _)| dead_id).collect())
         })
     }

@@ -76,6 +76,18 @@ impl Queue {
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) when this queue holds no
     /// key; database errors (what was written before stays written).
     pub fn rotate_keys(&self) -> Result<RotationReport> {
+        self.rotate_keys_with_progress(&mut crate::progress::ignore)
+    }
+
+    /// [`Queue::rotate_keys`], calling `on_progress` after each batch with the jobs looked
+    /// at so far (the total is not known beforehand).
+    ///
+    /// # Errors
+    /// As [`Queue::rotate_keys`].
+    pub fn rotate_keys_with_progress(
+        &self,
+        on_progress: &mut dyn FnMut(crate::progress::Progress),
+    ) -> Result<RotationReport> {
         let Some(current) = self.keyring().current().map(str::to_string) else {
             return Err(no_key_error());
         };
@@ -109,6 +121,7 @@ impl Queue {
                     &mut replacements,
                 )?;
             }
+            on_progress(crate::progress::Progress::of(report.jobs, None));
             if replacements.is_empty() {
                 continue;
             }

@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::job::Discarded;
 use crate::job::JobRecord;
+use crate::progress::Progress;
 use crate::storage::reads::JobFilter;
 
 /// The dead letter.
@@ -21,12 +22,14 @@ pub(crate) trait DeadLetterStore {
 
     /// Requeues every dead job (not yet requeued) the filter's type, queue, search text and
     /// error group narrow to (its page and limit are ignored), oldest first, inside the
-    /// caller's transaction: one refusal fails them all.
+    /// caller's transaction: one refusal fails them all. `on_progress` hears after each job
+    /// how many of how many are requeued.
     fn requeue_dead_matching(
         &self,
         filter: &JobFilter,
         by: &str,
         reason: &str,
         now: i64,
+        on_progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<(i64, i64)>>;
 }

@@ -165,3 +165,36 @@ fn prune_works_in_chunks_of_short_transactions() {
         "the dead job stays"
     );
 }
+
+/// On a terminal `prune` shows a progress bar on stderr (cleared at the end); piped, or with
+/// `--json`, it prints only its report.
+#[test]
+fn prune_draws_a_progress_bar_on_a_terminal_only() {
+    let fx = Fx::new();
+    let old = SystemClock.now_ms() - 2 * 86_400_000;
+    fx.sql_exec(&format!(
+        "INSERT INTO jobs (job_type, payload, status, finished_at, created_at, updated_at, run_at)
+         VALUES ('t', '{{}}', 'succeeded', {old}, {old}, {old}, {old});
+         INSERT INTO jobs (job_type, payload) VALUES ('t', '{{}}')"
+    ));
+    let piped = fx.run(&["prune", "--older-than", "1d"]).ok();
+    assert!(!piped.stderr.contains("pruning"), "{piped:#?}");
+    assert!(
+        piped.stdout.starts_with("deleted 1 succeeded"),
+        "{piped:#?}"
+    );
+    // `script` runs the command on a pseudo-terminal and copies what it drew.
+    let command = format!(
+        "{} --db '{}' prune --older-than 1d",
+        env!("CARGO_BIN_EXE_litejobs"),
+        fx.path.display()
+    );
+    let tty = std::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .output()
+        .expect("script (bsdutils) runs the command on a pseudo-terminal");
+    let drawn = String::from_utf8_lossy(&tty.stdout);
+    assert!(tty.status.success(), "{drawn}");
+    assert!(drawn.contains("pruning (jobs deleted)"), "{drawn}");
+    assert!(drawn.contains("deleted 0 succeeded"), "{drawn}");
+}

@@ -289,13 +289,23 @@ fn copy_to_keeps_waiting_jobs_held_and_their_workflows() {
         ))
         .expect("a workflow whose second step waits for the first");
     let target = PgSchema::new(&url);
-    let report =
-        litejobs::copy_sqlite_to_postgres(&path, &url, Some(&target.name)).expect("copy-to");
+    let mut calls = Vec::new();
+    let report = litejobs::copy_sqlite_to_postgres_with_progress(
+        &path,
+        &url,
+        Some(&target.name),
+        &mut |p| calls.push(p),
+    )
+    .expect("copy-to");
     assert_eq!(
         (report.live_jobs, report.workflows, report.dependencies),
         (2, 1, 1),
         "{report:?}"
     );
+    // Progress counts every row copied, of all of them counted first: 2 jobs, 1 workflow,
+    // 1 wait.
+    let last = calls.last().expect("progress was told");
+    assert_eq!((last.done, last.total), (4, Some(4)), "{calls:?}");
     let mut conn = target.raw();
     assert_eq!(
         count(

@@ -7,6 +7,7 @@ mod commands;
 mod duration;
 mod log_json;
 mod output;
+mod progress_bar;
 mod work_args;
 
 use std::io::{self, BufWriter, Write};

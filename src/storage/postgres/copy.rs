@@ -25,6 +25,7 @@ use rusqlite::OpenFlags;
 use super::sql::{query, IntRow, Query};
 use super::{quoted_schema, redacted, PgTx, DEFAULT_SCHEMA};
 use crate::error::{Error, ErrorKind, Result};
+use crate::progress::Progress;
 use crate::storage::{Db, DbConfig, Synchronous};
 
 /// What a copy moved.
@@ -195,6 +196,20 @@ pub fn copy_sqlite_to_postgres(
     url: &str,
     pg_schema: Option<&str>,
 ) -> Result<CopyReport> {
+    copy_sqlite_to_postgres_with_progress(sqlite, url, pg_schema, &mut crate::progress::ignore)
+}
+
+/// [`copy_sqlite_to_postgres`], calling `on_progress` after each chunk of rows with the
+/// rows copied so far of all the rows to copy (counted first, in the same snapshot).
+///
+/// # Errors
+/// As [`copy_sqlite_to_postgres`].
+pub fn copy_sqlite_to_postgres_with_progress(
+    sqlite: &Path,
+    url: &str,
+    pg_schema: Option<&str>,
+    on_progress: &mut dyn FnMut(Progress),
+) -> Result<CopyReport> {
     // The file must be a current litejobs database; opening it through litejobs checks that
     // (and migrates an older one) before anything is read.
     drop(Db::open(sqlite, &schema_check(false, None))?);
@@ -239,8 +254,34 @@ pub fn copy_sqlite_to_postgres(
             ));
         }
         let jobs_where = "status IN ('queued', 'running', 'failed', 'dead')";
+        let attempts_where = format!("job_id IN (SELECT id FROM jobs WHERE {jobs_where})");
+        let deps_where = format!(
+            "job_id IN (SELECT id FROM jobs WHERE {jobs_where}) \
+             AND depends_on IN (SELECT id FROM jobs WHERE {jobs_where})"
+        );
+        let mut total = 0;
+        for (table, filter) in [
+            ("jobs", jobs_where),
+            ("job_attempts", &attempts_where),
+            ("webhook_endpoints", "1"),
+            ("periodic_schedules", "1"),
+            ("queues", "paused <> 0"),
+            ("idempotency_keys", "1"),
+            ("encrypted_types", "1"),
+            ("workflows", "1"),
+            ("job_deps", &deps_where),
+        ] {
+            total += count(&source, table, filter)?;
+        }
+        let mut copier = Copier {
+            source: &source,
+            tx: &tx,
+            done: 0,
+            total,
+            on_progress: &mut *on_progress,
+        };
         let mut report = CopyReport::default();
-        let copied = copy_rows(&source, &tx, "jobs", JOB_COLUMNS, jobs_where, |row| {
+        let copied = copier.rows("jobs", JOB_COLUMNS, jobs_where, |row| {
             // A running job's lease belonged to a worker on the file: due again at once.
             if row[4] == Value::Text("running".into()) {
                 row[4] = Value::Text("queued".into());
@@ -250,51 +291,19 @@ pub fn copy_sqlite_to_postgres(
         })?;
         report.dead_jobs = count(&source, "jobs", "status = 'dead'")?;
         report.live_jobs = copied - report.dead_jobs;
-        report.attempts = copy_rows(
-            &source,
-            &tx,
-            "job_attempts",
-            ATTEMPT_COLUMNS,
-            &format!("job_id IN (SELECT id FROM jobs WHERE {jobs_where})"),
-            |_| {},
-        )?;
-        report.endpoints =
-            copy_rows(&source, &tx, "webhook_endpoints", ENDPOINT_COLUMNS, "1", |_| {})?;
-        report.schedules =
-            copy_rows(&source, &tx, "periodic_schedules", SCHEDULE_COLUMNS, "1", |_| {})?;
-        report.paused_queues = copy_rows(&source, &tx, "queues", QUEUE_COLUMNS, "paused <> 0", |_| {})?;
-        report.remembered_keys = copy_rows(
-            &source,
-            &tx,
-            "idempotency_keys",
-            KEY_COLUMNS,
-            "1",
-            |_| {},
-        )?;
-        report.encrypted_types = copy_rows(
-            &source,
-            &tx,
-            "encrypted_types",
-            ENCRYPTED_TYPE_COLUMNS,
-            "1",
-            |_| {},
-        )?;
-        report.workflows = copy_rows(&source, &tx, "workflows", WORKFLOW_COLUMNS, "1", |_| {})?;
+        report.attempts = copier.rows("job_attempts", ATTEMPT_COLUMNS, &attempts_where, |_| {})?;
+        report.endpoints = copier.rows("webhook_endpoints", ENDPOINT_COLUMNS, "1", |_| {})?;
+        report.schedules = copier.rows("periodic_schedules", SCHEDULE_COLUMNS, "1", |_| {})?;
+        report.paused_queues = copier.rows("queues", QUEUE_COLUMNS, "paused <> 0", |_| {})?;
+        report.remembered_keys = copier.rows("idempotency_keys", KEY_COLUMNS, "1", |_| {})?;
+        report.encrypted_types =
+            copier.rows("encrypted_types", ENCRYPTED_TYPE_COLUMNS, "1", |_| {})?;
+        report.workflows = copier.rows("workflows", WORKFLOW_COLUMNS, "1", |_| {})?;
         // The jobs came with their holds (waiting_for, held_run_at): the waits go in as they
         // are, without the triggers that would hold their jobs a second time. DDL is
         // transactional here, so the triggers are back whatever happens.
         tx.execute(query("ALTER TABLE job_deps DISABLE TRIGGER USER"))?;
-        report.dependencies = copy_rows(
-            &source,
-            &tx,
-            "job_deps",
-            DEPENDENCY_COLUMNS,
-            &format!(
-                "job_id IN (SELECT id FROM jobs WHERE {jobs_where}) \
-                 AND depends_on IN (SELECT id FROM jobs WHERE {jobs_where})"
-            ),
-            |_| {},
-        )?;
+        report.dependencies = copier.rows("job_deps", DEPENDENCY_COLUMNS, &deps_where, |_| {})?;
         tx.execute(query("ALTER TABLE job_deps ENABLE TRIGGER USER"))?;
         // New rows continue after the copied ids, and ids the file ever gave are not
         // given again (its largest id may belong to a job that stayed behind).
@@ -345,39 +354,55 @@ fn max_id(source: &rusqlite::Connection, table: &str) -> Result<i64> {
 /// Copies the rows of `table` matching `filter`, `CHUNK` at a time, each chunk as one
 /// `INSERT … SELECT FROM unnest(…)` with a typed array per column. `adjust` may change a row
 /// on its way. Returns the rows copied.
-fn copy_rows(
-    source: &rusqlite::Connection,
-    tx: &PgTx<'_>,
-    table: &str,
-    columns: Columns,
-    filter: &str,
-    mut adjust: impl FnMut(&mut Vec<Value>),
-) -> Result<u64> {
-    let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-    let mut stmt = source.prepare(&format!(
-        "SELECT {} FROM {table} WHERE {filter} ORDER BY 1",
-        names.join(", ")
-    ))?;
-    let mut rows = stmt.query([])?;
-    let mut chunk: Vec<Vec<Value>> = Vec::with_capacity(CHUNK);
-    let mut copied = 0u64;
-    loop {
-        let row = rows.next()?;
-        let done = row.is_none();
-        if let Some(row) = row {
-            let mut values = Vec::with_capacity(columns.len());
-            for i in 0..columns.len() {
-                values.push(row.get::<_, Value>(i)?);
+/// Copies tables from the file's snapshot into the target's transaction, telling
+/// `on_progress` of each chunk.
+struct Copier<'a, 'c> {
+    source: &'a rusqlite::Connection,
+    tx: &'a PgTx<'c>,
+    /// Rows copied so far, of `total` in all the tables to copy.
+    done: u64,
+    total: u64,
+    on_progress: &'a mut dyn FnMut(Progress),
+}
+
+impl Copier<'_, '_> {
+    /// Copies the rows of `table` that `filter` takes, each changed by `adjust`, in chunks.
+    fn rows(
+        &mut self,
+        table: &str,
+        columns: Columns,
+        filter: &str,
+        mut adjust: impl FnMut(&mut Vec<Value>),
+    ) -> Result<u64> {
+        let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+        let mut stmt = self.source.prepare(&format!(
+            "SELECT {} FROM {table} WHERE {filter} ORDER BY 1",
+            names.join(", ")
+        ))?;
+        let mut rows = stmt.query([])?;
+        let mut chunk: Vec<Vec<Value>> = Vec::with_capacity(CHUNK);
+        let mut copied = 0u64;
+        loop {
+            let row = rows.next()?;
+            let done = row.is_none();
+            if let Some(row) = row {
+                let mut values = Vec::with_capacity(columns.len());
+                for i in 0..columns.len() {
+                    values.push(row.get::<_, Value>(i)?);
+                }
+                adjust(&mut values);
+                chunk.push(values);
             }
-            adjust(&mut values);
-            chunk.push(values);
-        }
-        if chunk.len() == CHUNK || (done && !chunk.is_empty()) {
-            copied += insert_chunk(tx, table, columns, &chunk)?;
-            chunk.clear();
-        }
-        if done {
-            return Ok(copied);
+            if chunk.len() == CHUNK || (done && !chunk.is_empty()) {
+                let n = insert_chunk(self.tx, table, columns, &chunk)?;
+                copied += n;
+                self.done += n;
+                (self.on_progress)(Progress::of(self.done, Some(self.total)));
+                chunk.clear();
+            }
+            if done {
+                return Ok(copied);
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::Discarded;
 use crate::job::JobRecord;
+use crate::progress::Progress;
 use crate::storage::dead_letter::DeadLetterStore;
 use crate::storage::reads::JobFilter;
 use crate::storage::sqlite::reads::GROUP_IS;
@@ -154,6 +155,7 @@ impl DeadLetterStore for SqliteTx<'_> {
         by: &str,
         reason: &str,
         now: i64,
+        on_progress: &mut dyn FnMut(Progress),
     ) -> Result<Vec<(i64, i64)>> {
         let filter = JobFilter {
             before_id: None,
@@ -165,14 +167,16 @@ impl DeadLetterStore for SqliteTx<'_> {
             .prepare(&format!("SELECT id FROM jobs WHERE {clause} ORDER BY id"))?
             .query_map(params_from_iter(args), |row| row.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        ids.into_iter()
-            .map(|id| {
-                let new_id = self
-                    .requeue_dead(id, by, reason, now)
-                    .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
-                Ok((id, new_id))
-            })
-            .collect()
+        let total = ids.len() as u64;
+        let mut pairs = Vec::with_capacity(ids.len());
+        for id in ids {
+            let new_id = self
+                .requeue_dead(id, by, reason, now)
+                .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
+            pairs.push((id, new_id));
+            on_progress(Progress::of(pairs.len() as u64, Some(total)));
+        }
+        Ok(pairs)
     }
 }
 

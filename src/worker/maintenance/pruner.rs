@@ -8,6 +8,7 @@
 //! [`Queue::prune`](crate::Queue::prune) runs a whole pass; a [`Pruner`] runs passes on a
 //! schedule, one chunk per [`Pruner::step`], for a worker's loop or a thread of your own.
 
+use crate::progress::Progress;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -214,10 +215,25 @@ impl Queue {
     /// checkpoints the WAL. Never touches queued, running, failed or dead jobs. Deletes in
     /// chunks, one short write transaction each, so workers keep going meanwhile.
     pub fn prune(&self, options: &PruneOptions) -> Result<PruneReport> {
+        self.prune_with_progress(options, &mut crate::progress::ignore)
+    }
+
+    /// [`Queue::prune`], calling `on_progress` after each chunk with the jobs deleted so
+    /// far (the total is not known beforehand).
+    ///
+    /// # Errors
+    /// As [`Queue::prune`].
+    pub fn prune_with_progress(
+        &self,
+        options: &PruneOptions,
+        on_progress: &mut dyn FnMut(Progress),
+    ) -> Result<PruneReport> {
         let mut pass = Pass::new(self, options);
         // Every chunk but the last deletes `chunk_size` rows that can never match again, so
         // the loop ends; a checkpoint error ends it through `?`.
-        while !pass.step(self, options)? {}
+        while !pass.step(self, options)? {
+            on_progress(Progress::of(pass.report.jobs_deleted, None));
+        }
         let report = pass.report;
         log::info!(
             "litejobs: pruned {} jobs, {} attempts, {} idempotency keys",

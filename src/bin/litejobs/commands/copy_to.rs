@@ -14,7 +14,15 @@ pub fn run(ctx: &Ctx, args: &CopyToArgs, out: &mut dyn Write) -> Result<Exit, Cl
         ));
     }
     let file = ctx.db_path()?;
-    let report = litejobs::copy_sqlite_to_postgres(file, &args.url, ctx.pg_schema.as_deref())?;
+    let mut bar = crate::progress_bar::Bar::new(ctx.json, "copying", "rows");
+    let report = litejobs::copy_sqlite_to_postgres_with_progress(
+        file,
+        &args.url,
+        ctx.pg_schema.as_deref(),
+        &mut |p| bar.update(p),
+    );
+    bar.finish();
+    let report = report?;
     if ctx.json {
         write_json(out, &report)?;
     } else {

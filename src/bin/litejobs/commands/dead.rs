@@ -109,7 +109,15 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
     let pairs = match (args.id, &args.job_type) {
         (Some(id), _) => vec![(id, queue.requeue_dead(id, by, reason)?)],
         (None, Some(job_type)) => {
-            queue.requeue_dead_where(&bulk_filter(job_type, args), by, reason)?
+            let mut bar = crate::progress_bar::Bar::new(ctx.json, "requeueing", "dead jobs");
+            let pairs = queue.requeue_dead_where_with_progress(
+                &bulk_filter(job_type, args),
+                by,
+                reason,
+                &mut |p| bar.update(p),
+            );
+            bar.finish();
+            pairs?
         }
         (None, None) => return Err(CliError::new("give a job id or --type")),
     };

@@ -132,7 +132,10 @@ fn mark(ctx: &Ctx, job_type: &str, encrypted: bool, out: &mut dyn Write) -> Resu
 
 fn rotate(ctx: &Ctx, out: &mut dyn Write) -> Result<Exit, CliError> {
     let queue = ctx.open_existing()?;
-    let report = queue.rotate_keys()?;
+    let mut bar = crate::progress_bar::Bar::new(ctx.json, "rotating keys", "jobs looked at");
+    let report = queue.rotate_keys_with_progress(&mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
     let left = report.changed_meanwhile + report.running_in_clear + report.unreadable;
     if ctx.json {
         write_json(out, &report)?;

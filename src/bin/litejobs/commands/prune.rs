@@ -22,7 +22,10 @@ pub fn run(ctx: &Ctx, args: &PruneArgs, out: &mut dyn Write) -> Result<Exit, Cli
     if let Some(window) = args.keys_older_than {
         options = options.keys_older_than(window);
     }
-    let report = queue.prune(&options)?;
+    let mut bar = crate::progress_bar::Bar::new(ctx.json, "pruning", "jobs deleted");
+    let report = queue.prune_with_progress(&options, &mut |p| bar.update(p));
+    bar.finish();
+    let report = report?;
     if ctx.json {
         write_json(out, &report)?;
         return Ok(Exit::Ok);
