@@ -46,14 +46,11 @@ impl Notify {
     }
 }
 
-#[test]
-fn work_tells_systemd_it_is_ready_feeds_the_watchdog_and_says_when_it_stops() {
-    let dir = temp_dir();
-    let (db, _pg) = initialized_db(&dir);
-    let mut notify = Notify::bind(&dir);
-    // systemd names the process the watchdog is for (WATCHDOG_PID): `exec` keeps the
-    // shell's pid for litejobs.
-    let template = litejobs(&db);
+/// `litejobs work --exec noop=/bin/true` on `db`, as systemd starts it with a watchdog: it
+/// names the process the watchdog is for (WATCHDOG_PID), and `exec` keeps the shell's pid
+/// for litejobs.
+fn watched_work(db: &Path) -> Command {
+    let template = litejobs(db);
     let mut command = Command::new("sh");
     command
         .arg("-c")
@@ -67,9 +64,17 @@ fn work_tells_systemd_it_is_ready_feeds_the_watchdog_and_says_when_it_stops() {
             None => command.env_remove(key),
         };
     }
+    command.env_remove("WATCHDOG_PID");
+    command
+}
+
+#[test]
+fn work_tells_systemd_it_is_ready_feeds_the_watchdog_and_says_when_it_stops() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let mut notify = Notify::bind(&dir);
     let mut child = crate::support::KillOnDrop(
-        command
-            .env_remove("WATCHDOG_PID")
+        watched_work(&db)
             .env("NOTIFY_SOCKET", &notify.path)
             // A watchdog of 200 ms: fed every 100 ms while the dispatcher turns.
             .env("WATCHDOG_USEC", "200000")
@@ -92,6 +97,78 @@ fn work_tells_systemd_it_is_ready_feeds_the_watchdog_and_says_when_it_stops() {
     notify.wait_for("STOPPING=1");
     let status = child.wait().expect("waiting for litejobs work");
     assert_eq!(status.code(), Some(0));
+}
+
+/// A dispatcher that stops going round its loop is not vouched for: here it waits for the
+/// write lock another program holds on the file (a `sqlite3` shell left in a transaction),
+/// the watchdog feeder says so and sends no `WATCHDOG=1`, and feeding resumes once the lock
+/// is gone. Under systemd a dispatcher stuck longer than `WatchdogSec=` gets restarted.
+#[test]
+fn work_stops_feeding_the_watchdog_while_its_dispatcher_is_stuck() {
+    if crate::support::sqlite_only() {
+        return;
+    }
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let mut notify = Notify::bind(&dir);
+    let mut child = crate::support::KillOnDrop(
+        watched_work(&db)
+            .env("NOTIFY_SOCKET", &notify.path)
+            // Looked at every 500 ms: an idle dispatcher turns at least every poll interval
+            // (200 ms), so only a stuck one misses a look.
+            .env("WATCHDOG_USEC", "1000000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting litejobs work"),
+    );
+    let (lines_tx, lines) = crossbeam_channel::unbounded::<String>();
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    notify.wait_for("READY=1");
+    notify.wait_for("WATCHDOG=1");
+
+    // A job due in a second, and the file's write lock taken before then: the dispatcher's
+    // claim waits for the lock (up to its 5 s busy timeout) instead of going round.
+    run(&db, &["enqueue", "noop", "{}", "--delay", "1s"]).ok();
+    let lock = crate::support::raw_conn(&db);
+    lock.execute_batch("BEGIN EXCLUSIVE")
+        .expect("the write lock");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .expect("the feeder never said the dispatcher stood still");
+        if line.contains("has not gone round its loop") {
+            break;
+        }
+    }
+    lock.execute_batch("COMMIT").expect("the lock released");
+    // Fed again once the dispatcher turns (datagrams sent before are read first).
+    let mut buf = [0u8; 4096];
+    notify
+        .socket
+        .set_nonblocking(true)
+        .expect("draining what was sent");
+    while notify.socket.recv(&mut buf).is_ok() {}
+    notify
+        .socket
+        .set_nonblocking(false)
+        .expect("blocking again");
+    notify.wait_for("WATCHDOG=1");
+    terminate(&child);
+    notify.wait_for("STOPPING=1");
+    assert_eq!(child.wait().expect("waiting").code(), Some(0));
 }
 
 fn terminate(child: &std::process::Child) {
