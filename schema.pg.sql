@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 7: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 8: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -907,8 +907,27 @@ CREATE TABLE workers (
     stopped_at BIGINT
 );
 
+-- ---------------------------------------------------------------------------------------
+-- Per-attempt logs (migration 8)
+-- ---------------------------------------------------------------------------------------
+
+-- What a job said while it ran, one row per attempt that said something (litejobs writes it
+-- with the attempt's outcome; it goes with its job).
+CREATE TABLE job_logs (
+    job_id BIGINT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    -- The attempt that said it.
+    attempt BIGINT NOT NULL,
+    -- Its newest 32 KiB, oldest line first.
+    log TEXT NOT NULL,
+    -- Bytes left out before it.
+    cut BIGINT NOT NULL DEFAULT 0,
+    -- When the attempt's outcome was written (ms).
+    written_at BIGINT NOT NULL,
+    PRIMARY KEY (job_id, attempt)
+);
+
 -- The schema's version: one row, for litejobs' migrations (a newer one is refused).
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (7);
+INSERT INTO schema_version (version) VALUES (8);

@@ -1,4 +1,4 @@
--- litejobs schema, version 11: the contract for programs in any language.
+-- litejobs schema, version 12: the contract for programs in any language.
 --
 -- Apply it to an empty file with `sqlite3 app.db < schema.sql` (or let `litejobs --db app.db
 -- init` make the file: no sqlite3 needed); litejobs then opens the file as current. Its last
@@ -657,7 +657,26 @@ CREATE TABLE workers (
     stopped_at INTEGER
 ) WITHOUT ROWID;
 
-PRAGMA user_version = 11;
+-- ---------------------------------------------------------------------------------------
+-- Per-attempt logs (migration 12)
+-- ---------------------------------------------------------------------------------------
+
+-- What a job said while it ran, one row per attempt that said something (litejobs writes it
+-- with the attempt's outcome; it goes with its job).
+CREATE TABLE job_logs (
+    job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    -- The attempt that said it.
+    attempt INTEGER NOT NULL,
+    -- Its newest 32 KiB, oldest line first.
+    log TEXT NOT NULL,
+    -- Bytes left out before it.
+    cut INTEGER NOT NULL DEFAULT 0,
+    -- When the attempt's outcome was written (ms).
+    written_at INTEGER NOT NULL,
+    PRIMARY KEY (job_id, attempt)
+) WITHOUT ROWID;
+
+PRAGMA user_version = 12;
 
 -- Last, after the writes: inside a caller's transaction it is then a no-op rather than the
 -- error it is as a transaction's first statement (see the top of this file).

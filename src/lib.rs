@@ -200,6 +200,7 @@ pub mod guide;
 mod handler;
 pub mod human;
 mod job;
+pub mod job_log;
 pub mod limits;
 pub mod progress;
 mod queue;

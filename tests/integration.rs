@@ -68,6 +68,8 @@ mod ordering;
 mod outcomes;
 // periodic jobs: cron and interval slots, once per slot with two schedulers, one run after downtime
 mod periodic;
+// what a job said while it ran, kept with each attempt: handler lines, captured log records, bounded, deleted with the job
+mod job_logs;
 // progress of retention, bulk requeues and key rotation, for the command line's bars
 mod progress;
 // list filters and pagination, stats, Queue trait bounds

@@ -11,6 +11,7 @@ use super::process::{watchdog, Program};
 use super::{job_env, parse_command_line, slot_wait_until, DEFAULT_KILL_GRACE, NO_SLOT_SNOOZE};
 use crate::handler::JobContext;
 use crate::handler::{Handler, JobError};
+use crate::job_log::ATTEMPT_LOG_BYTES;
 
 /// The most of a command's stdout read as its result (1 MiB); more is read and dropped.
 pub const MAX_STDOUT_BYTES: usize = 1 << 20;
@@ -174,9 +175,10 @@ impl Handler for Command {
             Some(ctx.run_until()),
             self.kill_grace,
         );
+        // Its stderr's newest bytes are the attempt's log; their end, its error.
         let limits = Limits {
             stdout_head: MAX_STDOUT_BYTES,
-            stderr_tail: STDERR_TAIL_BYTES,
+            stderr_tail: ATTEMPT_LOG_BYTES,
             kill_grace: self.kill_grace,
         };
         let payload = ctx.payload().to_string();
@@ -196,10 +198,25 @@ impl Handler for Command {
         } else {
             &ran.stdout.bytes
         };
-        let result = outcome::from_exit(ran.status, stdout, &ran.stderr.text(), ran.stopped)?;
+        let stderr = ran.stderr.text();
+        if ran.stderr.truncated {
+            ctx.log_line("[… earlier stderr left out]");
+        }
+        ctx.log_line(&stderr);
+        let result = outcome::from_exit(ran.status, stdout, tail(&stderr), ran.stopped)?;
         if let Some(result) = result {
             ctx.set_result(result);
         }
         Ok(())
     }
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of `stderr`, at a character boundary: the part of a
+/// command's stderr its error keeps.
+fn tail(stderr: &str) -> &str {
+    let mut at = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
+    while !stderr.is_char_boundary(at) {
+        at += 1;
+    }
+    &stderr[at..]
 }

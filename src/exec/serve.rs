@@ -172,6 +172,8 @@ impl Handler for Serve {
             process = self.start_in_slot()?;
             answer = process.run_job(ctx, self.kill_grace);
         }
+        // Its stderr during the job is the attempt's log.
+        ctx.log_line(process.job_stderr());
         let outcome = match answer {
             Answer::Done(outcome) => {
                 let _ = self.pool.give.send(Some(process));

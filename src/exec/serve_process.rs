@@ -139,6 +139,12 @@ impl Process {
         })
     }
 
+    /// What it wrote on stderr during its current job (its last 1.5 KiB), as its logger
+    /// thread has read it so far.
+    pub(crate) fn job_stderr(&self) -> String {
+        self.stderr.lock().map(|t| t.text()).unwrap_or_default()
+    }
+
     /// Its process id (and process group).
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()

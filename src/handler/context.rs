@@ -1,5 +1,6 @@
 //! [`JobContext`]: what a handler sees of its job and what it can tell the runtime.
 
+use super::attempt_log::AttemptLog;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,9 @@ pub struct JobContext {
     sealed: bool,
     /// Its workflow and step name, read on first use.
     pub(crate) placement: std::sync::OnceLock<(Option<i64>, Option<String>)>,
+    /// What the attempt said ([`JobContext::log_line`], captured `log` records, a command's
+    /// stderr), kept with the attempt.
+    pub(crate) log: Arc<Mutex<AttemptLog>>,
 }
 
 impl std::fmt::Debug for JobContext {
@@ -93,6 +97,26 @@ impl JobContext {
             progress: Mutex::new(None),
             sealed: false,
             placement: std::sync::OnceLock::new(),
+            log: Arc::default(),
+        }
+    }
+
+    /// Adds `text` (one line or more) to this attempt's log, which is kept with the attempt
+    /// (its newest 32 KiB) and shown by `litejobs show ID` and the dashboard's job page,
+    /// with secret fields masked as in payloads. `log` records emitted on the handler's
+    /// thread go there too while a [`CaptureLogger`](crate::job_log::CaptureLogger) is the
+    /// program's logger (the `litejobs` command installs one).
+    ///
+    /// ```
+    /// use litejobs::{JobContext, JobError};
+    /// fn import(ctx: &JobContext) -> Result<(), JobError> {
+    ///     ctx.log_line("fetched 120 rows from the partner's API");
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn log_line(&self, text: impl AsRef<str>) {
+        if let Ok(mut log) = self.log.lock() {
+            log.push(text.as_ref());
         }
     }
 

@@ -2,6 +2,7 @@
 //! [`Job`](crate::Job)), what it is handed ([`JobContext`]), and the closed set of outcomes
 //! it returns ([`JobError`]).
 
+pub(crate) mod attempt_log;
 pub(crate) mod context;
 pub(crate) mod error;
 pub(crate) mod stop;

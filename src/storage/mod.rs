@@ -5,7 +5,7 @@
 //! one store per file of this folder ([`JobStore`] for the job life cycle, in `jobs/`, one
 //! file per concern; [`ReadStore`] for what people read, [`AdminStore`], [`DeadLetterStore`],
 //! [`RetentionStore`], [`LimitStore`], [`PeriodicStore`], [`ReportStore`], [`WebhookStore`],
-//! [`StrayStore`], [`EncryptionStore`], [`WorkflowStore`], [`WorkerStore`]). The value types they speak live next to them (or,
+//! [`StrayStore`], [`EncryptionStore`], [`WorkflowStore`], [`WorkerStore`], [`JobLogStore`]). The value types they speak live next to them (or,
 //! for encryption, in `crate::encryption`, a layer below), so nothing here imports from the
 //! layers above; so do the rules both backends share (the claim order, the
 //! claimed-row rules), written once.
@@ -26,6 +26,7 @@ pub(crate) mod admin;
 mod config;
 pub(crate) mod dead_letter;
 pub(crate) mod encryption;
+pub(crate) mod job_logs;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 pub(crate) mod periodic;
@@ -49,6 +50,7 @@ pub(crate) use config::DbConfig;
 pub use config::Synchronous;
 use dead_letter::DeadLetterStore;
 use encryption::EncryptionStore;
+use job_logs::JobLogStore;
 use jobs::JobStore;
 use limits::LimitStore;
 use periodic::PeriodicStore;
@@ -77,6 +79,7 @@ pub(crate) trait Tx:
     + EncryptionStore
     + WorkflowStore
     + WorkerStore
+    + JobLogStore
 {
     /// Locks `key` for the rest of this write transaction, so that a read-then-write on it
     /// (a rate limit, a breaker, a periodic slot, a report, an idempotency key) cannot

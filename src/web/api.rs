@@ -58,6 +58,8 @@ struct WorkflowsJson {
 struct ShowJson<'a> {
     job: &'a JobRecord,
     attempts: &'a [AttemptRecord],
+    /// What each attempt said, secret fields masked.
+    logs: &'a [crate::job_log::AttemptLogRecord],
 }
 
 /// `text`, cut to [`ERROR_EXCERPT_BYTES`] when longer.
@@ -146,11 +148,16 @@ pub(crate) fn job(app: &App, id: i64) -> Response {
         for attempt in &mut attempts {
             bounded(&mut attempt.error);
         }
+        let mut logs = app.queue.attempt_logs(id)?;
+        for log in &mut logs {
+            log.text = app.redactor.mask_text(&log.text).into_owned();
+        }
         Ok(Response::json(
             200,
             &ShowJson {
                 job: &shown(app, &job),
                 attempts: &app.redactor.mask_attempts(&attempts),
+                logs: &logs,
             },
         ))
     };

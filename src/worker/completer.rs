@@ -11,6 +11,7 @@
 //!
 //! [`drain`]: crate::testing::drain
 
+use crate::handler::attempt_log::AttemptLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,6 +92,8 @@ pub(crate) struct Completion {
     pub(crate) started_at: i64,
     pub(crate) finished_at: i64,
     pub(crate) outcome: Outcome,
+    /// What the attempt said, kept with it when its outcome is written.
+    pub(crate) log: Option<AttemptLog>,
 }
 
 /// Outcomes that make a write round worth it even while other attempts still run.
@@ -226,6 +229,15 @@ impl Completer {
             });
         }
         flush(&mut successes, &mut applied)?;
+        // What each attempt said goes with its outcome, when that applied.
+        for (msg, &ok) in self.pending.iter().zip(&applied) {
+            if let (WriterMsg::Complete(c), true) = (msg, ok) {
+                if let Some(log) = &c.log {
+                    let cut = i64::try_from(log.cut).unwrap_or(i64::MAX);
+                    tx.insert_attempt_log(c.row.id, c.row.attempt, &log.text, cut, now)?;
+                }
+            }
+        }
         // Jobs that waited for the ones that just ended are released or cancelled in this
         // same transaction: never twice, never forgotten.
         let ended: Vec<i64> = self

@@ -396,6 +396,7 @@ impl Dispatcher {
                     started_at: running.started_at,
                     finished_at: at,
                     outcome,
+                    log: None,
                 }));
                 self.replace_thread(qi, si);
             }
@@ -676,5 +677,6 @@ fn release_as(row: Arc<ClaimedRow>, started_at: i64, now: i64, outcome: Outcome)
         started_at,
         finished_at: now,
         outcome,
+        log: None,
     })
 }

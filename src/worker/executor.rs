@@ -11,6 +11,7 @@ use crossbeam_channel::Receiver;
 
 use crate::encryption::envelope::key_in_damaged;
 use crate::encryption::Column;
+use crate::handler::attempt_log::{self, AttemptLog};
 use crate::handler::context::{Heartbeat, JobContext};
 use crate::handler::stop::StopSignal;
 use crate::handler::{Action, JobError};
@@ -243,7 +244,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
         feed.taken.fetch_add(1, Ordering::AcqRel);
         let now = shared.queue.now_ms();
         if shared.stopping.load(Ordering::SeqCst) {
-            if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
+            if send_outcome(shared, feed, row, now, Outcome::Released, None).is_err() {
                 return;
             }
             continue;
@@ -260,7 +261,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
             match keeper.extend(&shared.queue, &row, &shared.worker_id, until, None) {
                 // Shutdown began while this waited for its lease: give the job back.
                 Ok(true) if shared.stopping.load(Ordering::SeqCst) => {
-                    if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
+                    if send_outcome(shared, feed, row, now, Outcome::Released, None).is_err() {
                         return;
                     }
                     continue;
@@ -272,7 +273,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
                         row.id
                     );
                     // Fenced, so this writes nothing; it frees the dispatcher's slot count.
-                    if send_outcome(shared, feed, row, now, Outcome::Released).is_err() {
+                    if send_outcome(shared, feed, row, now, Outcome::Released, None).is_err() {
                         return;
                     }
                     continue;
@@ -298,7 +299,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
                 "litejobs: job {} was {text} before it started; not run",
                 row.id
             );
-            if send_outcome(shared, feed, row, now, Outcome::Dropped).is_err() {
+            if send_outcome(shared, feed, row, now, Outcome::Dropped, None).is_err() {
                 return;
             }
             continue;
@@ -313,7 +314,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
         }
         let keeper = LeaseKeeper::Writer(shared.writer.clone());
         let began = Instant::now();
-        let outcome = run_attempt(
+        let (outcome, log) = run_attempt(
             &shared.registry,
             &shared.queue,
             &row,
@@ -341,7 +342,7 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
             );
             return;
         }
-        if send_outcome(shared, feed, row, now, outcome).is_err() {
+        if send_outcome(shared, feed, row, now, outcome, log).is_err() {
             return;
         }
     }
@@ -353,12 +354,14 @@ fn send_outcome(
     row: Arc<ClaimedRow>,
     started_at: i64,
     outcome: Outcome,
+    log: Option<AttemptLog>,
 ) -> Result<(), ()> {
     let completion = Completion {
         row,
         started_at,
         finished_at: shared.queue.now_ms(),
         outcome,
+        log,
     };
     shared
         .writer
@@ -385,10 +388,10 @@ pub(crate) fn run_attempt(
     queue: &Queue,
     row: &Arc<ClaimedRow>,
     env: AttemptEnv<'_>,
-) -> Outcome {
+) -> (Outcome, Option<AttemptLog>) {
     let Some(handler) = registry.handler(&row.job_type) else {
         // The claim only takes registered types; this would be a bug, so keep the job.
-        return Outcome::Released;
+        return (Outcome::Released, None);
     };
     // A row another program wrote that no handler can use goes dead without running, with
     // an error naming the job, the column and what it held.
@@ -399,25 +402,28 @@ pub(crate) fn run_attempt(
         timed_out: false,
     };
     if let Some(defect) = &row.defect {
-        return unusable(defect.clone());
+        return (unusable(defect.clone()), None);
     }
     let payload = match serde_json::from_str(&row.payload) {
         Ok(payload) => payload,
         Err(e) => {
-            return unusable(match key_in_damaged(&row.payload) {
-                Some(key) => format!(
-                    "payload is a damaged envelope (key {key}), cut short or altered: not \
-                     valid JSON ({e})"
-                ),
-                None => format!("column payload is not valid JSON ({e})"),
-            })
+            return (
+                unusable(match key_in_damaged(&row.payload) {
+                    Some(key) => format!(
+                        "payload is a damaged envelope (key {key}), cut short or altered: \
+                         not valid JSON ({e})"
+                    ),
+                    None => format!("column payload is not valid JSON ({e})"),
+                }),
+                None,
+            )
         }
     };
     // An envelope is opened here, on the executor's thread, before the handler runs; one
     // that cannot be opened (no key, a wrong one, altered, moved) makes the job dead.
     let (payload, sealed) = match queue.open_claimed(row, payload) {
         Ok(opened) => opened,
-        Err(why) => return unusable(why),
+        Err(why) => return (unusable(why), None),
     };
     let ctx = JobContext::new(
         Arc::clone(row),
@@ -431,9 +437,19 @@ pub(crate) fn run_attempt(
         env.stop,
     )
     .sealed(sealed);
-    let result = catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)));
+    let result = {
+        // `log` records of the handler's thread go to its attempt's log meanwhile.
+        let _capture = attempt_log::capture(&ctx.log);
+        catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)))
+    };
     let now = queue.now_ms();
-    match result {
+    let log = ctx
+        .log
+        .lock()
+        .map(|mut log| std::mem::take(&mut *log))
+        .ok()
+        .filter(|log| !log.is_empty() && registry.keeps_logs(&row.job_type));
+    let outcome = match result {
         Ok(Ok(())) => {
             let taken = |m: &std::sync::Mutex<Option<String>>| {
                 m.lock().unwrap_or_else(|p| p.into_inner()).take()
@@ -470,7 +486,8 @@ pub(crate) fn run_attempt(
                 false,
             )
         }
-    }
+    };
+    (outcome, log)
 }
 
 fn outcome_of_error(registry: &Registry, row: &ClaimedRow, err: JobError, now: i64) -> Outcome {

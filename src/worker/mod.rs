@@ -334,6 +334,20 @@ impl WorkerBuilder {
         self
     }
 
+    /// Whether what each attempt says ([`JobContext::log_line`](crate::JobContext::log_line),
+    /// `log` records captured on its thread, a command's stderr) is kept with it. Defaults to
+    /// on; [`WorkerBuilder::job_logs_for`] turns one type's off.
+    pub fn job_logs(mut self, on: bool) -> Self {
+        self.registry.set_keep_logs(on);
+        self
+    }
+
+    /// Whether the attempts' logs of `job_type` are kept (see [`WorkerBuilder::job_logs`]).
+    pub fn job_logs_for(mut self, job_type: impl Into<String>, on: bool) -> Self {
+        self.registry.set_keep_logs_for(job_type.into(), on);
+        self
+    }
+
     /// The id written to `locked_by`. Defaults to `host:pid:random`.
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());

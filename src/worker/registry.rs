@@ -18,6 +18,9 @@ pub(crate) struct Registry {
     retry: HashMap<String, RetryPolicy>,
     pub(crate) default_timeout: Duration,
     default_retry: RetryPolicy,
+    /// Whether attempts' logs are kept (all types), and the types whose logs are not.
+    keep_logs: bool,
+    quiet: std::collections::HashSet<String>,
 }
 
 impl Registry {
@@ -28,7 +31,28 @@ impl Registry {
             retry: HashMap::new(),
             default_timeout,
             default_retry: RetryPolicy::default(),
+            keep_logs: true,
+            quiet: std::collections::HashSet::new(),
         }
+    }
+
+    /// Keeps attempts' logs (`on`) or not, for every type.
+    pub(crate) fn set_keep_logs(&mut self, on: bool) {
+        self.keep_logs = on;
+    }
+
+    /// Keeps the attempts' logs of `job_type` (`on`) or not.
+    pub(crate) fn set_keep_logs_for(&mut self, job_type: String, on: bool) {
+        if on {
+            self.quiet.remove(&job_type);
+        } else {
+            self.quiet.insert(job_type);
+        }
+    }
+
+    /// Whether the attempts' logs of `job_type` are kept.
+    pub(crate) fn keeps_logs(&self, job_type: &str) -> bool {
+        self.keep_logs && !self.quiet.contains(job_type)
     }
 
     pub(crate) fn add_handler(&mut self, job_type: String, handler: Arc<dyn Handler>) {

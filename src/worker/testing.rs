@@ -119,7 +119,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
             .map(|row| {
                 let row = Arc::new(row);
                 let started_at = queue.now_ms();
-                let outcome = run_attempt(
+                let (outcome, log) = run_attempt(
                     registry,
                     queue,
                     &row,
@@ -136,6 +136,7 @@ pub fn drain(builder: &WorkerBuilder) -> Result<DrainReport> {
                     started_at,
                     finished_at: queue.now_ms(),
                     outcome,
+                    log,
                 }
             })
             .collect();

@@ -823,3 +823,41 @@ fn under_journald_each_json_line_starts_with_its_syslog_level() {
         "{lines:?}"
     );
 }
+
+/// A command's stderr is its attempt's log: `show ID` prints it (secrets masked) under the
+/// attempts, and its JSON has it under `logs`.
+#[test]
+fn a_command_s_stderr_is_kept_as_its_attempt_s_log() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let chatty = write_script(
+        dir.path(),
+        "chatty.sh",
+        "#!/bin/sh\ncat >/dev/null\necho 'connecting with PASSWORD=hunter2' >&2\necho \"order $LITEJOBS_JOB_ID synced\" >&2\n",
+    );
+    let id = enqueue(&db, "chatty", "{}");
+    let exec = format!("chatty={}", chatty.display());
+    let work = WorkChild::running(&db, &["--exec", &exec]);
+    wait_status(&db, id, "succeeded");
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+
+    let show = run(&db, &["show", &id.to_string()]).ok().stdout;
+    let log = show
+        .split("log of attempt 1:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no log in: {show}"));
+    assert_eq!(
+        log,
+        format!("  connecting with PASSWORD=[masked]\n  order {id} synced\n")
+    );
+    let json = run(&db, &["show", &id.to_string(), "--json"]).json();
+    assert_eq!(json["logs"][0]["attempt"], json!(1));
+    assert_eq!(
+        json["logs"][0]["text"],
+        json!(format!(
+            "connecting with PASSWORD=[masked]\norder {id} synced\n"
+        ))
+    );
+}

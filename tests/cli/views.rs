@@ -196,7 +196,10 @@ fn show_prints_the_job_and_its_whole_attempt_history() {
     assert!(attempts[2].contains("succeeded"), "{human}");
 
     let json = fx.run(&["show", &id.to_string(), "--json"]).json();
-    assert_eq!(keys(&json), ["attempts", "job"].map(String::from).into());
+    assert_eq!(
+        keys(&json),
+        ["attempts", "job", "logs"].map(String::from).into()
+    );
     assert_has_fields(&json["job"], JOB_FIELDS);
     assert_eq!(json["job"]["payload"]["token"], json!("[masked]"));
     let history = json["attempts"].as_array().expect("attempts");

@@ -63,7 +63,8 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 }
 
 /// env_logger on stderr, `RUST_LOG` wins; the services (`work`, `web`) log at info by
-/// default, the one-shot commands only warnings.
+/// default, the one-shot commands only warnings. Wrapped in litejobs' capture, which keeps
+/// what a job's handler logs with its attempt.
 fn init_logging(cli: &Cli) {
     let service = match cli.command {
         Command::Work(_) => true,
@@ -81,5 +82,10 @@ fn init_logging(cli: &Cli) {
         // are for the JSON lines.
         logger.format_key_values(|_, _| Ok(()));
     }
-    logger.init();
+    // Records a handler emits while it runs are also kept with its attempt (`show ID`).
+    let logger = logger.build();
+    let level = logger.filter();
+    if log::set_boxed_logger(Box::new(litejobs::job_log::CaptureLogger::new(logger))).is_ok() {
+        log::set_max_level(level);
+    }
 }

@@ -58,6 +58,10 @@ pub struct WorkArgs {
     /// released for another worker.
     #[arg(long, value_parser = duration::parse, default_value = "30s", value_name = "DURATION")]
     pub grace: Duration,
+    /// Keep no per-attempt logs (a command's stderr, what handlers log while they run);
+    /// `litejobs show ID` then has none to show.
+    #[arg(long)]
+    pub no_job_logs: bool,
 }
 
 impl WorkArgs {

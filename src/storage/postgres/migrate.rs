@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_stored_schedules.sql"),
     include_str!("migrations/0006_error_groups.sql"),
     include_str!("migrations/0007_workers.sql"),
+    include_str!("migrations/0008_job_logs.sql"),
 ];
 
 /// The schema version this build writes and understands.

@@ -13,6 +13,7 @@ mod admin;
 pub(crate) mod copy;
 mod dead_letter;
 mod encryption;
+mod job_logs;
 pub(crate) mod job_row;
 mod jobs;
 mod limits;

@@ -52,6 +52,7 @@ impl RetentionStore for PgTx<'_> {
         }
         let attempts =
             self.execute(query("DELETE FROM job_attempts WHERE job_id = ANY($1)").ints(&locked))?;
+        self.execute(query("DELETE FROM job_logs WHERE job_id = ANY($1)").ints(&locked))?;
         // Their settled waits go with them (a job's waits are settled when it ends), and so
         // does a workflow left without jobs.
         self.execute(

@@ -127,6 +127,9 @@ impl DeadLetterStore for SqliteTx<'_> {
         self.conn
             .prepare_cached("DELETE FROM job_attempts WHERE job_id = ?1")?
             .execute([id])?;
+        self.conn
+            .prepare_cached("DELETE FROM job_logs WHERE job_id = ?1")?
+            .execute([id])?;
         self.count_row(id, -1)?;
         self.conn
             .prepare_cached("DELETE FROM jobs WHERE id = ?1 AND status = 'dead'")?

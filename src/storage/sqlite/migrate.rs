@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0009_stored_schedules.sql"),
     include_str!("migrations/0010_error_groups.sql"),
     include_str!("migrations/0011_workers.sql"),
+    include_str!("migrations/0012_job_logs.sql"),
 ];
 
 /// The schema version this build writes and understands.

@@ -12,6 +12,7 @@ mod counts;
 mod dead_letter;
 mod encryption;
 mod errors;
+mod job_logs;
 pub(crate) mod job_row;
 mod jobs;
 pub(crate) mod lenient;

@@ -37,6 +37,13 @@ impl RetentionStore for SqliteTx<'_> {
                AND j.status IN ('succeeded', 'cancelled')",
             &list,
         )?;
+        self.conn
+            .prepare_cached(
+                "DELETE FROM job_logs WHERE job_id IN (
+                    SELECT j.id FROM jobs j WHERE j.id IN (SELECT value FROM json_each(?1))
+                      AND j.status IN ('succeeded', 'cancelled'))",
+            )?
+            .execute([&list])?;
         let attempts = self
             .conn
             .prepare_cached(

@@ -7,7 +7,9 @@ use crate::job::{JobRecord, JobStatus};
 use crate::workflow::{WorkflowInfo, MEMBER_LABEL};
 
 use crate::web::app::{App, Ctx};
-use crate::web::format::{ago, excerpt, human_ms, utc, ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES};
+use crate::web::format::{
+    ago, count, excerpt, human_ms, utc, ATTEMPT_ERROR_BYTES, ERROR_EXCERPT_BYTES,
+};
 use crate::web::html::{
     action_button, badge, csrf_field, error_page, esc, job_link, json_block, page, Nav,
 };
@@ -231,6 +233,28 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
                 odd.concat()
             );
         }
+    }
+    // What each attempt said, secret fields masked; the newest attempt first.
+    match app.queue.attempt_logs(id) {
+        Ok(logs) => {
+            for log in logs.iter().rev() {
+                let cut = if log.cut_bytes > 0 {
+                    format!(
+                        " <span class=\"muted\">(its first {} bytes left out)</span>",
+                        count(log.cut_bytes)
+                    )
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    body,
+                    "<h3>Log of attempt {}{cut}</h3><pre class=\"code job-log\">{}</pre>",
+                    log.attempt,
+                    esc(&app.redactor.mask_text(&log.text))
+                );
+            }
+        }
+        Err(e) => return error_response(ctx, &e),
     }
     Response::html(
         200,

@@ -34,6 +34,14 @@ fn list(ctx: &Ctx, args: &DeadListArgs, out: &mut dyn Write) -> Result<Exit, Cli
         write_json(out, &super::list::JobsJson { jobs })?;
         return Ok(Exit::Ok);
     }
+    if jobs.is_empty() && args.filter.group.is_some() {
+        writeln!(
+            out,
+            "no dead jobs match{}",
+            super::list::group_hint(args.filter.group.as_deref())
+        )?;
+        return Ok(Exit::Ok);
+    }
     write_dead_table(out, &jobs, queue.now_ms(), args.all)?;
     if jobs.is_empty() {
         return Ok(Exit::Ok);
@@ -130,7 +138,11 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
         return Ok(Exit::Ok);
     }
     if pairs.is_empty() {
-        writeln!(out, "no dead jobs match; nothing was requeued")?;
+        writeln!(
+            out,
+            "no dead jobs match{}; nothing was requeued",
+            super::list::group_hint(args.group.as_deref())
+        )?;
         return Ok(Exit::Ok);
     }
     for (dead_id, new_id) in &pairs {

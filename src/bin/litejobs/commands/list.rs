@@ -34,7 +34,11 @@ pub fn run(ctx: &Ctx, args: &ListArgs, out: &mut dyn Write) -> Result<Exit, CliE
         return Ok(Exit::Ok);
     }
     if jobs.is_empty() {
-        writeln!(out, "no jobs match")?;
+        writeln!(
+            out,
+            "no jobs match{}",
+            group_hint(args.filter.group.as_deref())
+        )?;
         return Ok(Exit::Ok);
     }
     let now = queue.now_ms();
@@ -121,5 +125,18 @@ fn workflow_cell(job: &JobRecord) -> String {
             )
         ),
         None => "-".to_string(),
+    }
+}
+
+/// What to say after "no … match" when `--group` was given: its key is the `group` of an
+/// error in `stats --json`, not the text `stats` shows (numbers and ids in it are `#` and
+/// `<id>` there).
+pub fn group_hint(group: Option<&str>) -> &'static str {
+    match group {
+        Some(_) => {
+            " (--group takes an error group's key, the `group` of an error in `stats --json`, \
+             where numbers read # and ids <id>)"
+        }
+        None => "",
     }
 }

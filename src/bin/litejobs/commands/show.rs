@@ -5,6 +5,7 @@
 use std::io::Write;
 
 use litejobs::human::{excerpt, ATTEMPT_ERROR_EXCERPT_BYTES, ERROR_EXCERPT_BYTES};
+use litejobs::job_log::AttemptLogRecord;
 use litejobs::workflow::WorkflowInfo;
 use litejobs::{AttemptRecord, JobRecord, JobStatus};
 use serde::Serialize;
@@ -19,6 +20,8 @@ use crate::output::{one_line, or_dash, write_json, Table};
 struct ShowJson<'a> {
     job: &'a JobRecord,
     attempts: &'a [AttemptRecord],
+    /// What each attempt said (secret fields masked).
+    logs: &'a [AttemptLogRecord],
 }
 
 /// Prints the job (secrets masked) and its attempts.
@@ -29,12 +32,17 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         .ok_or_else(|| CliError::new(format!("no job with id {}", args.id)))?;
     let job = ctx.masked(&job);
     let attempts = ctx.redactor.mask_attempts(&queue.attempts(args.id)?);
+    let mut logs = queue.attempt_logs(args.id)?;
+    for log in &mut logs {
+        log.text = ctx.redactor.mask_text(&log.text).into_owned();
+    }
     if ctx.json {
         write_json(
             out,
             &ShowJson {
                 job: &job,
                 attempts: &attempts,
+                logs: &logs,
             },
         )?;
         return Ok(Exit::Ok);
@@ -101,16 +109,20 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     if let Some(key) = &job.group_key {
         fields.push(("group key", key.clone()));
     }
+    // The line that matters first (a traceback's exception line); a longer error follows
+    // whole, line by line, after the fields.
+    let whole_error = job
+        .last_error
+        .as_deref()
+        .filter(|e| e.trim().contains('\n'));
     if let Some(error) = &job.last_error {
-        // The line that matters first (a traceback's exception line), then the whole text.
-        let headline = litejobs::human::error_headline(error);
-        if headline.trim() != error.trim() {
-            fields.push(("error", headline.into_owned()));
-        }
-        fields.push((
-            "last error",
-            excerpt(error, ERROR_EXCERPT_BYTES).into_owned(),
-        ));
+        fields.push(match whole_error {
+            Some(_) => ("error", litejobs::human::error_headline(error).into_owned()),
+            None => (
+                "last error",
+                excerpt(error, ERROR_EXCERPT_BYTES).into_owned(),
+            ),
+        });
     }
     if let Some(code) = job.last_status_code {
         fields.push(("status code", code.to_string()));
@@ -152,6 +164,10 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
     for (name, value) in &fields {
         writeln!(out, "{name:<width$}  {}", one_line(value))?;
     }
+    if let Some(error) = whole_error {
+        writeln!(out, "last error, whole:")?;
+        write_block(out, &excerpt(error, ERROR_EXCERPT_BYTES))?;
+    }
     write_json_field(out, "payload", Some(&job.payload))?;
     write_json_field(out, "result", job.result.as_ref())?;
     write_json_field(out, "progress", job.progress.as_ref())?;
@@ -165,6 +181,7 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
                 "no attempt history (a first-try success is recorded on the job row only)"
             )?;
         }
+        write_logs(out, &logs)?;
         return Ok(Exit::Ok);
     }
     writeln!(out, "attempts:")?;
@@ -201,7 +218,31 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
             a.problems.join("; ")
         )?;
     }
+    write_logs(out, &logs)?;
     Ok(Exit::Ok)
+}
+
+/// What each attempt said, line by line, indented.
+fn write_logs(out: &mut dyn Write, logs: &[AttemptLogRecord]) -> std::io::Result<()> {
+    for log in logs {
+        writeln!(out)?;
+        let cut = if log.cut_bytes > 0 {
+            format!(", its first {} bytes left out", log.cut_bytes)
+        } else {
+            String::new()
+        };
+        writeln!(out, "log of attempt {}{cut}:", log.attempt)?;
+        write_block(out, &log.text)?;
+    }
+    Ok(())
+}
+
+/// `text` line by line, indented by two spaces, each line's control characters shown.
+fn write_block(out: &mut dyn Write, text: &str) -> std::io::Result<()> {
+    for line in text.trim_end().lines() {
+        writeln!(out, "  {}", one_line(line))?;
+    }
+    Ok(())
 }
 
 fn write_json_field(

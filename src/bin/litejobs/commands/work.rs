@@ -27,7 +27,8 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     // Schedules kept in the database (`litejobs schedule add`) run in every `work`.
     let mut builder = Worker::builder(&queue)
         .concurrency(threads)
-        .stored_schedules();
+        .stored_schedules()
+        .job_logs(!args.no_job_logs);
     for spec in &args.queues {
         builder = builder.queue(&spec.name, spec.threads.unwrap_or(threads));
     }

@@ -78,16 +78,12 @@ fn outcome_line(event: &Event) -> Option<(log::Level, String)> {
     })
 }
 
-/// The line of an error that says most: the last line that is not blank (a Python
-/// traceback or a program's log ends with what went wrong), trimmed, control characters
-/// escaped, cut at [`ERROR_LINE_CHARS`].
+/// The line of an error that says most, as lists and error groups show it
+/// ([`litejobs::human::error_headline`]: a traceback's exception line, a command's `exit N`
+/// in front), control characters escaped, cut at [`ERROR_LINE_CHARS`].
 fn error_line(error: &str) -> String {
-    let line = error
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
+    let line = litejobs::human::error_headline(error);
+    let line = line.trim();
     let mut shown = String::with_capacity(line.len());
     for c in line.chars() {
         if c.is_control() {

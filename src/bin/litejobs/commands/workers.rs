@@ -16,7 +16,15 @@ use crate::output::{clip, one_line, write_json, Table};
 
 #[derive(Serialize)]
 struct WorkersJson<'a> {
-    workers: Vec<&'a WorkerInfo>,
+    workers: Vec<WorkerJson<'a>>,
+}
+
+/// A worker with its state word (alive, stopped, gone), as the table says it.
+#[derive(Serialize)]
+struct WorkerJson<'a> {
+    #[serde(flatten)]
+    worker: &'a WorkerInfo,
+    state: &'static str,
 }
 
 /// Prints the workers.
@@ -26,7 +34,14 @@ pub fn run(ctx: &Ctx, args: &WorkersArgs, out: &mut dyn Write) -> Result<Exit, C
     let all = queue.workers()?;
     let shown: Vec<&WorkerInfo> = all.iter().filter(|w| args.all || w.alive).collect();
     if ctx.json {
-        write_json(out, &WorkersJson { workers: shown })?;
+        let workers = shown
+            .iter()
+            .map(|w| WorkerJson {
+                worker: w,
+                state: w.state(),
+            })
+            .collect();
+        write_json(out, &WorkersJson { workers })?;
         return Ok(Exit::Ok);
     }
     let gone = all.len() - all.iter().filter(|w| w.alive).count();
