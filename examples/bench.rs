@@ -27,6 +27,8 @@ use serde_json::{json, Value};
 #[cfg(feature = "encryption")]
 #[path = "bench/encryption.rs"]
 mod encryption;
+#[path = "bench/job_logs.rs"]
+mod job_logs;
 #[path = "bench/workflows.rs"]
 mod workflows;
 
@@ -244,6 +246,8 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
     if c.encryption_only || c.workflows_only {
         return Ok(f);
     }
+    // 11. handlers that log a line, their logs kept or not, against silent ones.
+    f.extend(job_logs::figures(c, sync, dir)?);
     let mut n = 0;
     let mut fresh = |label: &str| -> PathBuf {
         n += 1;
@@ -945,6 +949,7 @@ fn print_table(report: &BTreeMap<String, Value>) {
         #[cfg(feature = "encryption")]
         encryption::print(figures);
         workflows::print(figures);
+        job_logs::print(figures);
         // Only some parts ran (--encryption-only, --workflows-only).
         if !figures.contains_key("rounds") {
             continue;

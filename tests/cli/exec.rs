@@ -648,7 +648,8 @@ fn work_checks_its_commands_before_it_creates_a_database() {
 
 /// `work` says what happened to each attempt of a command, once: a success, a failure to
 /// be retried and a dead job each get a line with the job's id, type and attempt, and a
-/// failure the last line of the command's stderr (what a traceback ends with).
+/// failure the line of its error that matters (a traceback's exception line after the
+/// command's exit code), as lists and error groups show it.
 #[test]
 fn work_logs_each_outcome_of_a_command_with_its_job_attempt_and_error() {
     let dir = temp_dir();
@@ -681,8 +682,10 @@ fn work_logs_each_outcome_of_a_command_with_its_job_attempt_and_error() {
     );
     for needle in [
         format!("job {done} (thumb) attempt 1 succeeded"),
-        format!("job {retried} (crm) attempt 1 failed, to be retried: ConnectionError: refused"),
-        format!("job {dead} (resize) attempt 1 failed, dead: ValueError: no such size"),
+        format!(
+            "job {retried} (crm) attempt 1 failed, to be retried: exit 1: ConnectionError: refused"
+        ),
+        format!("job {dead} (resize) attempt 1 failed, dead: exit 65: ValueError: no such size"),
     ] {
         // The three run at once: their lines come in any order.
         let seen = work.seen.iter().any(|l| l.contains(&needle));
