@@ -5,6 +5,11 @@
 //! job). [`Queue::attempt_logs`] reads them; `litejobs show ID` and the dashboard's job page
 //! show them with secret fields masked. They are deleted with their job.
 //!
+//! An attempt whose outcome the handler did not give keeps no log: one that timed out or
+//! was given up at shutdown, cancelled while it ran, or whose worker died (the reaper
+//! writes those). Neither does one snoozed or released, which does not count as an
+//! attempt (the next run has its number).
+//!
 //! A program installs the capture around the logger it already uses:
 //!
 //! ```
@@ -30,8 +35,8 @@ use crate::Queue;
 
 /// A [`log::Log`] that also keeps each record emitted on a handler's thread during an
 /// attempt in that attempt's log (`LEVEL target: message`), and passes every record on to
-/// `inner` as before. Records the global level filter ([`log::set_max_level`]) drops never
-/// reach it.
+/// `inner` as before. It keeps what `inner` would write: records `inner` filters out (or
+/// the global level filter drops) are not kept either.
 #[derive(Debug)]
 pub struct CaptureLogger<L> {
     inner: L,
@@ -46,10 +51,13 @@ impl<L: Log> CaptureLogger<L> {
 
 impl<L: Log> Log for CaptureLogger<L> {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        attempt_log::capturing() || self.inner.enabled(metadata)
+        self.inner.enabled(metadata)
     }
 
     fn log(&self, record: &Record<'_>) {
+        if !self.inner.enabled(record.metadata()) {
+            return;
+        }
         if attempt_log::capturing() {
             attempt_log::push_current(&format!(
                 "{} {}: {}",
@@ -58,9 +66,7 @@ impl<L: Log> Log for CaptureLogger<L> {
                 record.args()
             ));
         }
-        if self.inner.enabled(record.metadata()) {
-            self.inner.log(record);
-        }
+        self.inner.log(record);
     }
 
     fn flush(&self) {

@@ -12,12 +12,13 @@ use serde_json::json;
 
 use crate::support::{setup, TestEnv};
 
-/// A logger that writes nothing: the capture alone is under test.
+/// A logger that would write info and above, and writes nothing: the capture alone is
+/// under test (it keeps what the inner logger would write).
 struct Silent;
 
 impl log::Log for Silent {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        false
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Info
     }
     fn log(&self, _: &log::Record<'_>) {}
     fn flush(&self) {}
@@ -180,4 +181,30 @@ fn a_worker_keeps_no_logs_of_a_type_it_was_told_not_to() {
     testing::drain(&builder).expect("drain");
     assert!(env.queue.attempt_logs(quiet).expect("logs").is_empty());
     assert_eq!(env.queue.attempt_logs(kept).expect("logs").len(), 1);
+}
+
+#[test]
+fn a_snoozed_run_keeps_no_log_and_a_nul_is_shown_not_stored() {
+    let env = setup();
+    let snoozed = env
+        .queue
+        .enqueue(NewJob::new("t", json!({"snooze": true})))
+        .expect("enqueue");
+    let nul = env
+        .queue
+        .enqueue(NewJob::new("t", json!({"snooze": false})))
+        .expect("enqueue");
+    drain(&env, |ctx| {
+        ctx.log_line("a\0b");
+        if ctx.payload()["snooze"] == json!(true) {
+            return Err(JobError::snooze(Duration::from_secs(60)));
+        }
+        Ok(())
+    });
+    assert!(
+        env.queue.attempt_logs(snoozed).expect("logs").is_empty(),
+        "a snooze is not an attempt: the next run has its number"
+    );
+    let logs = env.queue.attempt_logs(nul).expect("logs");
+    assert_eq!(logs[0].text, "a\\0b\n", "PostgreSQL's text holds no NUL");
 }

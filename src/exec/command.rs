@@ -199,10 +199,7 @@ impl Handler for Command {
             &ran.stdout.bytes
         };
         let stderr = ran.stderr.text();
-        if ran.stderr.truncated {
-            ctx.log_line("[… earlier stderr left out]");
-        }
-        ctx.log_line(&stderr);
+        ctx.log_stderr(&stderr, ran.stderr.dropped);
         let result = outcome::from_exit(ran.status, stdout, tail(&stderr), ran.stopped)?;
         if let Some(result) = result {
             ctx.set_result(result);

@@ -32,6 +32,8 @@ pub(crate) struct Collected {
     pub(crate) bytes: Vec<u8>,
     /// More came than was kept.
     pub(crate) truncated: bool,
+    /// Bytes left out before the kept ones (a tail).
+    pub(crate) dropped: u64,
 }
 
 impl Collected {
@@ -54,6 +56,7 @@ impl Collected {
             let cut = self.bytes.len() - keep;
             self.bytes.drain(..cut);
             self.truncated = true;
+            self.dropped += cut as u64;
         }
     }
 }

@@ -120,6 +120,14 @@ impl JobContext {
         }
     }
 
+    /// Adds a command's stderr to the log, counting the `dropped` bytes it lost before it.
+    pub(crate) fn log_stderr(&self, stderr: &str, dropped: u64) {
+        if let Ok(mut log) = self.log.lock() {
+            log.left_out(dropped);
+            log.push(stderr);
+        }
+    }
+
     /// Marks the job's payload as having come in an envelope: what the attempt writes back
     /// (result, progress) is sealed with the queue's first key.
     pub(crate) fn sealed(mut self, sealed: bool) -> JobContext {

@@ -437,9 +437,10 @@ pub(crate) fn run_attempt(
         env.stop,
     )
     .sealed(sealed);
+    let keep_log = registry.keeps_logs(&row.job_type);
     let result = {
         // `log` records of the handler's thread go to its attempt's log meanwhile.
-        let _capture = attempt_log::capture(&ctx.log);
+        let _capture = keep_log.then(|| attempt_log::capture(&ctx.log));
         catch_unwind(AssertUnwindSafe(|| handler.run(&ctx)))
     };
     let now = queue.now_ms();
@@ -448,7 +449,8 @@ pub(crate) fn run_attempt(
         .lock()
         .map(|mut log| std::mem::take(&mut *log))
         .ok()
-        .filter(|log| !log.is_empty() && registry.keeps_logs(&row.job_type));
+        .filter(|log| !log.is_empty() && keep_log)
+        .map(AttemptLog::bounded);
     let outcome = match result {
         Ok(Ok(())) => {
             let taken = |m: &std::sync::Mutex<Option<String>>| {
@@ -487,6 +489,9 @@ pub(crate) fn run_attempt(
             )
         }
     };
+    // A snooze or a release does not count as an attempt: the next run has its number, and
+    // its log.
+    let log = log.filter(|_| !matches!(outcome, Outcome::Snoozed { .. } | Outcome::Released));
     (outcome, log)
 }
 

@@ -285,7 +285,9 @@ fn copy_to_keeps_waiting_jobs_held_and_their_workflows() {
         .execute_batch(&format!(
             "INSERT INTO workflows (id, kind, name) VALUES (5, 'workflow', 'order 1042');
              UPDATE jobs SET workflow_id = 5, step = 'step-' || id WHERE id IN ({first}, {second});
-             INSERT INTO job_deps (job_id, depends_on) VALUES ({second}, {first});"
+             INSERT INTO job_deps (job_id, depends_on) VALUES ({second}, {first});
+             INSERT INTO job_logs (job_id, attempt, log, cut, written_at)
+                 VALUES ({first}, 1, 'said something', 0, {START_MS});"
         ))
         .expect("a workflow whose second step waits for the first");
     let target = PgSchema::new(&url);
@@ -302,10 +304,11 @@ fn copy_to_keeps_waiting_jobs_held_and_their_workflows() {
         (2, 1, 1),
         "{report:?}"
     );
-    // Progress counts every row copied, of all of them counted first: 2 jobs, 1 workflow,
-    // 1 wait.
+    // Progress counts every row copied, of all of them counted first: 2 jobs, 1 attempt's
+    // log, 1 workflow, 1 wait.
     let last = calls.last().expect("progress was told");
-    assert_eq!((last.done, last.total), (4, Some(4)), "{calls:?}");
+    assert_eq!((last.done, last.total), (5, Some(5)), "{calls:?}");
+    assert_eq!(report.attempt_logs, 1);
     let mut conn = target.raw();
     assert_eq!(
         count(

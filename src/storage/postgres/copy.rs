@@ -38,6 +38,8 @@ pub struct CopyReport {
     pub dead_jobs: u64,
     /// Attempt history rows of the copied jobs.
     pub attempts: u64,
+    /// What the copied jobs' attempts said (their logs).
+    pub attempt_logs: u64,
     /// Webhook endpoints.
     pub endpoints: u64,
     /// Periodic schedules.
@@ -123,6 +125,14 @@ const ATTEMPT_COLUMNS: Columns = &[
     ("status_code", true),
     ("duration_ms", true),
     ("error_group", false),
+];
+
+const LOG_COLUMNS: Columns = &[
+    ("job_id", true),
+    ("attempt", true),
+    ("log", false),
+    ("cut", true),
+    ("written_at", true),
 ];
 
 const ENDPOINT_COLUMNS: Columns = &[
@@ -263,6 +273,7 @@ pub fn copy_sqlite_to_postgres_with_progress(
         for (table, filter) in [
             ("jobs", jobs_where),
             ("job_attempts", &attempts_where),
+            ("job_logs", &attempts_where),
             ("webhook_endpoints", "1"),
             ("periodic_schedules", "1"),
             ("queues", "paused <> 0"),
@@ -292,6 +303,7 @@ pub fn copy_sqlite_to_postgres_with_progress(
         report.dead_jobs = count(&source, "jobs", "status = 'dead'")?;
         report.live_jobs = copied - report.dead_jobs;
         report.attempts = copier.rows("job_attempts", ATTEMPT_COLUMNS, &attempts_where, |_| {})?;
+        report.attempt_logs = copier.rows("job_logs", LOG_COLUMNS, &attempts_where, |_| {})?;
         report.endpoints = copier.rows("webhook_endpoints", ENDPOINT_COLUMNS, "1", |_| {})?;
         report.schedules = copier.rows("periodic_schedules", SCHEDULE_COLUMNS, "1", |_| {})?;
         report.paused_queues = copier.rows("queues", QUEUE_COLUMNS, "paused <> 0", |_| {})?;

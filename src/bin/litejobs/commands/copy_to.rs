@@ -28,11 +28,12 @@ pub fn run(ctx: &Ctx, args: &CopyToArgs, out: &mut dyn Write) -> Result<Exit, Cl
     } else {
         writeln!(
             out,
-            "copied {} live and {} dead jobs ({} attempts), {} webhook endpoints, {} schedules, \
-             {} paused queues, {} remembered keys, {} encrypted types from {}",
+            "copied {} live and {} dead jobs ({} attempts, {} attempt logs), {} webhook endpoints, \
+             {} schedules, {} paused queues, {} remembered keys, {} encrypted types from {}",
             report.live_jobs,
             report.dead_jobs,
             report.attempts,
+            report.attempt_logs,
             report.endpoints,
             report.schedules,
             report.paused_queues,

@@ -13,4 +13,4 @@ CREATE TABLE job_logs (
     -- When the attempt's outcome was written (ms).
     written_at INTEGER NOT NULL,
     PRIMARY KEY (job_id, attempt)
-) WITHOUT ROWID;
+);
