@@ -2,8 +2,8 @@
 //!
 //! `cargo run --release --example bench` (a few minutes on 2 cores), `-- --json` for one JSON
 //! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes; `-- --encryption-only`
-//! and `-- --workflows-only` for one part; `-- --workflows-only --pg URL` (built with
-//! `--features postgres`) measures that part on a PostgreSQL server instead.
+//! `-- --workflows-only` and `-- --job-logs-only` for one part; `-- --workflows-only --pg
+//! URL` (built with `--features postgres`) measures that part on a PostgreSQL server instead.
 //!
 //! Every figure is measured on a fresh file-backed WAL database in a temp dir, with the same
 //! pragmas for litejobs and for the ceiling: a minimal queue table driven by bare rusqlite
@@ -49,6 +49,8 @@ struct Config {
     encryption_only: bool,
     /// Only the figures of jobs that wait for other jobs (`--workflows-only`).
     workflows_only: bool,
+    /// Only the figures of handlers that log (`--job-logs-only`).
+    job_logs_only: bool,
     /// Steps of the fan-out that one fan-in step waits for.
     fan_out: usize,
     /// A PostgreSQL server to measure the workflow figures on (`--pg URL`).
@@ -73,6 +75,7 @@ impl Config {
             syncs: vec![Synchronous::Normal, Synchronous::Full],
             encryption_only: false,
             workflows_only: false,
+            job_logs_only: false,
             pg: None,
             fan_out: 10_000,
         };
@@ -101,6 +104,7 @@ impl Config {
                         syncs: vec![Synchronous::Normal],
                         encryption_only: c.encryption_only,
                         workflows_only: c.workflows_only,
+                        job_logs_only: c.job_logs_only,
                         pg: c.pg.clone(),
                         fan_out: 1_000,
                     }
@@ -148,6 +152,7 @@ impl Config {
                 "--normal-only" => c.syncs = vec![Synchronous::Normal],
                 "--encryption-only" => c.encryption_only = true,
                 "--workflows-only" => c.workflows_only = true,
+                "--job-logs-only" => c.job_logs_only = true,
                 "--pg" => {
                     c.pg = Some(
                         args.get(i + 1)
@@ -179,7 +184,7 @@ fn usage(problem: &str) -> ! {
     }
     eprintln!(
         "usage: cargo run --release --example bench -- [--json] [--quick] [--normal-only]\n\
-         \x20 [--encryption-only] [--workflows-only]\n\
+         \x20 [--encryption-only] [--workflows-only] [--job-logs-only]\n\
          \x20 [--single N] [--batched N] [--process N] [--steady N] [--latency-samples N]\n\
          \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N] [--fan-out N]"
     );
@@ -233,6 +238,10 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
     // 9. encrypted 1 KiB payloads against plain ones, and 10. jobs that wait for other jobs
     // (the rest is skipped with --encryption-only or --workflows-only).
     let mut f = BTreeMap::<String, Value>::new();
+    if c.job_logs_only {
+        f.extend(job_logs::figures(c, sync, dir)?);
+        return Ok(f);
+    }
     #[cfg(feature = "encryption")]
     if !c.workflows_only || c.encryption_only {
         f.extend(encryption::figures(c, sync, dir)?);
