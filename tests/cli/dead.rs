@@ -517,3 +517,45 @@ fn errors_group_by_the_line_that_matters_and_a_group_is_requeued_by_its_key() {
     assert_eq!(dead_ids, ids);
     assert_eq!(fx.job(other).requeued_as, None, "the other group stays");
 }
+
+/// A bulk requeue of many jobs lists its first 20 pairs and says how many more; `--json`
+/// has them all.
+#[test]
+fn a_big_bulk_requeue_lists_its_first_pairs_and_counts_the_rest() {
+    let fx = Fx::new();
+    for n in 0..25 {
+        fx.enqueue(NewJob::new("sync", json!({ "n": n })));
+    }
+    fx.fail_due("sync", "default", "boom", true);
+    let out = fx
+        .run(&[
+            "dead", "requeue", "--type", "sync", "--by", "ops", "--reason", "fixed",
+        ])
+        .ok()
+        .stdout;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 22, "{out}");
+    assert_eq!(lines[20], "... and 5 more (--json lists every one)");
+    assert_eq!(lines[21], "requeued 25 job(s) by ops: fixed");
+}
+
+/// `show` says when a running job's lease has ended: its worker died or hung.
+#[test]
+fn show_says_a_lease_past_its_end_is_expired() {
+    let fx = Fx::new();
+    let id = fx.enqueue(NewJob::new("sync", json!({})));
+    let past = SystemClock.now_ms() - 60_000;
+    fx.sql_exec(&format!(
+        "UPDATE jobs SET status = 'running', attempts = 1, locked_by = 'vm:1:dead',
+                locked_until = {past}, started_at = {past} WHERE id = {id}"
+    ));
+    let show = fx.run(&["show", &id.to_string()]).ok().stdout;
+    let lease = show
+        .lines()
+        .find(|l| l.starts_with("lease"))
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(
+        lease.contains("held by vm:1:dead") && lease.contains("; expired: its worker died or hung"),
+        "{lease}"
+    );
+}

@@ -145,12 +145,23 @@ fn requeue(ctx: &Ctx, args: &RequeueArgs, out: &mut dyn Write) -> Result<Exit, C
         )?;
         return Ok(Exit::Ok);
     }
-    for (dead_id, new_id) in &pairs {
+    // A bulk requeue of thousands says its first few; `--json` lists every pair.
+    for (dead_id, new_id) in pairs.iter().take(REQUEUED_SHOWN) {
         writeln!(out, "dead job {dead_id} requeued as job {new_id}")?;
+    }
+    if pairs.len() > REQUEUED_SHOWN {
+        writeln!(
+            out,
+            "... and {} more (--json lists every one)",
+            pairs.len() - REQUEUED_SHOWN
+        )?;
     }
     writeln!(out, "requeued {} job(s) by {by}: {reason}", pairs.len())?;
     Ok(Exit::Ok)
 }
+
+/// Requeued pairs a bulk requeue lists, one line each.
+const REQUEUED_SHOWN: usize = 20;
 
 /// The dead jobs `requeue --type` takes: of that type, narrowed by `--search` and `--group`.
 fn bulk_filter(job_type: &str, args: &RequeueArgs) -> JobFilter {

@@ -95,7 +95,17 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         fields.push(("finished", at(ms)));
     }
     if let (Some(by), Some(until)) = (&job.locked_by, job.locked_until) {
-        fields.push(("lease", format!("held by {by} until {}", at(until))));
+        // A lease past its end belongs to a worker that died or hung: the reaper makes the
+        // job due again.
+        let expired = if until < now {
+            "; expired: its worker died or hung, and the reaper makes the job due again"
+        } else {
+            ""
+        };
+        fields.push((
+            "lease",
+            format!("held by {by} until {}{expired}", at(until)),
+        ));
     }
     if let Some(ms) = job.timeout_ms {
         fields.push(("timeout", human_ms(ms)));

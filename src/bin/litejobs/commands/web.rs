@@ -37,14 +37,9 @@ pub fn run(ctx: &Ctx, args: &WebArgs, out: &mut dyn Write) -> Result<Exit, CliEr
         ctx.shown_db()?,
         if read_only { " (read-only)" } else { "" }
     )?;
-    // Scripts (and tests) read the address as soon as it is there.
+    // Scripts (and tests) read the address as soon as it is there (the dashboard logs it
+    // too, once).
     out.flush()?;
-    log::info!(
-        "litejobs web: serving {} on {}{}",
-        dashboard.url(),
-        ctx.shown_db()?,
-        if read_only { " (read-only)" } else { "" }
-    );
     super::systemd::ready(&format!("serving {}", dashboard.url()));
     // An Err means every sender is gone, which cannot happen while the handler is
     // installed; stopping is the safe answer either way.
