@@ -212,11 +212,16 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
             a.duration_ms.map_or_else(|| "-".to_string(), human_ms),
             or_dash(a.status_code),
             or_dash(a.worker.as_deref()),
-            or_dash(
-                a.error
-                    .as_deref()
-                    .map(|e| excerpt(e, ATTEMPT_ERROR_EXCERPT_BYTES)),
-            ),
+            // A many-line error by its line that matters (it is whole above, for the latest,
+            // and in the attempt's log); one line as it is.
+            or_dash(a.error.as_deref().map(|e| {
+                let shown = if e.trim().contains('\n') {
+                    litejobs::human::error_headline(e)
+                } else {
+                    std::borrow::Cow::Borrowed(e)
+                };
+                excerpt(&shown, ATTEMPT_ERROR_EXCERPT_BYTES).into_owned()
+            })),
         ]);
     }
     table.write(out)?;
