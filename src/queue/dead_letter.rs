@@ -124,7 +124,7 @@ impl Queue {
     ) -> Result<Vec<(i64, i64)>> {
         let now = self.now_ms();
         let pairs = self.db().write(|tx| {
-            let pairs = tx.requeue_dead_matching(filter, by, reason, now, &mut *on_progress)?;
+            let pairs = requeue_matching(tx, filter, by, reason, now, &mut *on_progress)?;
             for &(old, new) in &pairs {
                 stand_in(tx, old, new, now)?;
             }
@@ -176,8 +176,7 @@ impl Queue {
     pub fn requeue_dead_where_dry_run(&self, filter: &JobFilter) -> Result<Vec<i64>> {
         let now = self.now_ms();
         self.rolled_back(|tx| {
-            let pairs =
-                tx.requeue_dead_matching(filter, "", "", now, &mut crate::progress::ignore)?;
+            let pairs = requeue_matching(tx, filter, "", "", now, &mut crate::progress::ignore)?;
             Ok(pairs.into_iter().map(|(dead_id, _)| dead_id).collect())
         })
     }
@@ -202,6 +201,36 @@ impl Queue {
             )),
         }
     }
+}
+
+/// Requeues every dead job (not yet requeued) that `filter` narrows to (its page and limit
+/// ignored), oldest first, inside `tx`: one refusal fails them all. `on_progress` hears
+/// after each job how many of how many are requeued.
+fn requeue_matching(
+    tx: &dyn Tx,
+    filter: &JobFilter,
+    by: &str,
+    reason: &str,
+    now: i64,
+    on_progress: &mut dyn FnMut(crate::progress::Progress),
+) -> Result<Vec<(i64, i64)>> {
+    let ids = tx.dead_ids_matching(&JobFilter {
+        before_id: None,
+        ..filter.clone()
+    })?;
+    let total = ids.len() as u64;
+    let mut pairs = Vec::with_capacity(ids.len());
+    for id in ids {
+        let new_id = tx
+            .requeue_dead(id, by, reason, now)
+            .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
+        pairs.push((id, new_id));
+        on_progress(crate::progress::Progress::of(
+            pairs.len() as u64,
+            Some(total),
+        ));
+    }
+    Ok(pairs)
 }
 
 /// The filter of [`Queue::requeue_dead_matching`]: one type, and an error text.

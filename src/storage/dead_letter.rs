@@ -4,7 +4,6 @@
 use crate::error::Result;
 use crate::job::Discarded;
 use crate::job::JobRecord;
-use crate::progress::Progress;
 use crate::storage::reads::JobFilter;
 
 /// The dead letter.
@@ -20,16 +19,9 @@ pub(crate) trait DeadLetterStore {
     /// Dead jobs awaiting a person (not requeued), newest first, up to the filter's limit.
     fn dead_awaiting(&self, filter: &JobFilter) -> Result<Vec<JobRecord>>;
 
-    /// Requeues every dead job (not yet requeued) the filter's type, queue, search text and
-    /// error group narrow to (its page and limit are ignored), oldest first, inside the
-    /// caller's transaction: one refusal fails them all. `on_progress` hears after each job
-    /// how many of how many are requeued.
-    fn requeue_dead_matching(
-        &self,
-        filter: &JobFilter,
-        by: &str,
-        reason: &str,
-        now: i64,
-        on_progress: &mut dyn FnMut(Progress),
-    ) -> Result<Vec<(i64, i64)>>;
+    /// The ids of every dead job (not yet requeued) the filter's type, queue, search text,
+    /// error group and page narrow to (its limit is ignored), oldest first, locked for the
+    /// caller's transaction where another writer could requeue them meanwhile: what a bulk
+    /// requeue takes.
+    fn dead_ids_matching(&self, filter: &JobFilter) -> Result<Vec<i64>>;
 }

@@ -10,7 +10,6 @@ use super::PgTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::Discarded;
 use crate::job::JobRecord;
-use crate::progress::Progress;
 use crate::storage::dead_letter::*;
 use crate::storage::reads::JobFilter;
 
@@ -92,37 +91,16 @@ impl DeadLetterStore for PgTx<'_> {
         jobs_where(self, &awaiting_dead_clause(filter), filter.limit)
     }
 
-    fn requeue_dead_matching(
-        &self,
-        filter: &JobFilter,
-        by: &str,
-        reason: &str,
-        now: i64,
-        on_progress: &mut dyn FnMut(Progress),
-    ) -> Result<Vec<(i64, i64)>> {
-        let filter = JobFilter {
-            before_id: None,
-            ..filter.clone()
-        };
+    fn dead_ids_matching(&self, filter: &JobFilter) -> Result<Vec<i64>> {
         // Locked in id order: a row another process requeues meanwhile is waited for, then
         // no longer matches and is left out.
-        let ids: Vec<i64> = self
+        Ok(self
             .rows::<IntRow>(
-                awaiting_dead_clause(&filter)
+                awaiting_dead_clause(filter)
                     .query("SELECT id AS v FROM jobs WHERE ", " ORDER BY id FOR UPDATE"),
             )?
             .into_iter()
             .map(|r| r.v)
-            .collect();
-        let total = ids.len() as u64;
-        let mut pairs = Vec::with_capacity(ids.len());
-        for id in ids {
-            let new_id = self
-                .requeue_dead(id, by, reason, now)
-                .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
-            pairs.push((id, new_id));
-            on_progress(Progress::of(pairs.len() as u64, Some(total)));
-        }
-        Ok(pairs)
+            .collect())
     }
 }

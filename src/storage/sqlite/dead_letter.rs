@@ -10,7 +10,6 @@ use super::SqliteTx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::job::Discarded;
 use crate::job::JobRecord;
-use crate::progress::Progress;
 use crate::storage::dead_letter::DeadLetterStore;
 use crate::storage::reads::JobFilter;
 use crate::storage::sqlite::reads::GROUP_IS;
@@ -152,34 +151,14 @@ impl DeadLetterStore for SqliteTx<'_> {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn requeue_dead_matching(
-        &self,
-        filter: &JobFilter,
-        by: &str,
-        reason: &str,
-        now: i64,
-        on_progress: &mut dyn FnMut(Progress),
-    ) -> Result<Vec<(i64, i64)>> {
-        let filter = JobFilter {
-            before_id: None,
-            ..filter.clone()
-        };
-        let (clause, args) = awaiting_dead_clause(&filter);
+    fn dead_ids_matching(&self, filter: &JobFilter) -> Result<Vec<i64>> {
+        let (clause, args) = awaiting_dead_clause(filter);
         let ids: Vec<i64> = self
             .conn
             .prepare(&format!("SELECT id FROM jobs WHERE {clause} ORDER BY id"))?
             .query_map(params_from_iter(args), |row| row.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        let total = ids.len() as u64;
-        let mut pairs = Vec::with_capacity(ids.len());
-        for id in ids {
-            let new_id = self
-                .requeue_dead(id, by, reason, now)
-                .map_err(|e| e.prefixed("bulk requeue refused, nothing was requeued"))?;
-            pairs.push((id, new_id));
-            on_progress(Progress::of(pairs.len() as u64, Some(total)));
-        }
-        Ok(pairs)
+        Ok(ids)
     }
 }
 
