@@ -30,7 +30,7 @@ use log::{Log, Metadata, Record};
 use crate::error::Result;
 use crate::handler::attempt_log;
 pub use crate::handler::attempt_log::ATTEMPT_LOG_BYTES;
-pub use crate::storage::job_logs::AttemptLogRecord;
+pub use crate::job::AttemptLogRecord;
 use crate::Queue;
 
 /// A [`log::Log`] that also keeps each record emitted on a handler's thread during an
@@ -77,7 +77,7 @@ impl<L: Log> Log for CaptureLogger<L> {
 impl Queue {
     /// What each attempt of job `id` said while it ran, first attempt first (none for a job
     /// whose attempts said nothing, or an unknown id). As stored: mask secret fields with
-    /// [`Redactor::mask_text`](crate::redact::Redactor::mask_text) before showing them to
+    /// [`Redactor::mask_logs`](crate::redact::Redactor::mask_logs) before showing them to
     /// people who may not see them.
     ///
     /// # Errors

@@ -14,7 +14,9 @@ pub(crate) use expiry::{
 };
 pub(crate) use new::{clamp_run_at, validate, Payload, RunAt, MAX_RUN_AT_MS};
 pub use new::{NewJob, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_QUEUE};
-pub use record::{AttemptOutcome, AttemptRecord, Discarded, JobRecord, JobStatus};
+pub use record::{
+    AttemptLogRecord, AttemptOutcome, AttemptRecord, Discarded, JobRecord, JobStatus,
+};
 pub(crate) use retry::jitter_sample;
 pub use retry::{RetryPolicy, DEFAULT_RETRY_BASE, DEFAULT_RETRY_JITTER, DEFAULT_RETRY_MAX_DELAY};
 pub use typed::{IntoNewJob, Job, JobOptions};

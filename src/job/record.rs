@@ -332,3 +332,21 @@ mod tests {
         assert!("done".parse::<JobStatus>().is_err());
     }
 }
+
+/// What one attempt of a job said while it ran: lines its handler logged
+/// ([`JobContext::log_line`](crate::JobContext::log_line), `log` records captured on its
+/// thread) and a command's stderr. Made by [`Queue::attempt_logs`](crate::Queue::attempt_logs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct AttemptLogRecord {
+    /// The attempt (1 for the first).
+    pub attempt: i64,
+    /// Its newest 32 KiB, oldest line first, as stored: mask the secrets in it with
+    /// [`Redactor::mask_logs`](crate::redact::Redactor::mask_logs) before showing it (the
+    /// command line and the dashboard do).
+    pub text: String,
+    /// Bytes left out before [`text`](Self::text) (0 when nothing was cut).
+    pub cut_bytes: i64,
+    /// When the attempt's outcome was written (ms).
+    pub written_at: i64,
+}

@@ -76,7 +76,7 @@ mod text;
 
 use serde_json::{Map, Value};
 
-use crate::job::{AttemptRecord, JobRecord};
+use crate::job::{AttemptLogRecord, AttemptRecord, JobRecord};
 
 pub use text::mask_url_password;
 
@@ -328,6 +328,18 @@ impl Redactor {
                 let mut a = a.clone();
                 a.error = a.error.as_deref().map(|e| self.mask_text(e).into_owned());
                 a
+            })
+            .collect()
+    }
+
+    /// A copy of the attempts' logs with the secrets in them masked
+    /// ([`mask_text`](Redactor::mask_text)).
+    pub fn mask_logs(&self, logs: &[AttemptLogRecord]) -> Vec<AttemptLogRecord> {
+        logs.iter()
+            .map(|l| {
+                let mut l = l.clone();
+                l.text = self.mask_text(&l.text).into_owned();
+                l
             })
             .collect()
     }

@@ -59,7 +59,7 @@ struct ShowJson<'a> {
     job: &'a JobRecord,
     attempts: &'a [AttemptRecord],
     /// What each attempt said, secret fields masked.
-    logs: &'a [crate::job_log::AttemptLogRecord],
+    logs: &'a [crate::job::AttemptLogRecord],
 }
 
 /// `text`, cut to [`ERROR_EXCERPT_BYTES`] when longer.
@@ -148,10 +148,7 @@ pub(crate) fn job(app: &App, id: i64) -> Response {
         for attempt in &mut attempts {
             bounded(&mut attempt.error);
         }
-        let mut logs = app.queue.attempt_logs(id)?;
-        for log in &mut logs {
-            log.text = app.redactor.mask_text(&log.text).into_owned();
-        }
+        let logs = app.redactor.mask_logs(&app.queue.attempt_logs(id)?);
         Ok(Response::json(
             200,
             &ShowJson {

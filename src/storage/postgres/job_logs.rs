@@ -6,7 +6,8 @@ use diesel::QueryableByName;
 use super::sql::query;
 use super::PgTx;
 use crate::error::Result;
-use crate::storage::job_logs::{AttemptLogRecord, JobLogStore};
+use crate::job::AttemptLogRecord;
+use crate::storage::job_logs::JobLogStore;
 
 #[derive(QueryableByName)]
 struct LogRow {

@@ -4,7 +4,8 @@ use rusqlite::params;
 
 use super::{lenient, SqliteTx};
 use crate::error::Result;
-use crate::storage::job_logs::{AttemptLogRecord, JobLogStore};
+use crate::job::AttemptLogRecord;
+use crate::storage::job_logs::JobLogStore;
 
 impl JobLogStore for SqliteTx<'_> {
     fn insert_attempt_log(

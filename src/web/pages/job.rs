@@ -237,6 +237,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     // What each attempt said, secret fields masked; the newest attempt first.
     match app.queue.attempt_logs(id) {
         Ok(logs) => {
+            let logs = app.redactor.mask_logs(&logs);
             for log in logs.iter().rev() {
                 let cut = if log.cut_bytes > 0 {
                     format!(
@@ -250,7 +251,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
                     body,
                     "<h3>Log of attempt {}{cut}</h3><pre class=\"code job-log\">{}</pre>",
                     log.attempt,
-                    esc(&app.redactor.mask_text(&log.text))
+                    esc(&log.text)
                 );
             }
         }

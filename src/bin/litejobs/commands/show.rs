@@ -32,10 +32,7 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         .ok_or_else(|| CliError::new(format!("no job with id {}", args.id)))?;
     let job = ctx.masked(&job);
     let attempts = ctx.redactor.mask_attempts(&queue.attempts(args.id)?);
-    let mut logs = queue.attempt_logs(args.id)?;
-    for log in &mut logs {
-        log.text = ctx.redactor.mask_text(&log.text).into_owned();
-    }
+    let logs = ctx.redactor.mask_logs(&queue.attempt_logs(args.id)?);
     if ctx.json {
         write_json(
             out,
