@@ -2,7 +2,6 @@
 //! cron and monitoring agents.
 
 use std::io::Write;
-use std::time::Duration;
 
 use litejobs::Health;
 use serde::Serialize;
@@ -49,14 +48,9 @@ pub fn run(ctx: &Ctx, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, Cli
     let health = queue.health(args.window)?;
     // Who serves what waits, for the message of a due job older than the limit: the
     // registry and the counts are read only then.
-    let too_old =
-        |limit: Duration, age: i64| age > i64::try_from(limit.as_millis()).unwrap_or(i64::MAX);
-    let workers = match (args.max_oldest_age, health.oldest_due_age_ms) {
-        (Some(limit), Some(age)) if too_old(limit, age) => match (queue.workers(), queue.stats()) {
-            (Ok(workers), Ok(stats)) => super::workers::summary(&workers, &stats.counts),
-            _ => "is a worker running?".to_string(),
-        },
-        _ => String::new(),
+    let workers = || match (queue.workers(), queue.stats()) {
+        (Ok(workers), Ok(stats)) => super::workers::summary(&workers, &stats.counts),
+        _ => "is a worker running?".to_string(),
     };
     let failures = evaluate(args, &health, &workers);
     if ctx.json {
@@ -83,8 +77,8 @@ pub fn run(ctx: &Ctx, args: &CheckArgs, out: &mut dyn Write) -> Result<Exit, Cli
 }
 
 /// The thresholds `args` sets that `h` crosses, in flag order; `workers` says who serves
-/// what waits, in the message of an old due job.
-pub fn evaluate(args: &CheckArgs, h: &Health, workers: &str) -> Vec<Failure> {
+/// what waits, asked only for the message of a due job older than its limit.
+pub fn evaluate(args: &CheckArgs, h: &Health, workers: &dyn Fn() -> String) -> Vec<Failure> {
     let mut failures = Vec::new();
     if let Some(limit) = args.max_dead {
         if h.dead > limit {
@@ -116,6 +110,7 @@ pub fn evaluate(args: &CheckArgs, h: &Health, workers: &str) -> Vec<Failure> {
     if let (Some(limit), Some(age)) = (args.max_oldest_age, h.oldest_due_age_ms) {
         let limit_ms = i64::try_from(limit.as_millis()).unwrap_or(i64::MAX);
         if age > limit_ms {
+            let workers = workers();
             let paused = if h.paused_queues.is_empty() {
                 String::new()
             } else {
