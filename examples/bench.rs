@@ -329,13 +329,7 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
             discard(&path);
         }
     }
-    for (name, rates) in &rounds {
-        f.insert(name.clone(), json!(median(rates).round()));
-        f.insert(
-            format!("{name}_rounds"),
-            json!(rates.iter().map(|r| r.round()).collect::<Vec<_>>()),
-        );
-    }
+    insert_medians(&mut f, &rounds);
     f.insert("rounds".into(), json!(c.rounds));
     let figure = |f: &BTreeMap<String, Value>, k: &str| f[k].as_f64().unwrap_or(f64::NAN);
     let ceil_process = figure(&f, "ceiling_process_per_s");
@@ -566,6 +560,18 @@ fn noop_worker(q: &Queue, threads: usize, done: Arc<AtomicUsize>) -> Res<Worker>
 /// Jobs a second from the start of `worker` to its last write-back, once its handlers have
 /// counted `n` jobs in `done` (ten minutes at most); then all `n` jobs of `q` must have
 /// succeeded. The parts' processing figures use it.
+/// Each figure's median of its rounds, and the rounds themselves (`NAME_rounds`), rounded
+/// to whole units.
+fn insert_medians(f: &mut BTreeMap<String, Value>, rounds: &BTreeMap<String, Vec<f64>>) {
+    for (name, rates) in rounds {
+        f.insert(name.clone(), json!(median(rates).round()));
+        f.insert(
+            format!("{name}_rounds"),
+            json!(rates.iter().map(|r| r.round()).collect::<Vec<_>>()),
+        );
+    }
+}
+
 fn drain_rate(
     q: &Queue,
     n: usize,

@@ -17,7 +17,7 @@ use litejobs::encryption::Keyring;
 use litejobs::{JobContext, JobError, NewJob, Queue, Synchronous, Worker};
 use serde_json::{json, Value};
 
-use super::{discard, drain_rate, median, ratio, Config, Res};
+use super::{discard, drain_rate, insert_medians, median, ratio, Config, Res};
 
 /// A fixed key: the bench measures cost, not secrecy.
 const KEY: &str = "bench:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -133,13 +133,7 @@ pub(crate) fn figures(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap
         }
     }
     let mut f = BTreeMap::new();
-    for (name, rates) in &rounds {
-        f.insert(name.clone(), json!(median(rates).round()));
-        f.insert(
-            format!("{name}_rounds"),
-            json!(rates.iter().map(|r| r.round()).collect::<Vec<_>>()),
-        );
-    }
+    insert_medians(&mut f, &rounds);
     let get = |what: &str, kind: &str| median(&rounds[&format!("{what}_{kind}_per_s")]);
     for what in ["enqueue_single_1kib", "process_4_threads_1kib"] {
         f.insert(

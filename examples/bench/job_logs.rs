@@ -11,7 +11,7 @@ use std::sync::Arc;
 use litejobs::{JobContext, JobError, NewJob, Queue, Synchronous, Worker};
 use serde_json::{json, Value};
 
-use super::{discard, drain_rate, median, ratio, Config, Res};
+use super::{discard, drain_rate, insert_medians, median, ratio, Config, Res};
 
 /// Which handler a figure is of.
 #[derive(Clone, Copy, PartialEq)]
@@ -80,13 +80,7 @@ pub(crate) fn figures(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap
         }
     }
     let mut f = BTreeMap::new();
-    for (name, rates) in &rounds {
-        f.insert(name.clone(), json!(median(rates).round()));
-        f.insert(
-            format!("{name}_rounds"),
-            json!(rates.iter().map(|r| r.round()).collect::<Vec<_>>()),
-        );
-    }
+    insert_medians(&mut f, &rounds);
     let get = |kind: Kind| median(&rounds[&format!("process_4_threads_{}_per_s", kind.name())]);
     f.insert(
         "ratio_process_logged_to_silent".into(),
