@@ -46,10 +46,10 @@ impl Notify {
     }
 }
 
-/// `litejobs work --exec noop=/bin/true` on `db`, as systemd starts it with a watchdog: it
-/// names the process the watchdog is for (WATCHDOG_PID), and `exec` keeps the shell's pid
-/// for litejobs.
-fn watched_work(db: &Path) -> Command {
+/// `litejobs work --exec noop=/bin/true` on `db`, as systemd starts it with a watchdog of
+/// `usec` telling `notify`: it names the process the watchdog is for (WATCHDOG_PID), and
+/// `exec` keeps the shell's pid for litejobs. Its stderr is for the caller to set.
+fn watched_work(db: &Path, notify: &Notify, usec: &str) -> Command {
     let template = litejobs(db);
     let mut command = Command::new("sh");
     command
@@ -64,7 +64,12 @@ fn watched_work(db: &Path) -> Command {
             None => command.env_remove(key),
         };
     }
-    command.env_remove("WATCHDOG_PID");
+    command
+        .env_remove("WATCHDOG_PID")
+        .env("NOTIFY_SOCKET", &notify.path)
+        .env("WATCHDOG_USEC", usec)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
     command
 }
 
@@ -74,12 +79,8 @@ fn work_tells_systemd_it_is_ready_feeds_the_watchdog_and_says_when_it_stops() {
     let (db, _pg) = initialized_db(&dir);
     let mut notify = Notify::bind(&dir);
     let mut child = crate::support::KillOnDrop(
-        watched_work(&db)
-            .env("NOTIFY_SOCKET", &notify.path)
-            // A watchdog of 200 ms: fed every 100 ms while the dispatcher turns.
-            .env("WATCHDOG_USEC", "200000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        // A watchdog of 200 ms: fed every 100 ms while the dispatcher turns.
+        watched_work(&db, &notify, "200000")
             .stderr(Stdio::null())
             .spawn()
             .expect("starting litejobs work"),
@@ -112,13 +113,9 @@ fn work_stops_feeding_the_watchdog_while_its_dispatcher_is_stuck() {
     let (db, _pg) = initialized_db(&dir);
     let mut notify = Notify::bind(&dir);
     let mut child = crate::support::KillOnDrop(
-        watched_work(&db)
-            .env("NOTIFY_SOCKET", &notify.path)
-            // Looked at every 500 ms: an idle dispatcher turns at least every poll interval
-            // (200 ms), so only a stuck one misses a look.
-            .env("WATCHDOG_USEC", "1000000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+        // Looked at every 500 ms: an idle dispatcher turns at least every poll interval
+        // (200 ms), so only a stuck one misses a look.
+        watched_work(&db, &notify, "1000000")
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting litejobs work"),
