@@ -222,6 +222,7 @@ pub use queue::events::Event;
 pub use queue::metrics;
 pub use queue::reads::{ActivityBucket, Health, Overview};
 pub use queue::rotation::RotationReport;
+pub use queue::write_watch::WriteWatch;
 pub use queue::{enqueue_in, Queue, QueueBuilder};
 pub use storage::reads::{ErrorGroup, JobFilter, Stats, StatusCount};
 pub use storage::workers::WorkerInfo;

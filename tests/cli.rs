@@ -43,6 +43,8 @@ mod refusals; // init, enqueue, refusals (exit 2, one line, nothing changed)
 mod retention; // prune in chunks, remembered keys, WAL checkpoint
 mod schedule; // schedule add, list, remove: periodic jobs kept in the database, run by every work
 mod systemd; // work and web tell systemd when ready and stopping, work feeds its watchdog; the unit files verify
+#[cfg(unix)]
+mod top; // top in a real terminal (tmux): the counts on screen, keys that act, SIGTERM restores the terminal
 mod views; // stats, list, show, masked secrets
 mod webhook; // webhook endpoints: add, list, show, enable, disable, rotate, remove; secrets shown once
 mod work; // work until SIGTERM

@@ -834,3 +834,35 @@ fn held_jobs_are_counted_apart_from_due_and_scheduled_by_every_reading() {
         ["default"]
     );
 }
+
+/// `Queue::watch_writes` sees an enqueue, an admin change and a plain SQL update by another
+/// program, each once. On SQLite it also stays quiet through reads; on the PostgreSQL pass
+/// the server's other tests write too, so only the `true`s can be asserted there.
+#[test]
+fn a_write_watch_sees_every_write_once() {
+    let env = setup();
+    let mut watch = env.queue.watch_writes().expect("a watch");
+    let mut changed = || watch.changed().expect("asking the watch");
+    assert!(changed(), "the first look always reads");
+    let quiet = |changed: &mut dyn FnMut() -> bool| {
+        if !on_postgres() {
+            assert!(!changed(), "nothing was written");
+        }
+    };
+    quiet(&mut changed);
+    env.queue
+        .overview(Duration::from_secs(60), 5)
+        .expect("reading");
+    env.queue.list(&JobFilter::new()).expect("listing");
+    quiet(&mut changed);
+
+    let id = enqueue(&env, NewJob::new("send_email", json!({})));
+    assert!(changed(), "an enqueue");
+    quiet(&mut changed);
+    env.queue.pause_queue("default").expect("pause");
+    assert!(changed(), "a pause");
+    quiet(&mut changed);
+    env.sql_exec(&format!("UPDATE jobs SET priority = 5 WHERE id = {id}"));
+    assert!(changed(), "another program's update");
+    quiet(&mut changed);
+}

@@ -14,6 +14,7 @@ pub(crate) mod reads;
 pub(crate) mod rotation;
 pub(crate) mod wake;
 pub(crate) mod workflows;
+pub(crate) mod write_watch;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -151,6 +151,13 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     /// A cheap way to learn that another connection committed; see [`ChangeSignal`].
     fn change_signal(&self) -> Result<Box<dyn ChangeSignal>>;
 
+    /// A [`ChangeSignal`] that sees every write, of any table: what a view that re-reads
+    /// only after a change needs. The worker's [`Backend::change_signal`] may hear of new
+    /// jobs only (PostgreSQL's insert notifications); on a file it already sees everything.
+    fn write_watch(&self) -> Result<Box<dyn ChangeSignal>> {
+        self.change_signal()
+    }
+
     /// The files a commit writes, for a file watch that tells a waiting worker when to ask
     /// the [`ChangeSignal`]; `None` when there are none to watch (in memory, a server).
     fn commit_files(&self) -> Option<CommitFiles>;
@@ -300,6 +307,11 @@ impl Db {
     /// A new [`ChangeSignal`] on this database.
     pub(crate) fn change_signal(&self) -> Result<Box<dyn ChangeSignal>> {
         self.backend.change_signal()
+    }
+
+    /// A signal of every write; see [`Backend::write_watch`].
+    pub(crate) fn write_watch(&self) -> Result<Box<dyn ChangeSignal>> {
+        self.backend.write_watch()
     }
 
     /// The files a commit writes; see [`Backend::commit_files`].

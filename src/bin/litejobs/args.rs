@@ -16,7 +16,7 @@ mod keys;
 mod schedule;
 mod workflow;
 
-pub use cancel::CancelArgs;
+pub use cancel::{who, CancelArgs};
 pub use dead::{DeadCommand, DeadListArgs, RequeueArgs};
 pub use keys::{KeysCommand, KeysNewArgs};
 pub use schedule::{ScheduleAddArgs, ScheduleCommand, ScheduleNameArgs};
@@ -140,6 +140,11 @@ pub enum Command {
     /// Who is working: the live workers of this database in any process or host, with
     /// their queues, job types, latest sign of life and running jobs.
     Workers(WorkersArgs),
+    /// A live view in the terminal: queues and their counts, work done and failed per
+    /// minute, the oldest due age, running, retrying and dead jobs, the most common errors;
+    /// keys pause and resume a queue, retry or cancel a job, requeue dead jobs. `?` lists
+    /// the keys, `q` leaves.
+    Top(TopArgs),
     /// Run the built-in job handlers, and commands for your own job types, until SIGINT
     /// or SIGTERM.
     ///
@@ -328,6 +333,22 @@ pub struct WorkersArgs {
     /// Also the workers that stopped or died in the last day.
     #[arg(long)]
     pub all: bool,
+}
+
+/// `top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// How often the figures are read again (at least 100ms).
+    #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "DURATION")]
+    pub interval: Duration,
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let interval = duration::parse(text)?;
+    if interval < Duration::from_millis(100) {
+        return Err(format!("--interval must be at least 100ms, got {text}"));
+    }
+    Ok(interval)
 }
 
 /// A job id.

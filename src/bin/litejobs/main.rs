@@ -63,9 +63,14 @@ fn usage_error(e: &clap::Error) -> ExitCode {
 }
 
 /// env_logger on stderr, `RUST_LOG` wins; the services (`work`, `web`) log at info by
-/// default, the one-shot commands only warnings. Wrapped in litejobs' capture, which keeps
+/// default, the one-shot commands only warnings, `top` nothing (its screen says what went
+/// wrong). Wrapped in litejobs' capture, which keeps
 /// what a job's handler logs with its attempt.
 fn init_logging(cli: &Cli) {
+    // A log line on stderr would land in the middle of `top`'s screen.
+    if matches!(cli.command, Command::Top(_)) {
+        return;
+    }
     let service = match cli.command {
         Command::Work(_) => true,
         #[cfg(feature = "web")]

@@ -7,6 +7,9 @@
 //! dispatcher never waits on a connect; meanwhile the signal says "no change" and the poll
 //! interval finds other processes' jobs. The loss and the new connection each count as a
 //! change, for commits made while nobody listened.
+//!
+//! Beside it, [`SnapshotWatch`]: the signal of every write (not only inserts) that a view
+//! such as `litejobs top` re-reads by.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -171,5 +174,35 @@ fn reconnect(opener: &Opener, fresh: &Sender<(PgConnection, u64)>, stopped: &Rec
                 wait = backoff.failed();
             }
         }
+    }
+}
+
+/// [`ChangeSignal`](crate::storage::ChangeSignal) for every write on the server: its current
+/// snapshot (`xmin:xmax:running xids`) changes when any transaction gets a transaction id,
+/// which a write does first, and again when it ends. Asked on a pooled connection: one
+/// round trip, no lock, nothing written.
+pub(crate) struct SnapshotWatch {
+    pool: super::pool::ServerPool,
+    last: Option<String>,
+}
+
+impl SnapshotWatch {
+    pub(crate) fn new(pool: super::pool::ServerPool) -> SnapshotWatch {
+        SnapshotWatch { pool, last: None }
+    }
+}
+
+impl crate::storage::ChangeSignal for SnapshotWatch {
+    fn changed(&mut self) -> Result<bool> {
+        use diesel::RunQueryDsl;
+        let now = self.pool.run(|conn, started| {
+            started.set(true);
+            let row: super::sql::TextRow =
+                diesel::sql_query("SELECT pg_current_snapshot()::text AS v").get_result(conn)?;
+            Ok(row.v)
+        })?;
+        let changed = self.last.as_ref() != Some(&now);
+        self.last = Some(now);
+        Ok(changed)
     }
 }

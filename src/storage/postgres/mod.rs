@@ -297,6 +297,10 @@ impl Backend for PgDb {
         })))
     }
 
+    fn write_watch(&self) -> Result<Box<dyn ChangeSignal>> {
+        Ok(Box::new(listen::SnapshotWatch::new(self.pool.clone())))
+    }
+
     fn schema_version(&self) -> i64 {
         migrate::SCHEMA_VERSION
     }

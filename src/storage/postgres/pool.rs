@@ -98,7 +98,8 @@ impl HandleEvent for ToOutage {
 /// Which outage a pooled connection was last checked in ([`Outage::generation`]).
 struct Generation(u64);
 
-/// A pool of connections to one server, with its outages.
+/// A pool of connections to one server, with its outages. Its clones share the connections.
+#[derive(Clone)]
 pub(crate) struct ServerPool {
     pool: Pool<Manager>,
     outage: Arc<Outage>,

@@ -20,6 +20,7 @@ pub mod schedule;
 pub mod show;
 pub mod stats;
 pub mod systemd;
+pub mod top;
 #[cfg(feature = "web")]
 pub mod web;
 #[cfg(feature = "webhook")]
@@ -55,9 +56,8 @@ pub enum Exit {
 #[derive(Debug)]
 pub struct CliError {
     message: String,
-    /// The library error's kind, when it came from one. Only `litejobs web` reads it (to fall
-    /// back to read-only), so a binary without the `web` feature never does.
-    #[cfg_attr(not(feature = "web"), allow(dead_code))]
+    /// The library error's kind, when it came from one: `web` and `top` fall back to
+    /// read-only by it.
     kind: Option<litejobs::ErrorKind>,
     /// Set for output errors, so `litejobs list | head` can end quietly on a closed pipe.
     io_kind: Option<io::ErrorKind>,
@@ -74,7 +74,6 @@ impl CliError {
     }
 
     /// True when the database could not be written because it is read-only.
-    #[cfg(feature = "web")]
     pub fn is_read_only(&self) -> bool {
         self.kind == Some(litejobs::ErrorKind::ReadOnly)
     }
@@ -263,6 +262,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write) -> Result<Exit, CliError> {
         Command::Check(args) => check::run(&ctx, args, out),
         Command::Metrics => metrics::run(&ctx, out),
         Command::Workers(args) => workers::run(&ctx, args, out),
+        Command::Top(args) => top::run(&ctx, args, out),
         Command::Work(args) => work::run(&ctx, args, out),
         #[cfg(feature = "web")]
         Command::Web(args) => web::run(&ctx, args, out),
