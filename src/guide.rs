@@ -47,6 +47,7 @@ macro_rules! guide_links {
          [jobs.md#rate-limits-and-circuit-breakers]: crate::guide::jobs#rate-limits-and-circuit-breakers\n\
          [jobs.md#when-a-running-job-is-cancelled]: crate::guide::jobs#when-a-running-job-is-cancelled\n\
          [operating.md#how-errors-group]: crate::guide::operating#how-errors-group\n\
+         [operating.md#a-live-view-in-the-terminal-litejobs-top]: crate::guide::operating#a-live-view-in-the-terminal-litejobs-top\n\
          [operating.md#secrets-are-masked]: crate::guide::operating#secrets-are-masked\n\
          [operating.md#workflows-and-batches]: crate::guide::operating#workflows-and-batches\n\
          [periodic.md]: crate::guide::periodic\n\

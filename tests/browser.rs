@@ -5,8 +5,9 @@
 //! sees the new job queued, on the page and in the database; then opens a workflow whose
 //! first step failed, checks its graph is drawn, and follows a box to its job and back.
 //! Screenshots of each page go to
-//! `target/tmp/browser-screenshots/`; with `LITEJOBS_UPDATE_SCREENSHOT=1` the overview is
-//! also copied to `docs/dashboard.png` for the README.
+//! `target/tmp/browser-screenshots/`; with `LITEJOBS_UPDATE_SCREENSHOT=1` the overview and
+//! the dead job's log are also copied to `docs/dashboard.png` and `docs/job-log.png` for the
+//! README.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (`apt-get install chromium
 //! chromium-driver`; `.ci/run` installs them). Without them the test fails and says so,
@@ -253,6 +254,20 @@ impl<'d> Browser<'d> {
         }
     }
 
+    /// Scrolls the page so that the first element matching `css` sits at the top third
+    /// of the viewport, with what comes before it still in sight.
+    fn scroll_to(&self, css: &str) {
+        self.post(
+            "/execute/sync",
+            json!({
+                "script": "const e = document.querySelector(arguments[0]);\
+                           window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY \
+                           - window.innerHeight / 3);",
+                "args": [css],
+            }),
+        );
+    }
+
     /// Saves a PNG of the viewport as `name`.png and returns its path.
     fn screenshot(&self, name: &str) -> PathBuf {
         let data = self.get("/screenshot");
@@ -340,6 +355,11 @@ fn requeue_a_dead_job_in_a_real_browser() {
     );
     assert_eq!(browser.text(".page-head .badge"), "dead");
     browser.screenshot("job");
+    // What each attempt said, newest first, brought into view for its own screenshot.
+    let log = browser.text("pre.job-log");
+    assert!(log.starts_with("POST https://"), "{log}");
+    browser.scroll_to("pre.job-log");
+    let job_log = browser.screenshot("job-log");
 
     // Requeue it through the form.
     browser.type_into("#requeue-form input[name=reason]", "crm endpoint fixed");
@@ -445,6 +465,7 @@ fn requeue_a_dead_job_in_a_real_browser() {
         let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
         std::fs::create_dir_all(&docs).expect("docs dir");
         std::fs::copy(&overview, docs.join("dashboard.png")).expect("copying the screenshot");
+        std::fs::copy(&job_log, docs.join("job-log.png")).expect("copying the screenshot");
     }
     drop(browser);
     dashboard.stop();

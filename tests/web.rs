@@ -280,14 +280,20 @@ pub fn demo_database(path: &Path) -> Demo {
         })
         .handler("deliver_webhook", move |ctx: &JobContext| {
             let url = ctx.payload()["url"].as_str().unwrap_or("");
+            // What the job says as it runs: kept with each attempt, shown on its page.
+            ctx.log_line(format!("POST {url} (attempt {})", ctx.attempt()));
             if url.contains("old-shop") {
+                ctx.log_line("HTTP/1.1 410 Gone: the endpoint was removed; not retrying");
                 return Err(JobError::permanent("HTTP 410 Gone").with_status_code(410));
             }
             if (outage.0..outage.1).contains(&c.now()) {
+                ctx.log_line("resolved crm.example to 203.0.113.7");
+                ctx.log_line("connect to 203.0.113.7:443: connection refused");
                 return Err(JobError::retry(
                     "connect error: connection refused (crm.example:443)",
                 ));
             }
+            ctx.log_line("HTTP/1.1 200 OK in 84 ms");
             Ok(())
         })
         .handler("nightly_report", |_: &JobContext| Ok(()))

@@ -52,27 +52,8 @@ pub fn write_summary(
         Some(age) => format!("oldest due job waiting {}", human_ms(age)),
         None => "nothing overdue".to_string(),
     };
-    // Held jobs are neither due nor scheduled: said apart, when there are any.
-    let held = if h.waiting_dependants > 0 {
-        format!(", {} waiting for other jobs", h.waiting_dependants)
-    } else {
-        String::new()
-    };
-    writeln!(
-        out,
-        "waiting   {} due now, {} scheduled{held}, {} running; {oldest}",
-        h.due_now, h.scheduled, h.running
-    )?;
-    let rate = match h.failure_rate {
-        Some(rate) => format!(
-            "{} of {} attempts failed in the last {} ({})",
-            h.failed_attempts,
-            h.failed_attempts + h.succeeded,
-            human_ms(h.window_ms),
-            percent(rate)
-        ),
-        None => format!("no attempts finished in the last {}", human_ms(h.window_ms)),
-    };
+    writeln!(out, "waiting   {}; {oldest}", waiting_text(h))?;
+    let rate = failure_rate_text(h);
     let dead = if requeued > 0 {
         format!(
             "{} dead not requeued and {requeued} requeued ({} in the DEAD column; {} died in \
@@ -100,6 +81,34 @@ pub fn write_summary(
         writeln!(out, "paused    {}", h.paused_queues.join(", "))?;
     }
     Ok(())
+}
+
+/// What waits: "2 due now, 0 scheduled, 1 waiting for other jobs, 3 running". Held jobs
+/// are neither due nor scheduled: said apart, when there are any.
+pub fn waiting_text(h: &Health) -> String {
+    let held = if h.waiting_dependants > 0 {
+        format!(", {} waiting for other jobs", h.waiting_dependants)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} due now, {} scheduled{held}, {} running",
+        h.due_now, h.scheduled, h.running
+    )
+}
+
+/// "3 of 40 attempts failed in the last 1h (7.5%)", or that none finished.
+pub fn failure_rate_text(h: &Health) -> String {
+    match h.failure_rate {
+        Some(rate) => format!(
+            "{} of {} attempts failed in the last {} ({})",
+            h.failed_attempts,
+            h.failed_attempts + h.succeeded,
+            human_ms(h.window_ms),
+            percent(rate)
+        ),
+        None => format!("no attempts finished in the last {}", human_ms(h.window_ms)),
+    }
 }
 
 fn write_counts(out: &mut dyn Write, counts: &[StatusCount]) -> std::io::Result<()> {

@@ -14,7 +14,8 @@ use litejobs::{JobRecord, JobStatus};
 
 use super::app::{status_word, App, Panel};
 use super::snapshot::{Snapshot, MINUTES};
-use crate::output::{one_line, percent};
+use crate::commands::stats::{failure_rate_text, waiting_text};
+use crate::output::one_line;
 
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &App) {
@@ -87,33 +88,13 @@ fn summary_lines(s: &Snapshot) -> Vec<Line<'static>> {
         Some(age) => Span::from(format!("oldest due job waiting {}", duration_ms(age))).yellow(),
         None => Span::from("nothing overdue"),
     };
-    let held = if h.waiting_dependants > 0 {
-        format!(", {} waiting for other jobs", h.waiting_dependants)
-    } else {
-        String::new()
-    };
     let waiting = Line::from(vec![
         Span::from(" waiting ").bold(),
-        Span::from(format!(
-            "{} due now, {} scheduled{held}, {} running; ",
-            h.due_now, h.scheduled, h.running
-        )),
+        Span::from(format!("{}; ", waiting_text(h))),
         oldest,
     ]);
     let retrying = s.overview.count(JobStatus::Failed);
-    let rate = match h.failure_rate {
-        Some(rate) => format!(
-            "{} of {} attempts failed in the last {} ({})",
-            h.failed_attempts,
-            h.failed_attempts + h.succeeded,
-            duration_ms(h.window_ms),
-            percent(rate)
-        ),
-        None => format!(
-            "no attempts finished in the last {}",
-            duration_ms(h.window_ms)
-        ),
-    };
+    let rate = failure_rate_text(h);
     let dead = Span::from(format!(
         "{} dead ({} in the last hour)",
         h.dead, h.dead_last_hour
