@@ -169,7 +169,7 @@ fn top_shows_the_queues_acts_on_keys_and_restores_the_terminal_on_sigterm() {
         _ => (dir.path(), fx.path.clone()),
     };
     let command = format!(
-        "cd '{}' && '{BIN}' --db '{}' top; echo \"top exited $?\"; stty -a; sleep 600",
+        "cd '{}' && '{BIN}' --db '{}' top; echo \"top exited $?\"; stty -a; echo stty done; sleep 600",
         folder.display(),
         db.display()
     );
@@ -226,7 +226,7 @@ fn top_shows_the_queues_acts_on_keys_and_restores_the_terminal_on_sigterm() {
     tmux.keys(&["c"]);
     tmux.wait_for("the question", |s| {
         s.contains(&format!(
-            "Cancel job {retrying} (render_page, retrying)? y/n"
+            "y/n  Cancel job {retrying} (render_page, retrying)?"
         ))
     });
     tmux.keys(&["y"]);
@@ -242,12 +242,32 @@ fn top_shows_the_queues_acts_on_keys_and_restores_the_terminal_on_sigterm() {
     });
     tmux.keys(&["y"]);
     tmux.wait_for("the requeue's outcome", |s| {
-        s.contains("2 dead jobs failing with")
+        s.lines()
+            .any(|l| l.contains("2 dead jobs failing with") && l.contains("requeued"))
     });
     assert_eq!(
         fx.sql_i64("SELECT COUNT(*) FROM jobs WHERE status = 'queued' AND job_type = 'crm_sync'"),
         2
     );
+
+    // Too small a terminal: a request for room, and keys that would act on rows nobody
+    // sees do nothing.
+    tmux.run(&["resize-window", "-t", "0", "-x", "60", "-y", "15"]);
+    tmux.wait_for("the request for room", |s| {
+        s.contains("needs a terminal of 80×20")
+    });
+    tmux.keys(&["1", "p"]);
+    tmux.run(&[
+        "resize-window",
+        "-t",
+        "0",
+        "-x",
+        &WIDTH.to_string(),
+        "-y",
+        &HEIGHT.to_string(),
+    ]);
+    tmux.wait_for("the screen again", |s| s.contains("1 Queues"));
+    assert_eq!(fx.queue.paused_queues().expect("paused"), ["crm"]);
 
     assert_eq!(
         tmux.pane("alternate_on"),
@@ -260,7 +280,7 @@ fn top_shows_the_queues_acts_on_keys_and_restores_the_terminal_on_sigterm() {
         .status()
         .expect("kill");
     assert!(killed.success());
-    let screen = tmux.wait_for("top's exit", |s| s.contains("top exited"));
+    let screen = tmux.wait_for("top's exit and stty's modes", |s| s.contains("stty done"));
     assert!(screen.contains("top exited 0"), "{screen}");
     let stty = screen.split_whitespace().collect::<Vec<_>>();
     for flag in ["icanon", "echo", "isig", "icrnl"] {
@@ -268,6 +288,36 @@ fn top_shows_the_queues_acts_on_keys_and_restores_the_terminal_on_sigterm() {
     }
     assert_eq!(tmux.pane("alternate_on"), "0", "the main screen is back");
     assert_eq!(tmux.pane("cursor_flag"), "1", "the cursor is shown");
+}
+
+/// A terminal that goes away (a dropped SSH session, a killed tmux) ends `top`; it does not
+/// stay behind reading a dead terminal.
+#[test]
+fn top_ends_when_its_terminal_goes_away() {
+    let fx = Fx::new();
+    let dir = temp_dir();
+    let command = format!("exec '{BIN}' --db '{}' top", fx.path.display());
+    let tmux = Tmux::start(dir.path(), &command);
+    tmux.wait_for("the screen", |s| s.contains("1 Queues"));
+    let pid = tmux.pane("pane_pid");
+    assert!(
+        std::fs::read_to_string(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.contains("top")),
+        "the pane runs top itself"
+    );
+    tmux.run(&["kill-server"]);
+    let deadline = Instant::now() + WAIT;
+    // Gone, or a zombie its parent (tmux, now gone) left to init.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    while alive() {
+        assert!(
+            Instant::now() < deadline,
+            "top still runs {WAIT:?} after its terminal went away"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// `top` refuses a pipe and `--json`, saying what to use instead.

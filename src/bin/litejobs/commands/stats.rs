@@ -54,20 +54,7 @@ pub fn write_summary(
     };
     writeln!(out, "waiting   {}; {oldest}", waiting_text(h))?;
     let rate = failure_rate_text(h);
-    let dead = if requeued > 0 {
-        format!(
-            "{} dead not requeued and {requeued} requeued ({} in the DEAD column; {} died in \
-             the last hour)",
-            h.dead,
-            h.dead + requeued,
-            h.dead_last_hour
-        )
-    } else {
-        format!(
-            "{} dead ({} died in the last hour)",
-            h.dead, h.dead_last_hour
-        )
-    };
+    let dead = dead_text(h, requeued);
     writeln!(out, "failing   {retrying} retrying, {dead}; {rate}")?;
     if h.expired_last_hour > 0 {
         writeln!(
@@ -95,6 +82,25 @@ pub fn waiting_text(h: &Health) -> String {
         "{} due now, {} scheduled{held}, {} running",
         h.due_now, h.scheduled, h.running
     )
+}
+
+/// The dead jobs: "2 dead (1 died in the last hour)"; with requeued ones, which the DEAD
+/// column counts and `h.dead` does not, said apart.
+pub fn dead_text(h: &Health, requeued: i64) -> String {
+    if requeued > 0 {
+        format!(
+            "{} dead not requeued and {requeued} requeued ({} in the DEAD column; {} died in \
+             the last hour)",
+            h.dead,
+            h.dead + requeued,
+            h.dead_last_hour
+        )
+    } else {
+        format!(
+            "{} dead ({} died in the last hour)",
+            h.dead, h.dead_last_hour
+        )
+    }
 }
 
 /// "3 of 40 attempts failed in the last 1h (7.5%)", or that none finished.

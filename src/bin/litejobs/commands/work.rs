@@ -17,6 +17,9 @@ use crate::work_args::WorkArgs;
 
 /// Starts the worker and serves until a signal.
 pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, CliError> {
+    // First of all, before the first line is logged: whoever reads those lines may answer
+    // with a signal, which must then stop the worker, not kill the process.
+    let signals = install_signal_handler()?;
     let options = BuiltinOptions::from_env()?;
     // Every flag and program checked before the database is opened: a refusal creates and
     // changes nothing.
@@ -34,8 +37,6 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     }
     let builder = builtin::register(builder, &options)?;
     let builder = commands::register(builder, args, prepared);
-    // Installed before start so that a signal during start-up is not lost.
-    let signals = install_signal_handler()?;
     super::work_outcomes::log_outcomes(&queue);
     let worker = builder.start().map_err(|e| {
         let mut message = format!("cannot start the worker: {e}");

@@ -7,7 +7,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use litejobs::{JobRecord, JobStatus};
 
 use super::snapshot::{QueueRow, Snapshot};
-use crate::output::one_line;
+use crate::output::{clip, one_line};
 
 /// A status as the screen says it: a failed job waits for its retry.
 pub fn status_word(status: JobStatus) -> &'static str {
@@ -66,7 +66,9 @@ impl Requeue {
                 one_line(job_type),
                 one_line(queue)
             ),
-            Requeue::Group { headline, .. } => format!("dead jobs failing with {:?}", headline),
+            Requeue::Group { headline, .. } => {
+                format!("dead jobs failing with \"{}\"", clip(headline, 60))
+            }
         }
     }
 }
@@ -96,6 +98,8 @@ pub enum Step {
 pub struct Message {
     pub text: String,
     pub is_error: bool,
+    /// When it came, by the last snapshot's clock (ms).
+    pub at_ms: Option<i64>,
 }
 
 /// Everything the view draws beyond the snapshot.
@@ -116,6 +120,9 @@ pub struct App {
     pub confirm: Option<(Action, String)>,
     pub message: Option<Message>,
     pub help: bool,
+    /// The terminal is smaller than the screen needs: nothing is drawn but a request for
+    /// room, and the keys that act are ignored (they would act on rows nobody sees).
+    pub too_small: bool,
 }
 
 impl App {
@@ -130,6 +137,7 @@ impl App {
             confirm: None,
             message: None,
             help: false,
+            too_small: false,
         }
     }
 
@@ -137,7 +145,14 @@ impl App {
     pub fn on_snapshot(&mut self, read: Result<Snapshot, String>) {
         match read {
             Ok(snapshot) => {
+                // The selection follows its queue, job or error, wherever it moved.
+                let keys = Panel::ALL.map(|p| self.key_at(p, self.selection(p)));
                 self.snapshot = Some(snapshot);
+                for (panel, key) in Panel::ALL.into_iter().zip(keys) {
+                    if let Some(i) = key.and_then(|k| self.position(panel, &k)) {
+                        self.selected[panel.index()] = i;
+                    }
+                }
                 self.read_error = None;
                 self.clamp();
             }
@@ -155,16 +170,35 @@ impl App {
 
     /// The outcome of an action or of a requeue's count.
     pub fn on_done(&mut self, outcome: Result<String, String>) {
-        self.message = Some(match outcome {
-            Ok(text) => Message {
-                text,
-                is_error: false,
-            },
-            Err(text) => Message {
-                text,
-                is_error: true,
-            },
+        let at_ms = self.snapshot.as_ref().map(|s| s.at_ms);
+        let (text, is_error) = match outcome {
+            Ok(text) => (text, false),
+            Err(text) => (text, true),
+        };
+        self.message = Some(Message {
+            text,
+            is_error,
+            at_ms,
         });
+    }
+
+    /// What identifies row `i` of `panel`: a queue and type, a job id, an error group.
+    fn key_at(&self, panel: Panel, i: usize) -> Option<String> {
+        let s = self.snapshot.as_ref()?;
+        match panel {
+            Panel::Queues => s
+                .rows
+                .get(i)
+                .map(|r| format!("{}\0{}", r.queue, r.job_type.as_deref().unwrap_or_default())),
+            Panel::Jobs => s.jobs.get(i).map(|j| j.id.to_string()),
+            Panel::Errors => s.overview.top_errors.get(i).map(|g| g.group.clone()),
+        }
+    }
+
+    /// Where the row with `key` is in `panel` now.
+    fn position(&self, panel: Panel, key: &str) -> Option<usize> {
+        let len = self.lens()[panel.index()];
+        (0..len).find(|&i| self.key_at(panel, i).as_deref() == Some(key))
     }
 
     /// A requeue's count came back: ask, or say there is nothing to requeue.
@@ -172,7 +206,7 @@ impl App {
         match count {
             Ok(0) => self.on_done(Ok(format!("no {} to requeue", what.describe()))),
             Ok(n) => {
-                let question = format!("Requeue {n} {}? y/n", what.describe());
+                let question = format!("Requeue {n} {}?", what.describe());
                 self.confirm = Some((Action::Requeue(what), question));
             }
             Err(e) => self.on_done(Err(e)),
@@ -223,6 +257,12 @@ impl App {
                     self.on_done(Ok("nothing changed".to_string()));
                     Step::Redraw
                 }
+            };
+        }
+        if self.too_small {
+            return match key.code {
+                KeyCode::Char('q') | KeyCode::Esc => Step::Quit,
+                _ => Step::Redraw,
             };
         }
         if self.help {
@@ -338,7 +378,7 @@ impl App {
             return self.act(Some(Err(e)));
         }
         let question = format!(
-            "Cancel job {} ({}, {})? y/n",
+            "Cancel job {} ({}, {})?",
             job.id,
             one_line(&job.job_type),
             status_word(job.status)
@@ -439,7 +479,7 @@ mod tests {
         let question = app.confirm.as_ref().map(|(_, q)| q.clone());
         assert_eq!(
             question.as_deref(),
-            Some("Requeue 3 dead jobs of queue default? y/n")
+            Some("Requeue 3 dead jobs of queue default?")
         );
         assert_eq!(
             app.on_key(key(KeyCode::Char('y'))),
@@ -459,6 +499,34 @@ mod tests {
         app.on_count(Requeue::Queue("default".into()), Ok(1));
         assert_eq!(app.on_key(key(KeyCode::Esc)), Step::Redraw);
         assert_eq!(app.on_key(key(KeyCode::Esc)), Step::Quit);
+    }
+
+    #[test]
+    fn the_selection_follows_its_row_when_others_come_before_it() {
+        let queue = litejobs::Queue::open_in_memory().expect("queue");
+        queue
+            .enqueue(litejobs::NewJob::new("send", serde_json::json!({})).queue("mail"))
+            .expect("enqueue");
+        let mut app = App::new("test".into(), false);
+        app.on_snapshot(Ok(Snapshot::read(&queue).expect("read")));
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(
+            app.selected_row()
+                .and_then(|r| r.job_type.clone())
+                .as_deref(),
+            Some("send")
+        );
+        // A queue sorted before `mail` appears: the selection stays on mail's `send`.
+        queue
+            .enqueue(litejobs::NewJob::new("sync", serde_json::json!({})).queue("crm"))
+            .expect("enqueue");
+        app.on_snapshot(Ok(Snapshot::read(&queue).expect("read")));
+        assert_eq!(app.selection(Panel::Queues), 3);
+        let row = app.selected_row().expect("a row");
+        assert_eq!(
+            (row.queue.as_str(), row.job_type.as_deref()),
+            ("mail", Some("send"))
+        );
     }
 
     #[test]

@@ -86,6 +86,12 @@ pub fn run(ctx: &Ctx, args: &TopArgs, _out: &mut dyn Write) -> Result<Exit, CliE
         .spawn(move || read_loop(&queue, &by, interval, &requests_rx, &replies_tx))
         .map_err(|e| CliError::new(format!("cannot start the reading thread: {e}")))?;
 
+    let watched = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name("litejobs-top-guard".into())
+        .spawn(move || guard(&watched))
+        .map_err(|e| CliError::new(format!("cannot start the guard thread: {e}")))?;
+
     let mut terminal = ratatui::try_init()?;
     let _restore = Restore;
     screen_loop(&mut terminal, &mut app, &replies, &requests, &stop)?;
@@ -124,6 +130,8 @@ fn screen_loop(
             dirty = true;
         }
         if dirty {
+            let size = terminal.size()?;
+            app.too_small = view::too_small(size.width, size.height);
             terminal.draw(|frame| view::draw(frame, app))?;
             dirty = false;
         }
@@ -147,6 +155,32 @@ fn screen_loop(
         dirty = true;
     }
     Ok(())
+}
+
+/// How often the guard looks; how long a signal leaves the screen to end by itself.
+const GUARD_TICK: Duration = Duration::from_millis(200);
+const SIGNAL_GRACE: Duration = Duration::from_secs(1);
+
+/// Ends the process when the screen's thread cannot. crossterm's key reader spins inside
+/// `poll` once the terminal hangs up (a closed SSH session, a killed tmux): it reads
+/// end-of-file again and again and never returns, so neither the screen's loop nor the flag
+/// SIGHUP or SIGTERM set would be seen. So: no terminal on stdin any more, the process ends
+/// (there is nothing left to restore); a signal not obeyed within [`SIGNAL_GRACE`], the
+/// terminal is restored and the process ends.
+fn guard(stop: &AtomicBool) {
+    let mut asked: Option<Instant> = None;
+    loop {
+        std::thread::sleep(GUARD_TICK);
+        if !std::io::stdin().is_terminal() {
+            std::process::exit(0);
+        }
+        if stop.load(Ordering::SeqCst)
+            && asked.get_or_insert_with(Instant::now).elapsed() >= SIGNAL_GRACE
+        {
+            ratatui::restore();
+            std::process::exit(0);
+        }
+    }
 }
 
 /// The reading thread: a snapshot every `interval`, and whatever the keys ask in between.

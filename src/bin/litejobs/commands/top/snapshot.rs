@@ -70,11 +70,12 @@ impl Snapshot {
             let mut listed = queue.list(&filter)?;
             // A requeued dead job has been dealt with; its stand-in is listed instead.
             listed.retain(|j| j.requeued_as.is_none());
-            // Running: the longest-running first; retrying: the next due first.
+            // Running: the longest-running first; retrying: the next due first; dead: the
+            // latest death first.
             match status {
                 JobStatus::Running => listed.sort_by_key(|j| (j.started_at, j.id)),
                 JobStatus::Failed => listed.sort_by_key(|j| (j.run_at, j.id)),
-                _ => {}
+                _ => listed.sort_by_key(|j| std::cmp::Reverse((j.finished_at, j.id))),
             }
             jobs.extend(listed);
         }
@@ -115,11 +116,10 @@ impl Snapshot {
         }
     }
 
-    /// Live workers, and how many jobs they run.
-    pub fn live_workers(&self) -> Option<(usize, i64)> {
+    /// How many workers are alive; `None` without a registry.
+    pub fn live_workers(&self) -> Option<usize> {
         let workers = self.workers.as_ref()?;
-        let live = workers.iter().filter(|w| w.alive);
-        Some(live.fold((0, 0), |(n, running), w| (n + 1, running + w.running)))
+        Some(workers.iter().filter(|w| w.alive).count())
     }
 }
 

@@ -14,11 +14,34 @@ use litejobs::{JobRecord, JobStatus};
 
 use super::app::{status_word, App, Panel};
 use super::snapshot::{Snapshot, MINUTES};
-use crate::commands::stats::{failure_rate_text, waiting_text};
-use crate::output::one_line;
+use crate::commands::stats::{dead_text, failure_rate_text, waiting_text};
+use crate::output::{clip, one_line};
+
+/// The smallest terminal the screen fits: every panel and the names in the tables.
+pub const MIN_SIZE: (u16, u16) = (80, 20);
+
+/// Below this width the tables leave out their least needed columns.
+const WIDE: u16 = 110;
+
+/// Whether a terminal of `width` × `height` is too small for the screen.
+pub fn too_small(width: u16, height: u16) -> bool {
+    width < MIN_SIZE.0 || height < MIN_SIZE.1
+}
 
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    if too_small(area.width, area.height) {
+        let text = format!(
+            "litejobs top needs a terminal of {}×{} at least (this one is {}×{}); q leaves",
+            MIN_SIZE.0, MIN_SIZE.1, area.width, area.height
+        );
+        frame.render_widget(
+            Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
     let [title, summary, rates, panels, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(2),
@@ -26,9 +49,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Constraint::Min(6),
         Constraint::Length(1),
     ])
-    .areas(frame.area());
+    .areas(area);
     frame.render_widget(Paragraph::new(title_line(app)), title);
-    frame.render_widget(Paragraph::new(footer_line(app)), footer);
+    frame.render_widget(Paragraph::new(footer_line(app, area.width)), footer);
     let Some(s) = &app.snapshot else {
         frame.render_widget(Paragraph::new("reading the database…"), summary);
         return;
@@ -59,11 +82,11 @@ fn title_line(app: &App) -> Line<'static> {
         Span::from(format!(" {}", one_line(&app.source))),
     ];
     if let Some(s) = &app.snapshot {
-        if let Some((live, running)) = s.live_workers() {
+        if let Some(live) = s.live_workers() {
             let workers = match live {
                 0 => "no live worker".to_string(),
-                1 => format!("1 live worker running {running}"),
-                n => format!("{n} live workers running {running}"),
+                1 => "1 live worker".to_string(),
+                n => format!("{n} live workers"),
             };
             spans.push(Span::from(format!(" · {workers}")));
         }
@@ -95,10 +118,9 @@ fn summary_lines(s: &Snapshot) -> Vec<Line<'static>> {
     ]);
     let retrying = s.overview.count(JobStatus::Failed);
     let rate = failure_rate_text(h);
-    let dead = Span::from(format!(
-        "{} dead ({} in the last hour)",
-        h.dead, h.dead_last_hour
-    ));
+    // Requeued dead jobs stay dead: the DEAD column counts them, `h.dead` does not.
+    let requeued = (s.overview.count(JobStatus::Dead) - h.dead).max(0);
+    let dead = Span::from(dead_text(h, requeued));
     let failing = Line::from(vec![
         Span::from(" failing ").bold(),
         Span::from(format!("{retrying} retrying, ")),
@@ -126,11 +148,11 @@ fn draw_rates(frame: &mut Frame, area: Rect, s: &Snapshot) {
     let last = |v: &[u64]| v.last().copied().unwrap_or(0);
     let total: u64 = done.iter().sum();
     let done_title = format!(
-        " Done per minute, last {MINUTES} min · now {} · average {} ",
+        " Done per minute, last {MINUTES} min · this minute {} · average {:.1} ",
         last(&done),
-        total / MINUTES as u64
+        total as f64 / MINUTES as f64
     );
-    let failed_title = format!(" Failed attempts per minute · now {} ", last(&failed));
+    let failed_title = format!(" Failed attempts/min · this minute {} ", last(&failed));
     for (data, title, color, area) in [
         (done, done_title, Color::Green, done_area),
         (failed, failed_title, Color::Red, failed_area),
@@ -177,7 +199,7 @@ fn number(n: i64) -> Cell<'static> {
 }
 
 fn draw_queues(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
-    let rows: Vec<Row> = s
+    let rows: Vec<Vec<Cell>> = s
         .rows
         .iter()
         .map(|r| {
@@ -194,7 +216,7 @@ fn draw_queues(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
             };
             let n = |status| number(r.count(status));
             let dead = r.count(JobStatus::Dead);
-            Row::new(vec![
+            vec![
                 Cell::from(name),
                 Cell::from(state),
                 n(JobStatus::Queued),
@@ -211,25 +233,29 @@ fn draw_queues(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
                     Text::from(r.oldest_due_ms.map(duration_ms).unwrap_or_default())
                         .alignment(Alignment::Right),
                 ),
-            ])
+            ]
         })
         .collect();
+    // Narrow: without SUCCEEDED and CANCELLED, which nobody acts on.
+    let keep = [true, true, true, true, true, true, false, false, true];
+    let wide = area.width >= WIDE;
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|r| Row::new(fit(r, &keep, wide)))
+        .collect();
     let len = rows.len();
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Fill(1),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(7),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(11),
-        ],
-    )
-    .header(header(&[
+    let widths = [
+        Constraint::Min(14),
+        Constraint::Length(6),
+        Constraint::Length(7),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(6),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(11),
+    ];
+    let names = [
         "QUEUE / TYPE",
         "STATE",
         "QUEUED>",
@@ -239,9 +265,21 @@ fn draw_queues(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         "SUCCEEDED>",
         "CANCELLED>",
         "OLDEST DUE>",
-    ]))
-    .block(panel_block(app, Panel::Queues, " 1 Queues ".to_string()));
+    ];
+    let table = Table::new(rows, fit(widths.to_vec(), &keep, wide))
+        .header(header(&fit(names.to_vec(), &keep, wide)))
+        .block(panel_block(app, Panel::Queues, " 1 Queues ".to_string()));
     draw_table(frame, area, app, Panel::Queues, table, len);
+}
+
+/// The columns of a table that fit: all when `wide`, else those `keep` marks.
+fn fit<T>(columns: Vec<T>, keep: &[bool], wide: bool) -> Vec<T> {
+    columns
+        .into_iter()
+        .zip(keep)
+        .filter(|(_, keep)| wide || **keep)
+        .map(|(c, _)| c)
+        .collect()
 }
 
 /// A panel's table, its row selected while the panel has the focus.
@@ -279,7 +317,7 @@ fn job_when(job: &JobRecord, now: i64) -> String {
 
 fn draw_jobs(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     let now = s.at_ms;
-    let rows: Vec<Row> = s
+    let rows: Vec<Vec<Cell>> = s
         .jobs
         .iter()
         .map(|job| {
@@ -299,7 +337,7 @@ fn draw_jobs(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
                 (_, Some(e)) => one_line(&error_headline(e)),
                 (_, None) => String::new(),
             };
-            Row::new(vec![
+            vec![
                 Cell::from(job.id.to_string()),
                 Cell::from(status),
                 Cell::from(one_line(&job.queue)),
@@ -307,7 +345,7 @@ fn draw_jobs(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
                 Cell::from(format!("{}/{}", job.attempts, job.max_attempts)),
                 Cell::from(job_when(job, now)),
                 Cell::from(about),
-            ])
+            ]
         })
         .collect();
     let count = |status| s.jobs.iter().filter(|j| j.status == status).count();
@@ -317,20 +355,24 @@ fn draw_jobs(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         count(JobStatus::Failed),
         count(JobStatus::Dead)
     );
+    // Narrow: without the queue (the Queues panel has it) and the attempt count.
+    let keep = [true, true, false, true, false, true, true];
+    let wide = area.width >= WIDE;
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|r| Row::new(fit(r, &keep, wide)))
+        .collect();
     let len = rows.len();
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(12),
-            Constraint::Length(18),
-            Constraint::Length(8),
-            Constraint::Length(16),
-            Constraint::Fill(1),
-        ],
-    )
-    .header(header(&[
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(12),
+        Constraint::Length(18),
+        Constraint::Length(8),
+        Constraint::Length(17),
+        Constraint::Min(20),
+    ];
+    let names = [
         "ID",
         "STATUS",
         "QUEUE",
@@ -338,8 +380,10 @@ fn draw_jobs(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         "ATTEMPT",
         "WHEN",
         "ERROR / WORKER",
-    ]))
-    .block(panel_block(app, Panel::Jobs, title));
+    ];
+    let table = Table::new(rows, fit(widths.to_vec(), &keep, wide))
+        .header(header(&fit(names.to_vec(), &keep, wide)))
+        .block(panel_block(app, Panel::Jobs, title));
     draw_table(frame, area, app, Panel::Jobs, table, len);
 }
 
@@ -379,14 +423,17 @@ fn draw_errors(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
     draw_table(frame, area, app, Panel::Errors, table, len);
 }
 
-fn footer_line(app: &App) -> Line<'static> {
+/// The bottom line: a question waiting for y/n, or the last outcome and the focused
+/// panel's keys; cut to `width`, the question's `y/n` first so that it is always seen.
+fn footer_line(app: &App, width: u16) -> Line<'static> {
+    let room = usize::from(width).saturating_sub(8);
     if let Some((_, question)) = &app.confirm {
-        return Line::from(
-            Span::from(format!(" {question} "))
-                .black()
-                .on_yellow()
+        return Line::from(vec![
+            Span::from(" y/n ").black().on_yellow().bold(),
+            Span::from(format!(" {} ", clip(question, room)))
+                .yellow()
                 .bold(),
-        );
+        ]);
     }
     let keys = match app.focus {
         Panel::Queues => "p pause/resume queue · R requeue its dead jobs",
@@ -395,7 +442,11 @@ fn footer_line(app: &App) -> Line<'static> {
     };
     let mut spans = vec![Span::from(format!(" ↑↓ select · {keys} · Tab next panel ")).dark_gray()];
     if let Some(m) = &app.message {
-        let text = Span::from(format!(" {} ", one_line(&m.text)));
+        let at = m
+            .at_ms
+            .map(|ms| format!("{} ", utc_pattern(ms, "%H:%M:%S")))
+            .unwrap_or_default();
+        let text = Span::from(format!(" {at}{} ", clip(&m.text, room)));
         spans.insert(0, if m.is_error { text.red() } else { text.green() });
     }
     Line::from(spans)
@@ -412,8 +463,8 @@ fn draw_help(frame: &mut Frame) {
         "                  c   cancel (a running job is stopped)",
         "Most common       R   requeue the dead jobs with this error",
         "",
-        "Changes ask y/n first, but for pause and resume and retry.",
-        "The figures refresh every interval (--interval, 1s by default).",
+        "Cancels and requeues ask y/n first; pause, resume and retry do not.",
+        "Read again within --interval (1s) of a write, and every 10s anyway.",
         "q, Esc or Ctrl-C leaves; any key closes this help.",
     ]
     .into_iter()
