@@ -237,49 +237,64 @@ fn draw_queues(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         })
         .collect();
     // Narrow: without SUCCEEDED and CANCELLED, which nobody acts on.
-    let keep = [true, true, true, true, true, true, false, false, true];
-    let wide = area.width >= WIDE;
-    let rows: Vec<Row> = rows
-        .into_iter()
-        .map(|r| Row::new(fit(r, &keep, wide)))
-        .collect();
-    let len = rows.len();
-    let widths = [
-        Constraint::Min(14),
-        Constraint::Length(6),
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(6),
-        Constraint::Length(10),
-        Constraint::Length(10),
-        Constraint::Length(11),
-    ];
-    let names = [
-        "QUEUE / TYPE",
-        "STATE",
-        "QUEUED>",
-        "RUNNING>",
-        "RETRYING>",
-        "DEAD>",
-        "SUCCEEDED>",
-        "CANCELLED>",
-        "OLDEST DUE>",
-    ];
-    let table = Table::new(rows, fit(widths.to_vec(), &keep, wide))
-        .header(header(&fit(names.to_vec(), &keep, wide)))
-        .block(panel_block(app, Panel::Queues, " 1 Queues ".to_string()));
+    let (table, len) = narrowed(
+        rows,
+        &[
+            Column::new("QUEUE / TYPE", Constraint::Min(14), true),
+            Column::new("STATE", Constraint::Length(6), true),
+            Column::new("QUEUED>", Constraint::Length(7), true),
+            Column::new("RUNNING>", Constraint::Length(8), true),
+            Column::new("RETRYING>", Constraint::Length(9), true),
+            Column::new("DEAD>", Constraint::Length(6), true),
+            Column::new("SUCCEEDED>", Constraint::Length(10), false),
+            Column::new("CANCELLED>", Constraint::Length(10), false),
+            Column::new("OLDEST DUE>", Constraint::Length(11), true),
+        ],
+        area.width,
+    );
+    let table = table.block(panel_block(app, Panel::Queues, " 1 Queues ".to_string()));
     draw_table(frame, area, app, Panel::Queues, table, len);
 }
 
-/// The columns of a table that fit: all when `wide`, else those `keep` marks.
-fn fit<T>(columns: Vec<T>, keep: &[bool], wide: bool) -> Vec<T> {
-    columns
-        .into_iter()
-        .zip(keep)
-        .filter(|(_, keep)| wide || **keep)
-        .map(|(c, _)| c)
-        .collect()
+/// A column of a table: its header (a `>` at the end right-aligns it), its width, and
+/// whether a narrow terminal keeps it.
+struct Column {
+    name: &'static str,
+    width: Constraint,
+    narrow: bool,
+}
+
+impl Column {
+    fn new(name: &'static str, width: Constraint, narrow: bool) -> Column {
+        Column {
+            name,
+            width,
+            narrow,
+        }
+    }
+}
+
+/// The table of `rows` (a cell per column) with its header, leaving out below [`WIDE`] the
+/// columns a narrow terminal does not keep; and how many rows it has.
+fn narrowed(
+    rows: Vec<Vec<Cell<'static>>>,
+    columns: &[Column],
+    width: u16,
+) -> (Table<'static>, usize) {
+    let keep: Vec<bool> = columns.iter().map(|c| width >= WIDE || c.narrow).collect();
+    fn pick<T>(items: impl IntoIterator<Item = T>, keep: &[bool]) -> Vec<T> {
+        items
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| **k)
+            .map(|(item, _)| item)
+            .collect()
+    }
+    let rows: Vec<Row> = rows.into_iter().map(|r| Row::new(pick(r, &keep))).collect();
+    let len = rows.len();
+    let names = pick(columns.iter().map(|c| c.name), &keep);
+    let widths = pick(columns.iter().map(|c| c.width), &keep);
+    (Table::new(rows, widths).header(header(&names)), len)
 }
 
 /// A panel's table, its row selected while the panel has the focus.
@@ -356,34 +371,20 @@ fn draw_jobs(frame: &mut Frame, area: Rect, app: &App, s: &Snapshot) {
         count(JobStatus::Dead)
     );
     // Narrow: without the queue (the Queues panel has it) and the attempt count.
-    let keep = [true, true, false, true, false, true, true];
-    let wide = area.width >= WIDE;
-    let rows: Vec<Row> = rows
-        .into_iter()
-        .map(|r| Row::new(fit(r, &keep, wide)))
-        .collect();
-    let len = rows.len();
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(12),
-        Constraint::Length(18),
-        Constraint::Length(8),
-        Constraint::Length(17),
-        Constraint::Min(20),
-    ];
-    let names = [
-        "ID",
-        "STATUS",
-        "QUEUE",
-        "TYPE",
-        "ATTEMPT",
-        "WHEN",
-        "ERROR / WORKER",
-    ];
-    let table = Table::new(rows, fit(widths.to_vec(), &keep, wide))
-        .header(header(&fit(names.to_vec(), &keep, wide)))
-        .block(panel_block(app, Panel::Jobs, title));
+    let (table, len) = narrowed(
+        rows,
+        &[
+            Column::new("ID", Constraint::Length(8), true),
+            Column::new("STATUS", Constraint::Length(9), true),
+            Column::new("QUEUE", Constraint::Length(12), false),
+            Column::new("TYPE", Constraint::Length(18), true),
+            Column::new("ATTEMPT", Constraint::Length(8), false),
+            Column::new("WHEN", Constraint::Length(17), true),
+            Column::new("ERROR / WORKER", Constraint::Min(20), true),
+        ],
+        area.width,
+    );
+    let table = table.block(panel_block(app, Panel::Jobs, title));
     draw_table(frame, area, app, Panel::Jobs, table, len);
 }
 
