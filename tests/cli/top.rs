@@ -130,7 +130,8 @@ fn top_pid(tmux: &Tmux) -> i32 {
         .unwrap_or_else(|| panic!("litejobs top runs under the pane's shell {shell}"))
 }
 
-/// The screen shows the right counts; `p` pauses a queue, `r` makes a retrying job due,
+/// The screen shows the right counts; `p` pauses a queue, Enter opens a job's details, `r`
+/// makes a retrying job due,
 /// `c` then `y` cancels it, `R` then `y` requeues an error's dead jobs; SIGTERM ends it
 /// with the terminal restored (main screen, cursor shown, line editing and echo back on).
 #[test]
@@ -218,6 +219,21 @@ fn top_shows_the_queues_acts_on_keys_and_restores_the_terminal_on_sigterm() {
     // The jobs panel: the retrying job comes before the dead ones.
     tmux.keys(&["Tab"]);
     tmux.wait_for("the jobs panel's keys", |s| s.contains("r retry now"));
+    // Enter: the job's details over the screen; any key closes them.
+    tmux.keys(&["Enter"]);
+    let details = tmux.wait_for("the job's details", |s| {
+        s.contains(&format!("Job {retrying} · any key closes"))
+    });
+    assert!(
+        details.contains("render_page in queue reports: failed"),
+        "{details}"
+    );
+    assert!(
+        details.contains("last error  HTTP 503 from renderer"),
+        "{details}"
+    );
+    tmux.keys(&["x"]);
+    tmux.wait_for("the details closed", |s| !s.contains("any key closes"));
     tmux.keys(&["r"]);
     tmux.wait_for("the retry's outcome", |s| {
         s.contains(&format!("job {retrying} is due now"))

@@ -80,6 +80,8 @@ pub enum Request {
     Act(Action),
     /// Count what a bulk requeue would take (a dry run), to ask before doing it.
     CountRequeue(Requeue),
+    /// Read a job whole, for its details.
+    Show(i64),
 }
 
 /// What a key did to the screen.
@@ -120,6 +122,8 @@ pub struct App {
     pub confirm: Option<(Action, String)>,
     pub message: Option<Message>,
     pub help: bool,
+    /// A job's details, line by line, while they are open (any key closes them).
+    pub detail: Option<(i64, Vec<String>)>,
     /// The terminal is smaller than the screen needs: nothing is drawn but a request for
     /// room, and the keys that act are ignored (they would act on rows nobody sees).
     pub too_small: bool,
@@ -137,6 +141,7 @@ impl App {
             confirm: None,
             message: None,
             help: false,
+            detail: None,
             too_small: false,
         }
     }
@@ -157,6 +162,14 @@ impl App {
                 self.clamp();
             }
             Err(e) => self.read_error = Some(e),
+        }
+    }
+
+    /// A job's details came back.
+    pub fn on_detail(&mut self, id: i64, detail: Result<Vec<String>, String>) {
+        match detail {
+            Ok(lines) => self.detail = Some((id, lines)),
+            Err(e) => self.on_done(Err(e)),
         }
     }
 
@@ -265,6 +278,12 @@ impl App {
                 _ => Step::Redraw,
             };
         }
+        if self.detail.take().is_some() {
+            return match key.code {
+                KeyCode::Char('q') => Step::Quit,
+                _ => Step::Redraw,
+            };
+        }
         if self.help {
             self.help = false;
             return match key.code {
@@ -294,6 +313,7 @@ impl App {
             KeyCode::Char('r') => self.retry_key(),
             KeyCode::Char('c') => self.cancel_key(),
             KeyCode::Char('R') => self.requeue_key(),
+            KeyCode::Enter => self.show_key(),
             _ => Step::Redraw,
         }
     }
@@ -413,6 +433,17 @@ impl App {
             }
         };
         self.act(what.map(|w| Ok(Request::CountRequeue(w))))
+    }
+
+    /// Enter on a job: its details (reading changes nothing, so read-only is fine).
+    fn show_key(&mut self) -> Step {
+        if self.focus != Panel::Jobs {
+            return self.wrong_panel("Enter shows the details of the job selected in Jobs");
+        }
+        match self.selected_job() {
+            Some(job) => Step::Send(Request::Show(job.id)),
+            None => Step::Redraw,
+        }
     }
 
     fn wrong_panel(&mut self, hint: &str) -> Step {

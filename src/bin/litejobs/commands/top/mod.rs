@@ -19,6 +19,7 @@
 //! drop) and a panic (by the hook ratatui installs before the first frame).
 
 mod app;
+mod detail;
 mod snapshot;
 mod view;
 
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use litejobs::redact::Redactor;
 use litejobs::{JobFilter, Queue};
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use ratatui::DefaultTerminal;
@@ -53,6 +55,7 @@ enum Reply {
     Aged(i64),
     Done(Result<String, String>),
     Count(Requeue, Result<usize, String>),
+    Detail(i64, Result<Vec<String>, String>),
 }
 
 /// Runs the screen until a key, SIGINT, SIGTERM or SIGHUP ends it.
@@ -81,9 +84,17 @@ pub fn run(ctx: &Ctx, args: &TopArgs, _out: &mut dyn Write) -> Result<Exit, CliE
     let (replies_tx, replies) = crossbeam_channel::unbounded();
     let by = crate::args::who(None);
     let interval = args.interval;
+    let redactor = ctx.redactor.clone();
     std::thread::Builder::new()
         .name("litejobs-top-reader".into())
-        .spawn(move || read_loop(&queue, &by, interval, &requests_rx, &replies_tx))
+        .spawn(move || {
+            let reader = Reader {
+                queue: &queue,
+                by: &by,
+                redactor: &redactor,
+            };
+            read_loop(&reader, interval, &requests_rx, &replies_tx);
+        })
         .map_err(|e| CliError::new(format!("cannot start the reading thread: {e}")))?;
 
     let watched = Arc::clone(&stop);
@@ -122,6 +133,7 @@ fn screen_loop(
                 Ok(Reply::Aged(now)) => app.on_aged(now),
                 Ok(Reply::Done(outcome)) => app.on_done(outcome),
                 Ok(Reply::Count(what, count)) => app.on_count(what, count),
+                Ok(Reply::Detail(id, detail)) => app.on_detail(id, detail),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
                     return Err(CliError::new("top's reading thread stopped"))
@@ -142,7 +154,9 @@ fn screen_loop(
             Event::Key(key) if key.kind == KeyEventKind::Press => match app.on_key(key) {
                 Step::Quit => return Ok(()),
                 Step::Send(request) => {
-                    app.on_done(Ok("working…".to_string()));
+                    if !matches!(request, Request::Show(_)) {
+                        app.on_done(Ok("working…".to_string()));
+                    }
                     if requests.send(request).is_err() {
                         return Err(CliError::new("top's reading thread stopped"));
                     }
@@ -183,14 +197,25 @@ fn guard(stop: &AtomicBool) {
     }
 }
 
+/// What the reading thread works with: the queue, who acts, what is masked.
+struct Reader<'a> {
+    queue: &'a Queue,
+    by: &'a str,
+    redactor: &'a Redactor,
+}
+
 /// The reading thread: a snapshot every `interval`, and whatever the keys ask in between.
 fn read_loop(
-    queue: &Queue,
-    by: &str,
+    reader: &Reader,
     interval: Duration,
     requests: &Receiver<Request>,
     replies: &Sender<Reply>,
 ) {
+    let Reader {
+        queue,
+        by,
+        redactor,
+    } = *reader;
     // Without a watch (it could not be made), every interval reads.
     let mut watch = queue.watch_writes().ok();
     let mut last_read: Option<(Instant, i64)> = None;
@@ -222,6 +247,7 @@ fn read_loop(
         let took = started.elapsed();
         let reply = match requests.recv_timeout(interval.saturating_sub(took).max(took)) {
             Ok(Request::Act(action)) => Reply::Done(carry_out(queue, by, &action)),
+            Ok(Request::Show(id)) => Reply::Detail(id, detail::lines(queue, redactor, id)),
             Ok(Request::CountRequeue(what)) => {
                 let count = queue
                     .requeue_dead_where_dry_run(&filter(&what))

@@ -74,6 +74,34 @@ pub fn draw(frame: &mut Frame, app: &App) {
     if app.help {
         draw_help(frame);
     }
+    if let Some((id, lines)) = &app.detail {
+        draw_detail(frame, *id, lines);
+    }
+}
+
+/// A job's details over the screen; long lines wrap, what does not fit is left out.
+fn draw_detail(frame: &mut Frame, id: i64, lines: &[String]) {
+    let area = frame.area();
+    let popup = Rect {
+        x: area.x + 2,
+        y: area.y + 1,
+        width: area.width.saturating_sub(4),
+        height: area.height.saturating_sub(2),
+    };
+    let text: Vec<Line> = lines.iter().map(|l| Line::from(l.clone())).collect();
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(text)
+            .wrap(ratatui::widgets::Wrap { trim: false })
+            .block(
+                Block::bordered()
+                    .title(format!(
+                        " Job {id} · any key closes · `litejobs show {id}` has it all "
+                    ))
+                    .cyan(),
+            ),
+        popup,
+    );
 }
 
 fn title_line(app: &App) -> Line<'static> {
@@ -438,7 +466,7 @@ fn footer_line(app: &App, width: u16) -> Line<'static> {
     }
     let keys = match app.focus {
         Panel::Queues => "p pause/resume queue · R requeue its dead jobs",
-        Panel::Jobs => "r retry now · c cancel",
+        Panel::Jobs => "Enter details · r retry now · c cancel",
         Panel::Errors => "R requeue this error's dead jobs",
     };
     let mut spans = vec![Span::from(format!(" ↑↓ select · {keys} · Tab next panel ")).dark_gray()];
@@ -460,7 +488,8 @@ fn draw_help(frame: &mut Frame) {
         "",
         "Queues            p   pause or resume the selected queue",
         "                  R   requeue the dead jobs of the queue or type",
-        "Jobs              r   retry now (a dead job gets one more attempt)",
+        "Jobs          Enter   the job: payload (masked), whole error, attempts",
+        "                  r   retry now (a dead job gets one more attempt)",
         "                  c   cancel (a running job is stopped)",
         "Most common       R   requeue the dead jobs with this error",
         "",
