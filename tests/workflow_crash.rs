@@ -208,11 +208,25 @@ fn sigkill_while_chunks_release_a_fan_in_runs_it_exactly_once_after_every_chunk(
     let mut ended = HashSet::new();
     let mut killed = Vec::new();
     let mut while_held = 0;
-    for (k, &target) in targets.iter().enumerate() {
+    // Workers that ended cleanly because every chunk had ended (their work done): on a quick
+    // machine the last chunks can end before the parent reaches its last kill targets.
+    let mut finished = HashSet::new();
+    'kills: for (k, &target) in targets.iter().enumerate() {
         while (ended.len() as u64) < target {
             ended_chunks(&tail.read_new(), &mut ended);
             for w in workers.iter_mut().chain([&mut fan_in_worker]) {
                 if let Some(status) = w.try_exit() {
+                    // A chunk's end line is written before its outcome, so a worker that
+                    // left after the last release finds every end line in the log.
+                    ended_chunks(&tail.read_new(), &mut ended);
+                    if status.success() && ended.len() == CHUNKS {
+                        println!(
+                            "workflow crash test: every chunk ended before kill {k}; the \
+                             kills left have nothing to land on"
+                        );
+                        finished.insert(w.pid());
+                        break 'kills;
+                    }
                     panic!(
                         "a worker (pid {}) exited ({status}) before the kills were over; its \
                          output:\n{}",
@@ -246,9 +260,10 @@ fn sigkill_while_chunks_release_a_fan_in_runs_it_exactly_once_after_every_chunk(
         );
         workers[victim] = spawn(CHUNK_ROLE);
     }
-    fan_in_worker.expect_success(&deadline);
-    for w in &mut workers {
-        w.expect_success(&deadline);
+    for w in workers.iter_mut().chain([&mut fan_in_worker]) {
+        if !finished.contains(&w.pid()) {
+            w.expect_success(&deadline);
+        }
     }
 
     // Nothing lost, nothing added, everything succeeded.
@@ -312,7 +327,8 @@ fn sigkill_while_chunks_release_a_fan_in_runs_it_exactly_once_after_every_chunk(
         .count()
         - CHUNKS;
     println!(
-        "workflow crash test: {KILLS} kills (pids {killed:?}), {while_held} while the fan-in \
-         still waited; {reruns} chunk runs repeated after a kill; the fan-in ran once"
+        "workflow crash test: {} of {KILLS} kills (pids {killed:?}), {while_held} while the \
+         fan-in still waited; {reruns} chunk runs repeated after a kill; the fan-in ran once",
+        killed.len()
     );
 }
