@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release --example bench` (a few minutes on 2 cores), `-- --json` for one JSON
 //! object, `-- --quick` for the CI smoke run, `-- --help` for the sizes; `-- --encryption-only`
-//! `-- --workflows-only` and `-- --job-logs-only` for one part; `-- --workflows-only --pg
+//! `-- --workflows-only`, `-- --job-logs-only` and `-- --flood-only` for one part; `-- --workflows-only --pg
 //! URL` (built with `--features postgres`) measures that part on a PostgreSQL server instead.
 //!
 //! Every figure is measured on a fresh file-backed WAL database in a temp dir, with the same
@@ -27,6 +27,8 @@ use serde_json::{json, Value};
 #[cfg(feature = "encryption")]
 #[path = "bench/encryption.rs"]
 mod encryption;
+#[path = "bench/flood.rs"]
+mod flood;
 #[path = "bench/job_logs.rs"]
 mod job_logs;
 #[path = "bench/workflows.rs"]
@@ -51,6 +53,10 @@ struct Config {
     workflows_only: bool,
     /// Only the figures of handlers that log (`--job-logs-only`).
     job_logs_only: bool,
+    /// Only the figures of urgent jobs under a flood of chunks (`--flood-only`).
+    flood_only: bool,
+    /// Chunks in each round of the flood figures.
+    flood: usize,
     /// Steps of the fan-out that one fan-in step waits for.
     fan_out: usize,
     /// A PostgreSQL server to measure the workflow figures on (`--pg URL`).
@@ -76,6 +82,8 @@ impl Config {
             encryption_only: false,
             workflows_only: false,
             job_logs_only: false,
+            flood_only: false,
+            flood: 20_000,
             pg: None,
             fan_out: 10_000,
         };
@@ -105,6 +113,8 @@ impl Config {
                         encryption_only: c.encryption_only,
                         workflows_only: c.workflows_only,
                         job_logs_only: c.job_logs_only,
+                        flood_only: c.flood_only,
+                        flood: 1_000,
                         pg: c.pg.clone(),
                         fan_out: 1_000,
                     }
@@ -141,6 +151,10 @@ impl Config {
                     c.idle_secs = value(i) as u64;
                     i += 1
                 }
+                "--flood" => {
+                    c.flood = value(i).max(1);
+                    i += 1
+                }
                 "--fan-out" => {
                     c.fan_out = value(i).max(1);
                     i += 1
@@ -153,6 +167,7 @@ impl Config {
                 "--encryption-only" => c.encryption_only = true,
                 "--workflows-only" => c.workflows_only = true,
                 "--job-logs-only" => c.job_logs_only = true,
+                "--flood-only" => c.flood_only = true,
                 "--pg" => {
                     c.pg = Some(
                         args.get(i + 1)
@@ -184,9 +199,10 @@ fn usage(problem: &str) -> ! {
     }
     eprintln!(
         "usage: cargo run --release --example bench -- [--json] [--quick] [--normal-only]\n\
-         \x20 [--encryption-only] [--workflows-only] [--job-logs-only]\n\
+         \x20 [--encryption-only] [--workflows-only] [--job-logs-only] [--flood-only]\n\
          \x20 [--single N] [--batched N] [--process N] [--steady N] [--latency-samples N]\n\
-         \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N] [--fan-out N]"
+         \x20 [--backlog N] [--read-rows N] [--idle-secs S] [--rounds N] [--fan-out N]\n\
+         \x20 [--flood N]"
     );
     std::process::exit(if problem.is_empty() { 0 } else { 2 })
 }
@@ -242,6 +258,10 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
         f.extend(job_logs::figures(c, sync, dir)?);
         return Ok(f);
     }
+    if c.flood_only {
+        f.extend(flood::figures(c, sync, dir)?);
+        return Ok(f);
+    }
     #[cfg(feature = "encryption")]
     if !c.workflows_only || c.encryption_only {
         f.extend(encryption::figures(c, sync, dir)?);
@@ -257,6 +277,8 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
     }
     // 11. handlers that log a line, their logs kept or not, against silent ones.
     f.extend(job_logs::figures(c, sync, dir)?);
+    // 12. urgent jobs from another connection while a flood of chunks drains.
+    f.extend(flood::figures(c, sync, dir)?);
     let mut n = 0;
     let mut fresh = |label: &str| -> PathBuf {
         n += 1;
@@ -369,9 +391,12 @@ fn run_all(c: &Config, sync: Synchronous, dir: &Path) -> Res<BTreeMap<String, Va
     f.insert("latency_in_process_p50_ms".into(), json!(p50));
     f.insert("latency_in_process_p99_ms".into(), json!(p99));
     let poll = litejobs::defaults::DEFAULT_POLL_INTERVAL;
-    let (p50, p99) = latency_other_connection(&q, &path, c.latency_samples.min(40), poll)?;
+    let ((p50, p99), (c50, c99)) =
+        latency_other_connection(&q, &path, c.latency_samples.min(40), poll)?;
     f.insert("latency_other_connection_p50_ms".into(), json!(p50));
     f.insert("latency_other_connection_p99_ms".into(), json!(p99));
+    f.insert("latency_other_commit_p50_ms".into(), json!(c50));
+    f.insert("latency_other_commit_p99_ms".into(), json!(c99));
     f.insert("poll_interval_ms".into(), json!(poll.as_millis()));
 
     // 6 and 7. a large backlog: claim cost must not grow with it; memory; file size.
@@ -679,13 +704,15 @@ fn latency_in_process(q: &Queue, samples: usize) -> Res<(f64, f64)> {
     Ok(percentiles(lat))
 }
 
-/// Enqueue by a plain INSERT on another connection (as another process would) → handler start.
+/// Enqueue by a plain INSERT on another connection (as another process would, with SQLite's
+/// default `synchronous`) → handler start: from before the INSERT (its commit's own fsync
+/// included), and from the commit's return.
 fn latency_other_connection(
     q: &Queue,
     path: &Path,
     samples: usize,
     poll: Duration,
-) -> Res<(f64, f64)> {
+) -> Res<((f64, f64), (f64, f64))> {
     let (tx, rx) = crossbeam_channel::unbounded::<Instant>();
     let worker = Worker::builder(q)
         .handler("pong", move |_: &JobContext| -> Result<(), JobError> {
@@ -698,6 +725,7 @@ fn latency_other_connection(
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     let mut lat = Vec::with_capacity(samples);
+    let mut after_commit = Vec::with_capacity(samples);
     for i in 0..samples {
         // Spread the inserts over the poll cycle.
         std::thread::sleep(Duration::from_millis(7 * (i as u64 % 11) + 3));
@@ -706,11 +734,13 @@ fn latency_other_connection(
             "INSERT INTO jobs (job_type, payload) VALUES ('pong', ?1)",
             [json!({ "i": i }).to_string()],
         )?;
+        let committed = Instant::now();
         let started = rx.recv_timeout(Duration::from_secs(10))?;
         lat.push(started.duration_since(t).as_secs_f64() * 1000.0);
+        after_commit.push(started.saturating_duration_since(committed).as_secs_f64() * 1000.0);
     }
     worker.shutdown(Duration::from_secs(5))?;
-    Ok(percentiles(lat))
+    Ok((percentiles(lat), percentiles(after_commit)))
 }
 
 fn idle_cpu(q: &Queue, span: Duration) -> Res<f64> {
@@ -965,6 +995,7 @@ fn print_table(report: &BTreeMap<String, Value>) {
         encryption::print(figures);
         workflows::print(figures);
         job_logs::print(figures);
+        flood::print(figures);
         // Only some parts ran (--encryption-only, --workflows-only).
         if !figures.contains_key("rounds") {
             continue;
@@ -1048,6 +1079,14 @@ fn print_table(report: &BTreeMap<String, Value>) {
             (
                 "pickup latency other connection p99 (ms)",
                 "latency_other_connection_p99_ms",
+            ),
+            (
+                "  from its commit's return, p50 (ms)",
+                "latency_other_commit_p50_ms",
+            ),
+            (
+                "  from its commit's return, p99 (ms)",
+                "latency_other_commit_p99_ms",
             ),
             ("poll interval (ms)", "poll_interval_ms"),
             ("backlog for the big-backlog run (jobs)", "backlog_jobs"),

@@ -36,6 +36,8 @@ macro_rules! guide_links {
          [benchmarks.md]: crate::guide::benchmarks\n\
          [benchmarks.md#command-handlers]: crate::guide::benchmarks#command-handlers\n\
          [benchmarks.md#postgresql]: crate::guide::benchmarks#postgresql\n\
+         [benchmarks.md#urgent-jobs-under-a-flood]: crate::guide::benchmarks#urgent-jobs-under-a-flood\n\
+         [jobs.md#urgent-jobs-beside-a-big-backlog]: crate::guide::jobs#urgent-jobs-beside-a-big-backlog\n\
          [dashboard.md]: crate::guide::dashboard\n\
          [dashboard.md#seeing-workflows]: crate::guide::dashboard#seeing-workflows\n\
          [benchmarks.md#waits-on-postgresql]: crate::guide::benchmarks#waits-on-postgresql\n\

@@ -580,3 +580,84 @@ fn another_queues_finished_jobs_never_let_a_stuck_queue_claim_past_its_bound() {
     wait_all(&events, &stuck, JobStatus::Succeeded);
     stop(worker);
 }
+
+/// A job of a higher priority goes ahead of the jobs a worker has claimed and holds waiting
+/// for a thread: with the one thread busy and a slow job waiting behind it, an urgent job
+/// starts next, whether this process enqueued it or another program inserted it by plain
+/// SQL. Without that, it would start only after the waiting job (the worker claims again
+/// only once its prefetch runs low).
+#[test]
+fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
+    for elsewhere in [false, true] {
+        let env = setup();
+        let gate = Latch::new();
+        let _open_on_failure = gate.open_on_drop();
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let handler = {
+            let (gate, started) = (gate.clone(), Arc::clone(&started));
+            move |ctx: &litejobs::JobContext| -> Result<(), litejobs::JobError> {
+                started
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(ctx.id());
+                gate.wait(WAIT);
+                Ok(())
+            }
+        };
+        let slow = env
+            .queue
+            .enqueue_batch(
+                (0..4)
+                    .map(|n| NewJob::new("slow", json!({ "n": n })))
+                    .collect(),
+            )
+            .expect("enqueue");
+        let events = env.queue.subscribe();
+        let worker = Worker::builder(&env.queue)
+            .handler("slow", handler.clone())
+            .handler("urgent", handler)
+            .concurrency(1)
+            .prefetch(3)
+            .poll_interval(Duration::from_secs(3600))
+            .start()
+            .expect("worker starts");
+        crate::support::scripted::wait_started(&events, slow[0]);
+        // The worker holds the first job running and the second waiting for the thread.
+        assert_eq!(
+            job(&env.queue, slow[1]).status,
+            JobStatus::Running,
+            "the second job is claimed (prefetched)"
+        );
+        let urgent = if elsewhere {
+            env.sql_exec(&format!(
+                "INSERT INTO jobs (job_type, payload, priority, run_at) \
+                 VALUES ('urgent', '{{}}', 10, {START_MS})"
+            ));
+            env.sql_i64("SELECT MAX(id) FROM jobs")
+        } else {
+            env.queue
+                .enqueue(NewJob::new("urgent", json!({})).priority(10))
+                .expect("enqueue")
+        };
+        // Claimed while the first job still runs: the worker looked for it on the commit.
+        let give_up = std::time::Instant::now() + WAIT;
+        while job(&env.queue, urgent).status != JobStatus::Running {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the urgent job was not claimed while slower jobs waited (elsewhere: {elsewhere})"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        gate.open();
+        let mut all = slow.clone();
+        all.push(urgent);
+        wait_all(&events, &all, JobStatus::Succeeded);
+        stop(worker);
+        let started = started.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(
+            started[..3],
+            [slow[0], urgent, slow[1]],
+            "the urgent job starts before the job that was waiting (elsewhere: {elsewhere})"
+        );
+    }
+}

@@ -20,7 +20,8 @@ use crate::worker::activity::WorkerActivity;
 use crate::worker::cancels::CancelWatch;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::completer::{Completer, Completion, Outcome, WriterMsg};
-use crate::worker::executor::{self, ExecShared, FeedMsg};
+use crate::worker::executor::{self, ExecShared};
+use crate::worker::feed::FeedSender;
 use crate::worker::maintenance::chores::Chores;
 use crate::worker::maintenance::every::Every;
 use crate::worker::maintenance::presence::Presence;
@@ -154,9 +155,11 @@ impl Dispatcher {
             let now = Instant::now();
             if now >= next_poll {
                 self.poll_due();
+                self.look_ahead();
                 next_poll = now + self.config.poll_interval;
             } else if self.changed_elsewhere(now) {
                 self.poll_due();
+                self.look_ahead();
             }
             if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);
@@ -226,7 +229,7 @@ impl Dispatcher {
         let nothing_running = self.queues.iter().all(|q| q.in_flight() == 0);
         self.completer.due(now, nothing_running)
             || self.reaper.due(now)
-            || self.queues.iter().any(QueueRuntime::needs_claim)
+            || self.queues.iter().any(|q| q.needs_claim() || q.overtake)
             || self.renewal_due()
     }
 
@@ -240,10 +243,15 @@ impl Dispatcher {
             .any(|at| at <= now)
     }
 
-    /// True when some queue would claim more but does not know of due work: only then is a
-    /// commit elsewhere worth a look.
+    /// True when some queue would claim more but does not know of due work, or holds slow
+    /// jobs that a newer one of a higher priority would go ahead of: only then is a commit
+    /// elsewhere worth a look.
     fn watching(&self) -> bool {
-        self.change.is_some() && self.queues.iter().any(|q| !q.maybe_more && q.wanted() > 0)
+        self.change.is_some()
+            && self
+                .queues
+                .iter()
+                .any(|q| (!q.maybe_more && q.wanted() > 0) || q.overtakable().is_some())
     }
 
     /// An in-process enqueue woke the dispatcher: every queue may have work, and the
@@ -257,10 +265,11 @@ impl Dispatcher {
             // claim's transaction.
             if q.outstanding == 0 && wakes.hinted(&q.name) {
                 if let Some(tx) = &q.job_tx {
-                    let _ = tx.send(FeedMsg::Ready);
+                    tx.ready();
                 }
             }
         }
+        self.look_ahead();
         let watching = self.watching();
         if let Some(change) = &mut self.change {
             let now = Instant::now();
@@ -339,11 +348,30 @@ impl Dispatcher {
             .filter(|q| !q.maybe_more && q.wanted() > 0)
         {
             self.activity.polled();
-            match db.read_statement(|conn| conn.any_due(&q.name, types, now)) {
+            match db.read_statement(|conn| conn.any_due(&q.name, types, now, None)) {
                 Ok(due) => q.maybe_more = due,
                 // Logged once per outage where the connection failed; the next poll retries.
                 Err(e) if e.kind() == ErrorKind::Unavailable => break,
                 Err(e) => log::warn!("litejobs: polling queue {:?} failed: {e}", q.name),
+            }
+        }
+    }
+
+    /// Looks, in queues holding slow jobs that wait for a thread, for a due job of a higher
+    /// priority than theirs; one found is claimed by the next round and goes ahead of them.
+    /// A read of the due index's range above them: nothing is locked.
+    fn look_ahead(&mut self) {
+        let now = self.shared.queue.now_ms();
+        let types = self.claimer.job_types();
+        let db = self.shared.queue.db();
+        for q in self.queues.iter_mut().filter(|q| !q.overtake) {
+            let Some(highest) = q.overtakable() else {
+                continue;
+            };
+            match db.read_statement(|conn| conn.any_due(&q.name, types, now, Some(highest))) {
+                Ok(due) => q.overtake = due,
+                Err(e) if e.kind() == ErrorKind::Unavailable => break,
+                Err(e) => log::warn!("litejobs: looking ahead in queue {:?} failed: {e}", q.name),
             }
         }
     }
@@ -421,17 +449,29 @@ impl Dispatcher {
         let now = self.shared.queue.now_ms();
         let started = Instant::now();
         let reap = claim && self.reaper.due(started);
-        let plan: Vec<(usize, usize)> = if claim {
+        // Per queue claimed from: how many jobs, and a bound on their priority.
+        let plan: Vec<(usize, usize, Option<i64>)> = if claim {
             self.queues
                 .iter_mut()
                 .for_each(QueueRuntime::resize_prefetch);
-            // Every queue that could use jobs rides along, not only the one that asked.
+            // Every queue that could use jobs rides along, not only the one that asked. A
+            // queue with no room claims a job found to go ahead of those it holds (a claim
+            // in claim order takes such a job first anyway).
             self.queues
-                .iter()
+                .iter_mut()
                 .enumerate()
-                .filter(|(_, q)| q.maybe_more)
-                .map(|(i, q)| (i, q.wanted()))
-                .filter(|&(_, want)| want > 0)
+                .filter_map(|(i, q)| {
+                    let overtake = std::mem::take(&mut q.overtake);
+                    let want = if q.maybe_more { q.wanted() } else { 0 };
+                    if want > 0 {
+                        Some((i, want, None))
+                    } else if overtake {
+                        q.overtakable()
+                            .map(|highest| (i, q.concurrency, Some(highest)))
+                    } else {
+                        None
+                    }
+                })
                 .collect()
         } else {
             Vec::new()
@@ -442,7 +482,7 @@ impl Dispatcher {
             .queues
             .iter_mut()
             .map(|q| {
-                q.prefetched.trim(q.feed.taken.load(Ordering::Acquire));
+                q.trim_prefetched();
                 q.prefetched.due(now, grace_ms)
             })
             .collect();
@@ -468,8 +508,12 @@ impl Dispatcher {
         };
         let claims = |tx: &dyn crate::storage::Tx| {
             let mut claimed = Vec::with_capacity(plan.len());
-            for &(qi, want) in &plan {
-                claimed.push(tx.claim(&claimer.request(&queues[qi].name, want), now)?);
+            for &(qi, want, above) in &plan {
+                let req = crate::storage::jobs::ClaimRequest {
+                    above_priority: above,
+                    ..claimer.request(&queues[qi].name, want)
+                };
+                claimed.push(tx.claim(&req, now)?);
             }
             Ok(claimed)
         };
@@ -536,21 +580,19 @@ impl Dispatcher {
                 events.send(Event::Reaped { count: reaped });
             }
         }
-        for ((qi, want), claimed) in plan.into_iter().zip(claimed) {
+        for ((qi, want, above), claimed) in plan.into_iter().zip(claimed) {
             let rows = claimed.rows;
             for refused in &claimed.refused {
                 events.refused(refused);
             }
             let q = &mut self.queues[qi];
-            q.maybe_more = rows.len() == want || !claimed.refused.is_empty();
-            let Some(tx) = &q.job_tx else { continue };
-            q.outstanding += rows.len();
-            q.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
-            for row in rows {
-                let lease_ms = duration_to_ms(self.shared.registry.timeout_for(&row)) + grace_ms;
-                q.prefetched.sent(&row, lease_ms);
-                let _ = tx.send(FeedMsg::Job(Arc::new(row)));
+            if above.is_none() {
+                q.maybe_more = rows.len() == want || !claimed.refused.is_empty();
             }
+            let registry = &self.shared.registry;
+            q.hand_out(rows, |row| {
+                duration_to_ms(registry.timeout_for(row)) + grace_ms
+            });
         }
     }
 
@@ -566,15 +608,11 @@ impl Dispatcher {
             .queues
             .iter()
             .flat_map(|q| {
-                let taken: Vec<_> = q
-                    .feed
-                    .jobs
-                    .try_iter()
-                    .filter_map(|msg| match msg {
-                        FeedMsg::Job(row) => Some(row),
-                        FeedMsg::Ready => None,
-                    })
-                    .collect();
+                let taken = q
+                    .job_tx
+                    .as_ref()
+                    .map(FeedSender::take_back)
+                    .unwrap_or_default();
                 q.feed.in_flight.fetch_sub(taken.len(), Ordering::AcqRel);
                 taken
             })

@@ -2,12 +2,10 @@
 //! dispatcher's help, and hand each outcome to the writer.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use crossbeam_channel::Receiver;
 
 use crate::encryption::envelope::key_in_damaged;
 use crate::encryption::Column;
@@ -22,6 +20,7 @@ use crate::storage::jobs::{AfterFailure, ClaimedRow};
 use crate::system::clock::duration_to_ms;
 use crate::worker::completer::{Completion, LeaseKeeper, Outcome, WriterHandle, WriterMsg};
 use crate::worker::deadline::{self, Expiry};
+use crate::worker::feed::QueueFeed;
 use crate::worker::registry::Registry;
 use crate::Queue;
 
@@ -149,49 +148,6 @@ impl Slot {
     }
 }
 
-/// What the dispatcher hands an executor thread.
-pub(crate) enum FeedMsg {
-    /// A claimed job to run.
-    Job(Arc<ClaimedRow>),
-    /// A job is likely on its way (an in-process enqueue woke an idle worker): the thread
-    /// that takes this wakes now and watches for it for [`READY_WATCH`], so that its own
-    /// wake-up overlaps the claim's transaction instead of following it.
-    Ready,
-}
-
-/// How long an executor pre-woken by [`FeedMsg::Ready`] watches for its job before going
-/// back to sleep: longer than a one-job claim takes (about 60–80 µs on a small VM), short
-/// enough that a claim that finds nothing (another worker took the job) costs little.
-const READY_WATCH: Duration = Duration::from_micros(200);
-
-/// What the executor threads of one queue read from: claimed jobs, and the count of jobs
-/// claimed but not finished, which tells them when to wake the dispatcher.
-pub(crate) struct QueueFeed {
-    pub(crate) name: String,
-    pub(crate) jobs: Receiver<FeedMsg>,
-    pub(crate) in_flight: AtomicUsize,
-    /// Jobs taken from `jobs` by executors so far: the dispatcher renews the leases of the
-    /// ones still waiting behind them.
-    pub(crate) taken: AtomicUsize,
-    /// Wake the dispatcher when `in_flight` falls to this: time to claim more (or, at 0,
-    /// to write the outcomes of a queue gone quiet). It moves with the prefetch.
-    pub(crate) wake_at: AtomicUsize,
-    /// Attempts run to the end, and the time their handlers took: the dispatcher sizes the
-    /// prefetch from them ([`PrefetchGauge`](super::prefetch::PrefetchGauge)).
-    pub(crate) ran: AtomicU64,
-    pub(crate) busy_micros: AtomicU64,
-}
-
-impl QueueFeed {
-    /// One job of this queue is finished (its outcome is on its way to the writer).
-    pub(crate) fn finished_one(&self, writer: &WriterHandle) {
-        let before = self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if before <= self.wake_at.load(Ordering::Relaxed) + 1 {
-            writer.nudge();
-        }
-    }
-}
-
 /// Starts one executor thread reading claimed jobs from `feed`.
 pub(crate) fn spawn(
     shared: Arc<ExecShared>,
@@ -206,42 +162,9 @@ pub(crate) fn spawn(
     Ok((slot, handle))
 }
 
-/// After a [`FeedMsg::Ready`]: the job that follows within [`READY_WATCH`], if any. Spins
-/// briefly, then yields its core between looks (the dispatcher may need it).
-fn watch_for_job(feed: &QueueFeed) -> Option<Arc<ClaimedRow>> {
-    let until = Instant::now() + READY_WATCH;
-    let mut looks = 0u32;
-    loop {
-        match feed.jobs.try_recv() {
-            Ok(FeedMsg::Job(row)) => return Some(row),
-            Ok(FeedMsg::Ready) => {}
-            Err(crossbeam_channel::TryRecvError::Disconnected) => return None,
-            Err(crossbeam_channel::TryRecvError::Empty) => {
-                if Instant::now() >= until {
-                    return None;
-                }
-                looks += 1;
-                if looks < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-            }
-        }
-    }
-}
-
 fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
     loop {
-        let row = match feed.jobs.recv() {
-            Ok(FeedMsg::Job(row)) => row,
-            Ok(FeedMsg::Ready) => match watch_for_job(feed) {
-                Some(row) => row,
-                None => continue,
-            },
-            Err(_) => return,
-        };
-        feed.taken.fetch_add(1, Ordering::AcqRel);
+        let Some(row) = feed.next() else { return };
         let now = shared.queue.now_ms();
         if shared.stopping.load(Ordering::SeqCst) {
             if send_outcome(shared, feed, row, now, Outcome::Released, None).is_err() {
@@ -623,56 +546,5 @@ mod tests {
             cancelled_before_start(&board, 3, &StopSignal::default()),
             None
         );
-    }
-
-    fn feed() -> (crossbeam_channel::Sender<FeedMsg>, QueueFeed) {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let feed = QueueFeed {
-            name: "default".to_string(),
-            jobs: rx,
-            in_flight: AtomicUsize::new(0),
-            taken: AtomicUsize::new(0),
-            wake_at: AtomicUsize::new(0),
-            ran: AtomicU64::new(0),
-            busy_micros: AtomicU64::new(0),
-        };
-        (tx, feed)
-    }
-
-    fn job(id: i64) -> Arc<ClaimedRow> {
-        Arc::new(ClaimedRow {
-            id,
-            queue: "default".to_string(),
-            job_type: "t".to_string(),
-            payload: "{}".to_string(),
-            attempt: 1,
-            max_attempts: 6,
-            timeout_ms: None,
-            locked_until: 0,
-            idempotency_key: None,
-            group_key: None,
-            expires_at: None,
-            defect: None,
-        })
-    }
-
-    /// A pre-woken executor takes the job that follows, passing over further wake-ups; with
-    /// none coming it goes back to sleep by itself, and when the worker stops.
-    #[test]
-    fn a_pre_woken_executor_takes_the_next_job_or_gives_up() {
-        let (tx, feed) = feed();
-        for msg in [FeedMsg::Ready, FeedMsg::Job(job(7))] {
-            tx.send(msg).expect("the feed is open");
-        }
-        assert_eq!(watch_for_job(&feed).map(|row| row.id), Some(7));
-        assert!(watch_for_job(&feed).is_none(), "nothing came: it gives up");
-        tx.send(FeedMsg::Job(job(8))).expect("the feed is open");
-        drop(tx);
-        assert_eq!(
-            watch_for_job(&feed).map(|row| row.id),
-            Some(8),
-            "a job sent before the worker stopped is still taken"
-        );
-        assert!(watch_for_job(&feed).is_none(), "the worker stopped");
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod completer;
 mod deadline;
 pub(crate) mod dispatcher;
 pub(crate) mod executor;
+mod feed;
 pub mod maintenance;
 mod prefetch;
 mod queue_runtime;

@@ -2,16 +2,21 @@
 //! jobs claimed and not yet written back, whether a claim may find more, and how far ahead
 //! to claim ([`PrefetchGauge`]).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-use crossbeam_channel::Sender;
+use std::time::Duration;
 
 use crate::error::Result;
-use crate::worker::executor::{self, ExecShared, FeedMsg, QueueFeed, Slot};
+use crate::storage::jobs::ClaimedRow;
+use crate::worker::executor::{self, ExecShared, Slot};
+use crate::worker::feed::{self, FeedSender, Lane, QueueFeed};
 use crate::worker::prefetch::PrefetchGauge;
 use crate::worker::renewal::Prefetched;
+
+/// Below this wait for a thread behind the jobs a queue holds, a job of a higher priority is
+/// not looked for between claims: it would gain less than the looks cost (fast jobs).
+const WAIT_WORTH_OVERTAKING: Duration = Duration::from_millis(1);
 
 /// How far a queue's jobs in flight may fall before the next claim: half the prefetch left.
 fn claim_threshold(concurrency: usize, prefetch: usize) -> usize {
@@ -22,7 +27,8 @@ fn claim_threshold(concurrency: usize, prefetch: usize) -> usize {
 pub(crate) struct QueueRuntime {
     pub(crate) name: String,
     pub(crate) concurrency: usize,
-    pub(super) job_tx: Option<Sender<FeedMsg>>,
+    /// `None` once the worker stops: the threads end when they have taken what was sent.
+    pub(super) job_tx: Option<FeedSender>,
     pub(super) feed: Arc<QueueFeed>,
     pub(super) slots: Vec<Arc<Slot>>,
     pub(super) threads: Vec<Option<JoinHandle<()>>>,
@@ -37,6 +43,9 @@ pub(crate) struct QueueRuntime {
     pub(super) prefetched: Prefetched,
     /// How many jobs to claim beyond the free slots.
     pub(super) prefetch: PrefetchGauge,
+    /// A job that goes ahead of those waiting for a thread is due ([`Self::overtakable`]):
+    /// the next round claims it.
+    pub(super) overtake: bool,
 }
 
 impl QueueRuntime {
@@ -48,17 +57,11 @@ impl QueueRuntime {
     ) -> Result<QueueRuntime> {
         // Unbounded in type, bounded in practice: the dispatcher sends only what it claimed,
         // and it never claims more than the queue's concurrency plus the prefetch in flight.
-        let (job_tx, job_rx) = crossbeam_channel::unbounded();
         let prefetch = PrefetchGauge::new(concurrency, prefetch);
-        let feed = Arc::new(QueueFeed {
-            name: name.clone(),
-            jobs: job_rx,
-            in_flight: AtomicUsize::new(0),
-            taken: AtomicUsize::new(0),
-            wake_at: AtomicUsize::new(claim_threshold(concurrency, prefetch.current())),
-            ran: AtomicU64::new(0),
-            busy_micros: AtomicU64::new(0),
-        });
+        let (job_tx, feed) = feed::feed(
+            name.clone(),
+            claim_threshold(concurrency, prefetch.current()),
+        );
         let mut runtime = QueueRuntime {
             name,
             concurrency,
@@ -71,6 +74,7 @@ impl QueueRuntime {
             maybe_more: true,
             prefetched: Prefetched::default(),
             prefetch,
+            overtake: false,
         };
         for index in 0..concurrency {
             let (slot, thread) =
@@ -102,6 +106,62 @@ impl QueueRuntime {
         self.maybe_more
             && self.wanted() > 0
             && self.in_flight() <= claim_threshold(self.concurrency, self.prefetch.current())
+    }
+
+    /// Hands claimed jobs (in claim order) to the threads, each leased for `lease_ms(row)`.
+    /// A job of a higher priority than every job waiting for a thread goes ahead of them:
+    /// an urgent job claimed while slower ones wait starts at the next free thread.
+    pub(super) fn hand_out(
+        &mut self,
+        rows: Vec<ClaimedRow>,
+        lease_ms: impl Fn(&ClaimedRow) -> i64,
+    ) {
+        let Some(tx) = &self.job_tx else { return };
+        self.outstanding += rows.len();
+        self.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
+        self.prefetched
+            .trim(Lane::InOrder, self.feed.taken(Lane::InOrder));
+        let mut highest = self.prefetched.highest_in_order();
+        for row in rows {
+            let lane = match highest {
+                Some(h) if row.priority > h => Lane::First,
+                _ => {
+                    highest = Some(highest.map_or(row.priority, |h| h.max(row.priority)));
+                    Lane::InOrder
+                }
+            };
+            self.prefetched.sent(&row, lane, lease_ms(&row));
+            tx.send(Arc::new(row), lane);
+        }
+    }
+
+    /// While jobs wait for a thread long enough that a newer job of a higher priority would
+    /// gain by going ahead of them (slow jobs; see [`WAIT_WORTH_OVERTAKING`]): the highest
+    /// priority among them. Such a job is looked for on each commit seen, not only when the
+    /// queue claims again, which may be many jobs later.
+    pub(super) fn overtakable(&self) -> Option<i64> {
+        let waiting = self.prefetched.in_order() as u64;
+        if waiting == 0 {
+            return None;
+        }
+        let ran = self.feed.ran.load(Ordering::Relaxed);
+        let busy_micros = self.feed.busy_micros.load(Ordering::Relaxed);
+        // Nothing measured yet: the jobs may be slow.
+        let wait_micros = match busy_micros.checked_div(ran) {
+            Some(mean) => waiting.saturating_mul(mean) / self.concurrency.max(1) as u64,
+            None => u64::MAX,
+        };
+        if wait_micros < WAIT_WORTH_OVERTAKING.as_micros() as u64 {
+            return None;
+        }
+        self.prefetched.highest_in_order()
+    }
+
+    /// Forgets the waiting jobs the threads have taken.
+    pub(super) fn trim_prefetched(&mut self) {
+        for lane in [Lane::InOrder, Lane::First] {
+            self.prefetched.trim(lane, self.feed.taken(lane));
+        }
     }
 
     /// Resizes the prefetch from the run times of the attempts finished since the last look.

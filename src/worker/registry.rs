@@ -152,6 +152,7 @@ impl Claimer {
             job_types: &self.job_types,
             type_timeouts_ms: &self.type_timeouts_ms,
             limit,
+            above_priority: None,
             worker_id: &self.worker_id,
             lease_grace_ms: self.lease_grace_ms,
             max_payload_bytes: self.max_payload_bytes,

@@ -1,84 +1,119 @@
 //! Leases of prefetched jobs: a claim takes a few jobs more than the free handler threads
-//! (the prefetch), and those wait in their queue's channel until a thread is free. Their
+//! (the prefetch), and those wait in their queue's feed until a thread is free. Their
 //! leases are renewed while they wait, so a job prefetched behind a long one is never reaped
 //! (and charged an attempt) before it ran. The renewals ride in the dispatcher's write round.
+//! The waiting jobs' priorities also say which way a new job goes
+//! ([`QueueRuntime::hand_out`](super::queue_runtime::QueueRuntime::hand_out)).
 
 use std::collections::VecDeque;
 
 use crate::error::Result;
 use crate::storage::jobs::{ClaimedRow, Lease};
 use crate::storage::Tx;
+use crate::worker::feed::Lane;
 
-/// A claimed job waiting in a queue's channel.
+/// A claimed job waiting in a queue's feed.
 #[derive(Debug)]
 struct Waiting {
     id: i64,
+    priority: i64,
     attempt: i64,
     locked_until: i64,
     lease_ms: i64,
 }
 
-/// One lease to renew: the waiting job's place and its new expiry (ms).
+/// One lease to renew: the waiting job's lane and place, and its new expiry (ms).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Renewal {
+    lane: Lane,
     index: usize,
     until: i64,
 }
 
-/// The jobs of one queue claimed and sent to its channel but not yet taken by a thread, in
-/// the order they were sent.
+/// The jobs of one queue sent by one [`Lane`] but not yet taken by a thread, in the order
+/// they were sent (each lane is taken from in that order).
 #[derive(Debug, Default)]
-pub(crate) struct Prefetched {
+struct InLane {
     waiting: VecDeque<Waiting>,
     /// How many sent jobs executors had taken when `waiting` was last trimmed.
     taken_seen: usize,
 }
 
+/// The jobs of one queue claimed and sent to its feed but not yet taken by a thread.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetched {
+    lanes: [InLane; 2],
+}
+
 impl Prefetched {
-    /// A job sent to the channel, whose lease lasts `lease_ms` from each renewal.
-    pub(crate) fn sent(&mut self, row: &ClaimedRow, lease_ms: i64) {
-        self.waiting.push_back(Waiting {
+    /// How many jobs wait in claim order.
+    pub(crate) fn in_order(&self) -> usize {
+        self.lanes[Lane::InOrder as usize].waiting.len()
+    }
+
+    /// The highest priority of the jobs waiting in claim order, if any wait.
+    pub(crate) fn highest_in_order(&self) -> Option<i64> {
+        self.lanes[Lane::InOrder as usize]
+            .waiting
+            .iter()
+            .map(|w| w.priority)
+            .max()
+    }
+
+    /// A job sent by `lane`, whose lease lasts `lease_ms` from each renewal.
+    pub(crate) fn sent(&mut self, row: &ClaimedRow, lane: Lane, lease_ms: i64) {
+        self.lanes[lane as usize].waiting.push_back(Waiting {
             id: row.id,
+            priority: row.priority,
             attempt: row.attempt,
             locked_until: row.locked_until,
             lease_ms,
         });
     }
 
-    /// Forgets the jobs executors have taken: `taken` counts every job taken so far.
-    pub(crate) fn trim(&mut self, taken: usize) {
-        while self.taken_seen < taken {
-            if self.waiting.pop_front().is_none() {
+    /// Forgets the jobs executors have taken: `taken` counts every job taken so far from
+    /// `lane`.
+    pub(crate) fn trim(&mut self, lane: Lane, taken: usize) {
+        let lane = &mut self.lanes[lane as usize];
+        while lane.taken_seen < taken {
+            if lane.waiting.pop_front().is_none() {
                 break;
             }
-            self.taken_seen += 1;
+            lane.taken_seen += 1;
         }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Waiting> + '_ {
+        self.lanes.iter().flat_map(|lane| lane.waiting.iter())
     }
 
     /// The ids of the waiting jobs (and of some just taken, until the next trim).
     pub(crate) fn ids(&self) -> impl Iterator<Item = i64> + '_ {
-        self.waiting.iter().map(|w| w.id)
+        self.all().map(|w| w.id)
     }
 
     /// When the first waiting job's lease needs renewing (queue clock, ms): half the grace
     /// before it expires.
     pub(crate) fn renew_due_at(&self, grace_ms: i64) -> Option<i64> {
-        self.waiting
-            .iter()
-            .map(|w| w.locked_until - grace_ms / 2)
-            .min()
+        self.all().map(|w| w.locked_until - grace_ms / 2).min()
     }
 
     /// The leases within half the grace of expiring at `now`, each renewed for its job's
     /// whole lease.
     pub(crate) fn due(&self, now: i64, grace_ms: i64) -> Vec<Renewal> {
-        self.waiting
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| w.locked_until - grace_ms / 2 <= now)
-            .map(|(index, w)| Renewal {
-                index,
-                until: now + w.lease_ms,
+        [Lane::InOrder, Lane::First]
+            .into_iter()
+            .flat_map(|lane| {
+                self.lanes[lane as usize]
+                    .waiting
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.locked_until - grace_ms / 2 <= now)
+                    .map(move |(index, w)| Renewal {
+                        lane,
+                        index,
+                        until: now + w.lease_ms,
+                    })
             })
             .collect()
     }
@@ -93,7 +128,7 @@ impl Prefetched {
         now: i64,
     ) -> Result<()> {
         for r in renewals {
-            let w = &self.waiting[r.index];
+            let w = &self.lanes[r.lane as usize].waiting[r.index];
             let lease = Lease {
                 job_id: w.id,
                 attempt: w.attempt,
@@ -107,7 +142,7 @@ impl Prefetched {
     /// After the round committed: the renewed leases now end later.
     pub(crate) fn renewed(&mut self, renewals: &[Renewal]) {
         for r in renewals {
-            self.waiting[r.index].locked_until = r.until;
+            self.lanes[r.lane as usize].waiting[r.index].locked_until = r.until;
         }
     }
 }

@@ -13,6 +13,9 @@ pub(crate) struct ClaimRequest<'a> {
     /// Each type's timeout in ms (aligned with `job_types`), for jobs without their own.
     pub(crate) type_timeouts_ms: &'a [i64],
     pub(crate) limit: usize,
+    /// Only jobs of a higher priority than this: a look for jobs that go ahead of those
+    /// already claimed and waiting for a thread.
+    pub(crate) above_priority: Option<i64>,
     pub(crate) worker_id: &'a str,
     pub(crate) lease_grace_ms: i64,
     /// A payload longer than this (bytes) is not handed to a handler: the job goes dead.
@@ -26,6 +29,9 @@ pub(crate) struct ClaimedRow {
     pub(crate) queue: String,
     pub(crate) job_type: String,
     pub(crate) payload: String,
+    /// Its priority when claimed: a job of a higher priority than those waiting for a
+    /// thread goes before them.
+    pub(crate) priority: i64,
     pub(crate) attempt: i64,
     pub(crate) max_attempts: i64,
     pub(crate) timeout_ms: Option<i64>,
@@ -86,7 +92,14 @@ pub(crate) trait ClaimStore {
     fn claim(&self, req: &ClaimRequest<'_>, now: i64) -> Result<Claimed>;
 
     /// True when a claim could find work: some job of these types in this queue is due and
-    /// not past its deadline. A cheap read that spares an idle worker the write lock on
-    /// every poll.
-    fn any_due(&self, queue: &str, job_types: &[String], now: i64) -> Result<bool>;
+    /// not past its deadline (of a higher priority than `above`, when given). A cheap read
+    /// that spares an idle worker the write lock on every poll, and a busy one on each look
+    /// for jobs to go ahead of those it holds.
+    fn any_due(
+        &self,
+        queue: &str,
+        job_types: &[String],
+        now: i64,
+        above: Option<i64>,
+    ) -> Result<bool>;
 }

@@ -189,7 +189,7 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
     let queue = text(v.queue, "queue", "a queue name", false, p).unwrap_or_default();
     let job_type = text(v.job_type, "job_type", "a job type", false, p).unwrap_or_default();
     let payload = text(v.payload, "payload", "JSON text", true, p).unwrap_or_default();
-    strict_int(v.priority, "priority", i64::MIN, p);
+    let priority = strict_int(v.priority, "priority", i64::MIN, p).unwrap_or(0);
     let created_at = strict_int(v.created_at, "created_at", i64::MIN, p);
     if let Some(run_at) = strict_int(v.run_at, "run_at", i64::MIN, p) {
         if created_at.is_some_and(|created| run_at < created / 100) {
@@ -277,6 +277,7 @@ pub(crate) fn check_claimed(v: &ClaimedValues<'_>, max_payload_bytes: usize) -> 
         queue,
         job_type,
         payload,
+        priority,
         attempt: attempts.saturating_add(1),
         max_attempts,
         timeout_ms,

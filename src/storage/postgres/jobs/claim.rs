@@ -56,23 +56,34 @@ impl ClaimStore for PgTx<'_> {
         })
     }
 
-    fn any_due(&self, queue: &str, job_types: &[String], now: i64) -> Result<bool> {
+    fn any_due(
+        &self,
+        queue: &str,
+        job_types: &[String],
+        now: i64,
+        above: Option<i64>,
+    ) -> Result<bool> {
         if job_types.is_empty() {
             return Ok(false);
         }
-        let due = self.row::<BoolRow>(
-            query(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND waiting_for = 0
-                                  AND status IN ('queued', 'failed') AND run_at <= $2
-                                  AND (expires_at IS NULL OR expires_at > $2)
-                                  AND job_type = ANY($3))
-                        AND NOT EXISTS (SELECT 1 FROM queues WHERE name = $1 AND paused = 1)
-                        AS v",
-            )
-            .text(queue)
-            .int(now)
-            .texts(job_types),
-        )?;
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND waiting_for = 0{}
+                              AND status IN ('queued', 'failed') AND run_at <= $2
+                              AND (expires_at IS NULL OR expires_at > $2)
+                              AND job_type = ANY($3))
+                    AND NOT EXISTS (SELECT 1 FROM queues WHERE name = $1 AND paused = 1)
+                    AS v",
+            if above.is_some() {
+                " AND priority > $4"
+            } else {
+                ""
+            }
+        );
+        let mut q = query(&sql).text(queue).int(now).texts(job_types);
+        if let Some(above) = above {
+            q = q.int(above);
+        }
+        let due = self.row::<BoolRow>(q)?;
         Ok(due.is_some_and(|row| row.v))
     }
 }
@@ -95,7 +106,7 @@ impl PgTx<'_> {
         let sql = format!(
             "WITH picked AS (
                 SELECT j.id, j.attempts FROM jobs j
-                WHERE j.queue = $1 AND j.waiting_for = 0 AND j.status IN ('queued', 'failed')
+                WHERE j.queue = $1 AND j.waiting_for = 0{above} AND j.status IN ('queued', 'failed')
                   AND j.run_at <= $2
                   AND (j.expires_at IS NULL OR j.expires_at > $2)
                   AND j.job_type = ANY($3)
@@ -128,6 +139,11 @@ impl PgTx<'_> {
                        jobs.expires_at",
             group_order = claim_order_sql("g"),
             order = claim_order_sql("j"),
+            above = if req.above_priority.is_some() {
+                " AND j.priority > $10"
+            } else {
+                ""
+            },
         );
         let q = query(&sql)
             .text(req.queue)
@@ -139,6 +155,10 @@ impl PgTx<'_> {
             .ints(req.type_timeouts_ms)
             .int(req.type_timeouts_ms.iter().copied().max().unwrap_or(0))
             .int(req.lease_grace_ms);
+        let q = match req.above_priority {
+            Some(above) => q.int(above),
+            None => q,
+        };
         self.rows_in_savepoint::<ClaimRow>(q)
     }
 }

@@ -29,15 +29,27 @@ impl ClaimStore for SqliteTx<'_> {
         }
     }
 
-    fn any_due(&self, queue: &str, job_types: &[String], now: i64) -> Result<bool> {
+    fn any_due(
+        &self,
+        queue: &str,
+        job_types: &[String],
+        now: i64,
+        above: Option<i64>,
+    ) -> Result<bool> {
         if job_types.is_empty() {
             return Ok(false);
         }
         let type_params: Vec<String> = (0..job_types.len())
-            .map(|i| format!("?{}", i + 3))
+            .map(|i| format!("?{}", i + 4))
             .collect();
+        // A bound on the priority is a range of the due index, not a filter over every due row.
+        let above_sql = if above.is_some() {
+            " AND priority > ?3"
+        } else {
+            ""
+        };
         let sql = format!(
-            "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND waiting_for = 0
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND waiting_for = 0{above_sql}
                             AND status IN ('queued', 'failed') AND run_at <= ?2 AND job_type IN ({})
                             AND (expires_at IS NULL OR expires_at > ?2))
                     AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused = 1)",
@@ -45,6 +57,7 @@ impl ClaimStore for SqliteTx<'_> {
         );
         let mut stmt = self.conn.prepare_cached(&sql)?;
         let mut args: Vec<rusqlite::types::Value> = vec![queue.to_string().into(), now.into()];
+        args.push(above.map_or(rusqlite::types::Value::Null, Into::into));
         args.extend(job_types.iter().map(|t| t.clone().into()));
         Ok(stmt.query_row(rusqlite::params_from_iter(args), |row| row.get(0))?)
     }
@@ -66,7 +79,7 @@ impl SqliteTx<'_> {
                 "a claim must run inside a write transaction; nothing was claimed",
             ));
         }
-        let sql = claim_sql(req.job_types.len());
+        let sql = claim_sql(req.job_types.len(), req.above_priority.is_some());
         // ?1 the worker, ?2 now, ?3 the longest type timeout, ?4 the lease grace, ?5 the queue,
         // ?6 the limit, then the types and their timeouts. Both statements take the same.
         let bind = |stmt: &mut rusqlite::CachedStatement<'_>| -> rusqlite::Result<()> {
@@ -86,6 +99,9 @@ impl SqliteTx<'_> {
         };
         let mut stmt = conn.prepare_cached(&sql.select)?;
         bind(&mut stmt)?;
+        if let Some(above) = req.above_priority {
+            stmt.raw_bind_parameter(7 + 2 * req.job_types.len(), above)?;
+        }
         // Rows are read leniently: a value another program wrote that litejobs cannot use marks
         // that job defective (it goes dead), and never fails the claim of every other job.
         let mut rows = Vec::new();
@@ -104,7 +120,7 @@ impl SqliteTx<'_> {
             let size = 1usize << (rows.len() - next).min(CLAIM_IDS_PER_UPDATE).ilog2();
             let mut update = conn.prepare_cached(&sql.updates[size.ilog2() as usize])?;
             bind(&mut update)?;
-            let first_id = 7 + 2 * req.job_types.len();
+            let first_id = 8 + 2 * req.job_types.len();
             for (i, row) in rows[next..next + size].iter().enumerate() {
                 update.raw_bind_parameter(first_id + i, row.id)?;
             }
@@ -135,15 +151,16 @@ pub(super) struct ClaimSql {
 /// The most ids one claiming `UPDATE` takes.
 const CLAIM_IDS_PER_UPDATE: usize = 64;
 
-/// The claim's statements for `types` job types, built once per process for each count (a
-/// claim's text depends on nothing else; building it per claim cost 8 000 instructions).
-pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
-    static BUILT: std::sync::Mutex<Vec<(usize, std::sync::Arc<ClaimSql>)>> =
-        std::sync::Mutex::new(Vec::new());
+/// The claim's statements for `types` job types, with or without a bound on the priority
+/// (`above`, parameter `7 + 2 × types`), built once per process for each (a claim's text
+/// depends on nothing else; building it per claim cost 8 000 instructions).
+pub(super) fn claim_sql(types: usize, above: bool) -> std::sync::Arc<ClaimSql> {
+    type Built = Vec<((usize, bool), std::sync::Arc<ClaimSql>)>;
+    static BUILT: std::sync::Mutex<Built> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((_, sql)) = built.iter().find(|(n, _)| *n == types) {
+    if let Some((_, sql)) = built.iter().find(|(key, _)| *key == (types, above)) {
         return std::sync::Arc::clone(sql);
     }
     let n = types;
@@ -164,7 +181,7 @@ pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
     let lease = format!("?2 + COALESCE(timeout_ms, CASE job_type{lease_cases} ELSE ?3 END) + ?4");
     let choice = format!(
         "FROM jobs j
-            WHERE j.queue = ?5 AND j.waiting_for = 0 AND j.status IN ('queued', 'failed')
+            WHERE j.queue = ?5 AND j.waiting_for = 0{above_sql} AND j.status IN ('queued', 'failed')
               AND j.run_at <= ?2
               AND (j.expires_at IS NULL OR j.expires_at > ?2)
               AND j.job_type IN ({types})
@@ -181,6 +198,11 @@ pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
             ORDER BY {order}
             LIMIT CAST(?6 AS INTEGER)",
         types = type_params.join(", "),
+        above_sql = if above {
+            format!(" AND j.priority > ?{}", 7 + 2 * n)
+        } else {
+            String::new()
+        },
         group_order = claim_order_sql("g"),
         order = claim_order_sql("j"),
     );
@@ -189,7 +211,7 @@ pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
     let updates = (0..=CLAIM_IDS_PER_UPDATE.ilog2())
         .map(|power| {
             let ids: Vec<String> = (0..1usize << power)
-                .map(|i| format!("?{}", 7 + 2 * n + i))
+                .map(|i| format!("?{}", 8 + 2 * n + i))
                 .collect();
             // A row whose attempts are not a whole number of at least 0 (written with the
             // rules off) gets attempt 1, and one at the largest integer keeps it, as the
@@ -213,6 +235,6 @@ pub(super) fn claim_sql(types: usize) -> std::sync::Arc<ClaimSql> {
         ),
         updates,
     });
-    built.push((types, std::sync::Arc::clone(&sql)));
+    built.push(((types, above), std::sync::Arc::clone(&sql)));
     sql
 }

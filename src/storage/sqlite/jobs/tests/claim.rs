@@ -15,6 +15,7 @@ fn a_rule_breaker_never_fails_a_claim_with_the_rules_on_or_off() {
         let types = ["t".to_string()];
         let req = ClaimRequest {
             limit: 10,
+            above_priority: None,
             ..t_jobs(&types, "A")
         };
         let claimed = write(&db, |tx| {
@@ -122,6 +123,7 @@ fn the_claim_keeps_one_running_job_per_group_key_in_order() {
         let types = ["t".to_string()];
         let req = ClaimRequest {
             limit: 10,
+            above_priority: None,
             ..t_jobs(&types, "A")
         };
         let ids = |c: Claimed| c.rows.iter().map(|r| r.id).collect::<Vec<_>>();
@@ -162,10 +164,17 @@ fn the_claim_reads_only_jobs_that_wait_for_nothing() {
             .expect("a plan")
             .join("; ")
     };
-    let claim = crate::storage::sqlite::jobs::claim::claim_sql(1);
+    let claim = crate::storage::sqlite::jobs::claim::claim_sql(1, false);
     let shown = plan(&claim.select, 8);
     assert!(
         shown.contains("jobs_due_idx (queue=? AND waiting_for=?)"),
+        "{shown}"
+    );
+    // A look for jobs that go ahead of the waiting ones reads only the range above them.
+    let above = crate::storage::sqlite::jobs::claim::claim_sql(1, true);
+    let shown = plan(&above.select, 9);
+    assert!(
+        shown.contains("jobs_due_idx (queue=? AND waiting_for=? AND priority>?)"),
         "{shown}"
     );
 }

@@ -31,6 +31,7 @@ fn successes_count_under_the_queue_and_type_the_row_holds() {
         let types = ["t".to_string()];
         let req = ClaimRequest {
             limit: 3,
+            above_priority: None,
             ..t_jobs(&types, "A")
         };
         let rows = tx.claim(&req, T0)?.rows;

@@ -62,6 +62,7 @@ pub(super) fn t_jobs<'a>(types: &'a [String], worker: &'a str) -> ClaimRequest<'
         job_types: types,
         type_timeouts_ms: &[1_000],
         limit: 1,
+        above_priority: None,
         worker_id: worker,
         lease_grace_ms: 500,
         max_payload_bytes: 1 << 16,

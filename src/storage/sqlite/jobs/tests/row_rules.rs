@@ -156,6 +156,7 @@ fn claim_defects_at_the_edges_of_timeout_and_payload_size() {
         let types = ["t".to_string()];
         let req = ClaimRequest {
             limit: 10,
+            above_priority: None,
             max_payload_bytes: limit.len(),
             ..t_jobs(&types, "A")
         };
