@@ -70,10 +70,12 @@ fn an_idle_worker_barely_wakes() {
     let worker = quiet_worker(&env, ScriptedHandler::new(), 2);
     let activity = worker.activity();
     let (wakeups, rounds, elapsed) = watch(&activity, WINDOW);
-    // Its first passes (one claim round that finds nothing) may fall in the window; after
-    // them nothing is due for an hour. A loop that woke every few ms would count 60 here.
+    // Its first passes (one claim round that finds nothing) may fall in the window, with
+    // the file watch's looks after its start-up writes and their checkpoint (up to 16 looks
+    // a write, most in its first millisecond); after them nothing is due for an hour. A loop
+    // that woke every few ms would count 60 here.
     assert!(
-        wakeups <= 16 && rounds <= 3,
+        wakeups <= 24 && rounds <= 3,
         "an idle worker woke {wakeups} times and wrote {rounds} times in {elapsed:?}"
     );
     stop(worker);
@@ -115,7 +117,9 @@ fn a_prefetched_job_waiting_for_a_thread_costs_no_writes_until_its_lease_needs_r
     // is already due (seen: 64 against 63 while the PostgreSQL tests ran alongside). A loop
     // that woke every few milliseconds still counts far more.
     let expected = elapsed.as_millis() / COLLECT_MS;
-    let allowed = expected + expected / 10 + 3;
+    // The file watch is on while a job waits that a more urgent one could pass: the claim's
+    // own commit and its checkpoint are each looked at up to 16 times.
+    let allowed = expected + expected / 10 + 3 + 16;
     assert!(
         rounds <= 1,
         "{rounds} write rounds in {elapsed:?} while a prefetched job waited with its lease \

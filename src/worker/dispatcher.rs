@@ -349,7 +349,16 @@ impl Dispatcher {
         {
             self.activity.polled();
             match db.read_statement(|conn| conn.any_due(&q.name, types, now, None)) {
-                Ok(due) => q.maybe_more = due,
+                Ok(due) => {
+                    q.maybe_more = due;
+                    // An idle queue's executor wakes now, so that its wake-up overlaps the
+                    // claim's transaction (as for an in-process enqueue).
+                    if due && q.outstanding == 0 {
+                        if let Some(tx) = &q.job_tx {
+                            tx.ready();
+                        }
+                    }
+                }
                 // Logged once per outage where the connection failed; the next poll retries.
                 Err(e) if e.kind() == ErrorKind::Unavailable => break,
                 Err(e) => log::warn!("litejobs: polling queue {:?} failed: {e}", q.name),
