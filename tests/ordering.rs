@@ -661,3 +661,87 @@ fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
         );
     }
 }
+
+/// Jobs of a higher priority claimed to go ahead wait one per thread at most: a worker with
+/// one busy thread does not hoard a run of urgent jobs (other workers start them), and the
+/// ones waiting to go first start highest priority first.
+#[test]
+fn a_worker_holds_one_job_per_thread_to_go_ahead_and_runs_them_by_priority() {
+    let env = setup();
+    let gate = Latch::new();
+    let _open_on_failure = gate.open_on_drop();
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let handler = {
+        let (gate, started) = (gate.clone(), Arc::clone(&started));
+        move |ctx: &litejobs::JobContext| -> Result<(), litejobs::JobError> {
+            started
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(ctx.id());
+            gate.wait(WAIT);
+            Ok(())
+        }
+    };
+    let slow = env
+        .queue
+        .enqueue_batch(
+            (0..2)
+                .map(|n| NewJob::new("slow", json!({ "n": n })))
+                .collect(),
+        )
+        .expect("enqueue");
+    let events = env.queue.subscribe();
+    let worker = Worker::builder(&env.queue)
+        .handler("slow", handler.clone())
+        .handler("urgent", handler)
+        .concurrency(1)
+        .prefetch(3)
+        .poll_interval(Duration::from_secs(3600))
+        .start()
+        .expect("worker starts");
+    crate::support::scripted::wait_started(&events, slow[0]);
+    // Three urgent jobs, each in its own commit: each commit is looked at.
+    let fives: Vec<i64> = (0..3)
+        .map(|n| {
+            env.queue
+                .enqueue(NewJob::new("urgent", json!({ "n": n })).priority(5))
+                .expect("enqueue")
+        })
+        .collect();
+    let give_up = std::time::Instant::now() + WAIT;
+    while job(&env.queue, fives[0]).status != JobStatus::Running {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the first urgent job was not claimed while slower jobs waited"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Watch the worker for many of its looks: the running job, the waiting one, and one to
+    // go ahead.
+    for _ in 0..50 {
+        let running = env.queue.stats().expect("stats").count(JobStatus::Running);
+        assert!(running <= 3, "one thread held {running} jobs");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let ten = env
+        .queue
+        .enqueue(NewJob::new("urgent", json!({ "n": 10 })).priority(10))
+        .expect("enqueue");
+    gate.open();
+    let mut all = slow.clone();
+    all.extend(&fives);
+    all.push(ten);
+    wait_all(&events, &all, JobStatus::Succeeded);
+    stop(worker);
+    let started = started.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let at = |id: i64| started.iter().position(|&s| s == id).expect("it started");
+    assert_eq!(
+        at(fives[0]),
+        1,
+        "the first urgent job went ahead: {started:?}"
+    );
+    assert!(
+        at(ten) < at(fives[1]) && at(ten) < at(fives[2]),
+        "the priority-10 job starts before the priority-5 jobs not yet claimed: {started:?}"
+    );
+}

@@ -374,7 +374,8 @@ impl Dispatcher {
         let types = self.claimer.job_types();
         let db = self.shared.queue.db();
         for q in self.queues.iter_mut().filter(|q| !q.overtake) {
-            let Some(highest) = q.overtakable() else {
+            q.trim_prefetched();
+            let Some((highest, _)) = q.overtakable() else {
                 continue;
             };
             match db.read_statement(|conn| conn.any_due(&q.name, types, now, Some(highest))) {
@@ -460,9 +461,10 @@ impl Dispatcher {
         let reap = claim && self.reaper.due(started);
         // Per queue claimed from: how many jobs, and a bound on their priority.
         let plan: Vec<(usize, usize, Option<i64>)> = if claim {
-            self.queues
-                .iter_mut()
-                .for_each(QueueRuntime::resize_prefetch);
+            self.queues.iter_mut().for_each(|q| {
+                q.resize_prefetch();
+                q.trim_prefetched();
+            });
             // Every queue that could use jobs rides along, not only the one that asked. A
             // queue with no room claims a job found to go ahead of those it holds (a claim
             // in claim order takes such a job first anyway).
@@ -476,7 +478,7 @@ impl Dispatcher {
                         Some((i, want, None))
                     } else if overtake {
                         q.overtakable()
-                            .map(|highest| (i, q.concurrency, Some(highest)))
+                            .map(|(highest, room)| (i, room, Some(highest)))
                     } else {
                         None
                     }

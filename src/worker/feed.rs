@@ -1,7 +1,7 @@
 //! How claimed jobs reach a queue's executor threads: a channel in claim order, and beside it
 //! a short lane for jobs of a higher priority than any waiting in the channel, which the
-//! threads look at first. A password-reset email claimed while a report's chunks wait for a
-//! thread so starts next, not after the chunks already claimed.
+//! threads look at first, highest priority first. A password-reset email claimed while a
+//! report's chunks wait for a thread so starts next, not after the chunks already claimed.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -36,8 +36,16 @@ const READY_WATCH: Duration = Duration::from_micros(200);
 pub(crate) enum Lane {
     /// The channel, in claim order.
     InOrder,
-    /// Ahead of every job waiting in the channel.
+    /// Ahead of every job waiting in the channel, by priority (then as sent).
     First,
+}
+
+/// The jobs that go first: highest priority first, then in the order they were sent; and the
+/// ids of those taken since the dispatcher last asked (it renews the leases of the others).
+#[derive(Default)]
+struct FirstLane {
+    waiting: VecDeque<Arc<ClaimedRow>>,
+    taken: Vec<i64>,
 }
 
 /// What the executor threads of one queue read from: claimed jobs, and the count of jobs
@@ -45,14 +53,14 @@ pub(crate) enum Lane {
 pub(crate) struct QueueFeed {
     pub(crate) name: String,
     jobs: Receiver<FeedMsg>,
-    /// Jobs that go before those in `jobs`, oldest first; `first_waiting` counts them so
-    /// that a thread looks without taking the lock when there are none (nearly always).
-    first: Mutex<VecDeque<Arc<ClaimedRow>>>,
+    /// Jobs that go before those in `jobs`; `first_waiting` counts them so that a thread
+    /// looks without taking the lock when there are none (nearly always).
+    first: Mutex<FirstLane>,
     first_waiting: AtomicUsize,
     pub(crate) in_flight: AtomicUsize,
-    /// Jobs taken by executors so far, per [`Lane`] (in order, first): the dispatcher
-    /// renews the leases of the ones still waiting behind them.
-    taken: [AtomicUsize; 2],
+    /// Jobs taken from `jobs` by executors so far: the dispatcher renews the leases of the
+    /// ones still waiting behind them.
+    taken_in_order: AtomicUsize,
     /// Wake the dispatcher when `in_flight` falls to this: time to claim more (or, at 0,
     /// to write the outcomes of a queue gone quiet). It moves with the prefetch.
     pub(crate) wake_at: AtomicUsize,
@@ -75,10 +83,10 @@ pub(crate) fn feed(name: String, wake_at: usize) -> (FeedSender, Arc<QueueFeed>)
     let feed = Arc::new(QueueFeed {
         name,
         jobs,
-        first: Mutex::new(VecDeque::new()),
+        first: Mutex::new(FirstLane::default()),
         first_waiting: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
-        taken: [AtomicUsize::new(0), AtomicUsize::new(0)],
+        taken_in_order: AtomicUsize::new(0),
         wake_at: AtomicUsize::new(wake_at),
         ran: AtomicU64::new(0),
         busy_micros: AtomicU64::new(0),
@@ -98,7 +106,14 @@ impl FeedSender {
                 let _ = self.tx.send(FeedMsg::Job(row));
             }
             Lane::First => {
-                lock(&self.feed.first).push_back(row);
+                let mut first = lock(&self.feed.first);
+                let at = first
+                    .waiting
+                    .iter()
+                    .position(|w| w.priority < row.priority)
+                    .unwrap_or(first.waiting.len());
+                first.waiting.insert(at, row);
+                drop(first);
                 self.feed.first_waiting.fetch_add(1, Ordering::Release);
                 let _ = self.tx.send(FeedMsg::Overtaking);
             }
@@ -123,7 +138,7 @@ impl FeedSender {
             .collect();
         let mut first = lock(&self.feed.first);
         self.feed.first_waiting.store(0, Ordering::Release);
-        rows.extend(first.drain(..));
+        rows.extend(first.waiting.drain(..));
         rows
     }
 }
@@ -137,9 +152,14 @@ impl QueueFeed {
         }
     }
 
-    /// Jobs executors have taken so far by `lane`.
-    pub(crate) fn taken(&self, lane: Lane) -> usize {
-        self.taken[lane as usize].load(Ordering::Acquire)
+    /// Jobs executors have taken from the channel so far.
+    pub(crate) fn taken_in_order(&self) -> usize {
+        self.taken_in_order.load(Ordering::Acquire)
+    }
+
+    /// The ids of the jobs that went first and were taken since the last call.
+    pub(crate) fn taken_first(&self) -> Vec<i64> {
+        std::mem::take(&mut lock(&self.first).taken)
     }
 
     /// The next job for a thread, waiting for one to come: first the jobs that go first,
@@ -166,14 +186,15 @@ impl QueueFeed {
         if self.first_waiting.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let row = lock(&self.first).pop_front()?;
+        let mut first = lock(&self.first);
+        let row = first.waiting.pop_front()?;
+        first.taken.push(row.id);
         self.first_waiting.fetch_sub(1, Ordering::AcqRel);
-        self.taken[Lane::First as usize].fetch_add(1, Ordering::AcqRel);
         Some(row)
     }
 
     fn took_in_order(&self, row: Arc<ClaimedRow>) -> Arc<ClaimedRow> {
-        self.taken[Lane::InOrder as usize].fetch_add(1, Ordering::AcqRel);
+        self.taken_in_order.fetch_add(1, Ordering::AcqRel);
         row
     }
 
@@ -208,9 +229,7 @@ impl QueueFeed {
 
 /// The lock of the jobs that go first; a thread that panicked holding it left the queue
 /// whole (each change is one push or pop).
-fn lock(
-    first: &Mutex<VecDeque<Arc<ClaimedRow>>>,
-) -> std::sync::MutexGuard<'_, VecDeque<Arc<ClaimedRow>>> {
+fn lock(first: &Mutex<FirstLane>) -> std::sync::MutexGuard<'_, FirstLane> {
     first
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -221,12 +240,16 @@ mod tests {
     use super::*;
 
     fn job(id: i64) -> Arc<ClaimedRow> {
+        at_priority(id, 0)
+    }
+
+    fn at_priority(id: i64, priority: i64) -> Arc<ClaimedRow> {
         Arc::new(ClaimedRow {
             id,
             queue: "default".to_string(),
             job_type: "t".to_string(),
             payload: "{}".to_string(),
-            priority: 0,
+            priority,
             attempt: 1,
             max_attempts: 6,
             timeout_ms: None,
@@ -258,8 +281,9 @@ mod tests {
         assert!(feed.next().is_none(), "the worker stopped");
     }
 
-    /// A job sent to go first is taken before the jobs already waiting in the channel, and
-    /// each lane counts what was taken from it; what nobody took is taken back at shutdown.
+    /// Jobs sent to go first are taken before the jobs already waiting in the channel, the
+    /// highest priority first (then as sent), and the dispatcher hears which were taken;
+    /// what nobody took is taken back at shutdown.
     #[test]
     fn a_job_sent_to_go_first_overtakes_the_waiting_ones() {
         let (tx, feed) = feed("default".to_string(), 0);
@@ -267,15 +291,17 @@ mod tests {
             tx.send(job(id), Lane::InOrder);
         }
         assert_eq!(feed.next().map(|row| row.id), Some(1));
-        tx.send(job(10), Lane::First);
-        tx.send(job(11), Lane::First);
-        let order: Vec<i64> = (0..3)
+        tx.send(at_priority(10, 5), Lane::First);
+        tx.send(at_priority(11, 5), Lane::First);
+        tx.send(at_priority(13, 10), Lane::First);
+        let order: Vec<i64> = (0..4)
             .filter_map(|_| feed.next())
             .map(|row| row.id)
             .collect();
-        assert_eq!(order, [10, 11, 2]);
-        assert_eq!(feed.taken(Lane::InOrder), 2);
-        assert_eq!(feed.taken(Lane::First), 2);
+        assert_eq!(order, [13, 10, 11, 2]);
+        assert_eq!(feed.taken_in_order(), 2);
+        assert_eq!(feed.taken_first(), [13, 10, 11]);
+        assert!(feed.taken_first().is_empty(), "each taken id is told once");
         tx.send(job(12), Lane::First);
         let mut back: Vec<i64> = tx.take_back().iter().map(|row| row.id).collect();
         back.sort_unstable();

@@ -119,8 +119,7 @@ impl QueueRuntime {
         let Some(tx) = &self.job_tx else { return };
         self.outstanding += rows.len();
         self.feed.in_flight.fetch_add(rows.len(), Ordering::AcqRel);
-        self.prefetched
-            .trim(Lane::InOrder, self.feed.taken(Lane::InOrder));
+        self.prefetched.trim_in_order(self.feed.taken_in_order());
         let mut highest = self.prefetched.highest_in_order();
         for row in rows {
             let lane = match highest {
@@ -137,11 +136,14 @@ impl QueueRuntime {
 
     /// While jobs wait for a thread long enough that a newer job of a higher priority would
     /// gain by going ahead of them (slow jobs; see [`WAIT_WORTH_OVERTAKING`]): the highest
-    /// priority among them. Such a job is looked for on each commit seen, not only when the
-    /// queue claims again, which may be many jobs later.
-    pub(super) fn overtakable(&self) -> Option<i64> {
+    /// priority among them, and how many such jobs may still be claimed to go first. Such a
+    /// job is looked for on each commit seen, not only when the queue claims again, which may
+    /// be many jobs later. At most one per thread waits to go first, so a worker never
+    /// hoards a backlog of urgent jobs that other workers could start.
+    pub(super) fn overtakable(&self) -> Option<(i64, usize)> {
         let waiting = self.prefetched.in_order() as u64;
-        if waiting == 0 {
+        let room = self.concurrency.saturating_sub(self.prefetched.first());
+        if waiting == 0 || room == 0 {
             return None;
         }
         let ran = self.feed.ran.load(Ordering::Relaxed);
@@ -154,14 +156,15 @@ impl QueueRuntime {
         if wait_micros < WAIT_WORTH_OVERTAKING.as_micros() as u64 {
             return None;
         }
-        self.prefetched.highest_in_order()
+        self.prefetched
+            .highest_in_order()
+            .map(|highest| (highest, room))
     }
 
     /// Forgets the waiting jobs the threads have taken.
     pub(super) fn trim_prefetched(&mut self) {
-        for lane in [Lane::InOrder, Lane::First] {
-            self.prefetched.trim(lane, self.feed.taken(lane));
-        }
+        self.prefetched.trim_in_order(self.feed.taken_in_order());
+        self.prefetched.forget_first(&self.feed.taken_first());
     }
 
     /// Resizes the prefetch from the run times of the attempts finished since the last look.

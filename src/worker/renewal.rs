@@ -31,7 +31,7 @@ pub(crate) struct Renewal {
 }
 
 /// The jobs of one queue sent by one [`Lane`] but not yet taken by a thread, in the order
-/// they were sent (each lane is taken from in that order).
+/// they were sent.
 #[derive(Debug, Default)]
 struct InLane {
     waiting: VecDeque<Waiting>,
@@ -71,16 +71,31 @@ impl Prefetched {
         });
     }
 
-    /// Forgets the jobs executors have taken: `taken` counts every job taken so far from
-    /// `lane`.
-    pub(crate) fn trim(&mut self, lane: Lane, taken: usize) {
-        let lane = &mut self.lanes[lane as usize];
+    /// Forgets the jobs executors have taken from the channel, which they take in the
+    /// order sent: `taken` counts every job taken from it so far.
+    pub(crate) fn trim_in_order(&mut self, taken: usize) {
+        let lane = &mut self.lanes[Lane::InOrder as usize];
         while lane.taken_seen < taken {
             if lane.waiting.pop_front().is_none() {
                 break;
             }
             lane.taken_seen += 1;
         }
+    }
+
+    /// Forgets the jobs that went first and were taken (by id: that lane is taken from by
+    /// priority, not in the order sent).
+    pub(crate) fn forget_first(&mut self, taken: &[i64]) {
+        if !taken.is_empty() {
+            self.lanes[Lane::First as usize]
+                .waiting
+                .retain(|w| !taken.contains(&w.id));
+        }
+    }
+
+    /// How many jobs wait to go first.
+    pub(crate) fn first(&self) -> usize {
+        self.lanes[Lane::First as usize].waiting.len()
     }
 
     fn all(&self) -> impl Iterator<Item = &Waiting> + '_ {

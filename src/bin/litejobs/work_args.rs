@@ -51,7 +51,9 @@ pub struct WorkArgs {
     /// also how long it has to end a cancelled job before it is stopped.
     #[arg(long, value_parser = duration::parse, default_value = "5s", value_name = "DURATION")]
     pub kill_grace: Duration,
-    /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`.
+    /// Also work this queue, with N threads (repeatable): `--queue webhooks=2`. A queue of its
+    /// own keeps threads for urgent jobs (`--queue urgent=1`); within a queue, a higher
+    /// `enqueue --priority` goes ahead of the jobs already claimed.
     #[arg(long = "queue", value_parser = parse_queue_spec, value_name = "Q[=N]")]
     pub queues: Vec<QueueSpec>,
     /// How long running handlers may finish after SIGINT/SIGTERM before their jobs are
