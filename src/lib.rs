@@ -87,7 +87,9 @@
 //!   time. A heartbeat ([`JobContext::heartbeat`]) travels the writer channel too, and waits
 //!   for its answer.
 //! - **The feed channel** of a queue carries claimed jobs (and an early "a job is coming"
-//!   after an in-process enqueue) from the dispatcher to that queue's executors.
+//!   after an in-process enqueue) from the dispatcher to that queue's executors, in claim
+//!   order. Beside it, a short lane holds jobs of a higher priority than every job waiting
+//!   in the channel: the executors take those first.
 //! - **The writer channel** (the dispatcher's `results`) carries outcomes and heartbeats to
 //!   the dispatcher, which drains it in batches; **the nudge channel** wakes the dispatcher
 //!   only when it has something to decide (a queue running low, a heartbeat waiting).

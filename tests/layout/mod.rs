@@ -1,4 +1,5 @@
-//! The source's layout: no import cycle between modules.
+//! The source's layout: no import cycle between modules, and no file in `src/` over 700
+//! lines (a file that long holds more than one concept: split it).
 //!
 //! A cycle means neither module can be read, tested or moved without the other; the check
 //! keeps the layering the crate-level documentation lists. It reads the sources (the
@@ -333,4 +334,36 @@ impl Crate {
         }
         report
     }
+}
+
+/// The most lines a file in `src/` may have.
+const MAX_LINES: usize = 700;
+
+#[test]
+fn no_source_file_is_over_700_lines() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("a readable directory") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    assert!(files.len() > 50, "only {} source files found", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path)
+                .expect("readable")
+                .lines()
+                .count();
+            (lines > MAX_LINES).then(|| format!("{} ({lines} lines)", path.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files over {MAX_LINES} lines: {long:?}");
 }

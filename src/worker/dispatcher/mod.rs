@@ -30,6 +30,8 @@ use crate::worker::queue_runtime::QueueRuntime;
 use crate::worker::registry::Claimer;
 use crate::worker::renewal::Renewal;
 
+mod looks;
+
 /// While attempts run, the dispatcher looks at finished outcomes at least this often even if
 /// no executor woke it (e.g. one of many long jobs finished).
 const COLLECT_INTERVAL: Duration = Duration::from_millis(5);
@@ -243,48 +245,6 @@ impl Dispatcher {
             .any(|at| at <= now)
     }
 
-    /// True when some queue would claim more but does not know of due work, or holds slow
-    /// jobs that a newer one of a higher priority would go ahead of: only then is a commit
-    /// elsewhere worth a look.
-    fn watching(&self) -> bool {
-        self.change.is_some()
-            && self
-                .queues
-                .iter()
-                .any(|q| (!q.maybe_more && q.wanted() > 0) || q.overtakable().is_some())
-    }
-
-    /// An in-process enqueue woke the dispatcher: every queue may have work, and the
-    /// change watch hears of this process's own write.
-    fn woken(&mut self) {
-        let wakes = self.shared.queue.wake_list();
-        for q in &mut self.queues {
-            q.maybe_more = true;
-            // The enqueued-into queue's executor, when idle, is woken now, to be awake when
-            // the claim hands it the job: its wake-up (40 µs on a small VM) overlaps the
-            // claim's transaction.
-            if q.outstanding == 0 && wakes.hinted(&q.name) {
-                if let Some(tx) = &q.job_tx {
-                    tx.ready();
-                }
-            }
-        }
-        self.look_ahead();
-        let watching = self.watching();
-        if let Some(change) = &mut self.change {
-            let now = Instant::now();
-            change.local_write(now);
-            change.set_watching(watching, now);
-        }
-    }
-
-    /// Looks, when a look is due, whether another connection committed.
-    fn changed_elsewhere(&mut self, now: Instant) -> bool {
-        self.change
-            .as_mut()
-            .is_some_and(|change| change.look_if_due(now))
-    }
-
     /// Nothing claimed, nothing to write, nothing known to be due: a moment for upkeep that
     /// reads much.
     fn idle(&self) -> bool {
@@ -335,55 +295,6 @@ impl Dispatcher {
             at = at.min(deadline);
         }
         at
-    }
-
-    /// Rows from other processes are not announced: look for due work in idle queues.
-    fn poll_due(&mut self) {
-        let now = self.shared.queue.now_ms();
-        let types = self.claimer.job_types();
-        let db = self.shared.queue.db();
-        for q in self
-            .queues
-            .iter_mut()
-            .filter(|q| !q.maybe_more && q.wanted() > 0)
-        {
-            self.activity.polled();
-            match db.read_statement(|conn| conn.any_due(&q.name, types, now, None)) {
-                Ok(due) => {
-                    q.maybe_more = due;
-                    // An idle queue's executor wakes now, so that its wake-up overlaps the
-                    // claim's transaction (as for an in-process enqueue).
-                    if due && q.outstanding == 0 {
-                        if let Some(tx) = &q.job_tx {
-                            tx.ready();
-                        }
-                    }
-                }
-                // Logged once per outage where the connection failed; the next poll retries.
-                Err(e) if e.kind() == ErrorKind::Unavailable => break,
-                Err(e) => log::warn!("litejobs: polling queue {:?} failed: {e}", q.name),
-            }
-        }
-    }
-
-    /// Looks, in queues holding slow jobs that wait for a thread, for a due job of a higher
-    /// priority than theirs; one found is claimed by the next round and goes ahead of them.
-    /// A read of the due index's range above them: nothing is locked.
-    fn look_ahead(&mut self) {
-        let now = self.shared.queue.now_ms();
-        let types = self.claimer.job_types();
-        let db = self.shared.queue.db();
-        for q in self.queues.iter_mut().filter(|q| !q.overtake) {
-            q.trim_prefetched();
-            let Some((highest, _)) = q.overtakable() else {
-                continue;
-            };
-            match db.read_statement(|conn| conn.any_due(&q.name, types, now, Some(highest))) {
-                Ok(due) => q.overtake = due,
-                Err(e) if e.kind() == ErrorKind::Unavailable => break,
-                Err(e) => log::warn!("litejobs: looking ahead in queue {:?} failed: {e}", q.name),
-            }
-        }
     }
 
     /// Abandons attempts past their deadline: a timed-out outcome is written, the stuck
