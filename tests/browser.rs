@@ -93,6 +93,19 @@ impl Driver {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.try_call(method, path, body)
+            .unwrap_or_else(|(status, value)| {
+                panic!("WebDriver {method} {path} answered {status}: {value}")
+            })
+    }
+
+    /// The call's value, or its status and answer when WebDriver refused it.
+    fn try_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, (u16, Value)> {
         let url = format!("{}{path}", self.base);
         let resp = match (method, body) {
             ("GET", _) => self.agent.get(&url).call(),
@@ -102,11 +115,11 @@ impl Driver {
         let mut resp = resp.unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"));
         let status = resp.status().as_u16();
         let value: Value = resp.body_mut().read_json().unwrap_or(Value::Null);
-        assert!(
-            status == 200,
-            "WebDriver {method} {path} answered {status}: {value}"
-        );
-        value["value"].clone()
+        if status == 200 {
+            Ok(value["value"].clone())
+        } else {
+            Err((status, value))
+        }
     }
 }
 
@@ -238,11 +251,43 @@ impl<'d> Browser<'d> {
         }
     }
 
-    /// Waits until the element's text satisfies `ok`, bounded by [`WAIT`].
+    /// The element's text, or `None` while the page is being replaced: the element found
+    /// is gone before its text is read ("stale element reference"), or none is there yet.
+    fn text_if_there(&self, css: &str) -> Option<String> {
+        let session = format!("/session/{}", self.session);
+        let answer = |result: Result<Value, (u16, Value)>| -> Option<Value> {
+            match result {
+                Ok(value) => Some(value),
+                Err((status, value)) => {
+                    let error = value["value"]["error"].as_str().unwrap_or("");
+                    assert!(
+                        error == "stale element reference" || error == "no such element",
+                        "WebDriver answered {status}: {value}"
+                    );
+                    None
+                }
+            }
+        };
+        let found = answer(self.driver.try_call(
+            "POST",
+            &format!("{session}/element"),
+            Some(json!({"using": "css selector", "value": css})),
+        ))?;
+        let id = found[ELEMENT].as_str()?.to_string();
+        let text = answer(self.driver.try_call(
+            "GET",
+            &format!("{session}/element/{id}/text"),
+            None,
+        ))?;
+        Some(text.as_str().unwrap_or("").to_string())
+    }
+
+    /// Waits until the element's text satisfies `ok`, bounded by [`WAIT`]; a page being
+    /// replaced meanwhile is waited out.
     fn wait_for_text(&self, css: &str, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + WAIT;
         loop {
-            let text = self.text(css);
+            let text = self.text_if_there(css).unwrap_or_default();
             if ok(&text) {
                 return text;
             }
