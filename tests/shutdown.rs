@@ -67,6 +67,8 @@ fn shutdown_waits_for_a_running_handler_and_releases_prefetched_jobs_at_once() {
     let _release_on_failure = gate.open_on_drop();
     let running = handler.wait_started("the first job");
     assert_eq!(running.id, ids[0]);
+    let due_at = job(&env.queue, ids[1]).run_at;
+    env.clock.advance(Duration::from_secs(10));
 
     let stopping = std::thread::spawn(move || worker.shutdown(wait_bound()));
     // Shutdown gives the claimed-but-unstarted job back before waiting for the handler (a
@@ -84,6 +86,11 @@ fn shutdown_waits_for_a_running_handler_and_releases_prefetched_jobs_at_once() {
     assert_eq!(wait_finished(&events, ids[0]).status, JobStatus::Succeeded);
     assert_eq!(job(&env.queue, ids[0]).status, JobStatus::Succeeded);
     assert_released(&env, ids[1]);
+    assert_eq!(
+        job(&env.queue, ids[1]).run_at,
+        due_at,
+        "a released job keeps its run time, and so its place in line"
+    );
     for &id in &ids[2..] {
         let untouched = job(&env.queue, id);
         assert_eq!(
@@ -97,6 +104,11 @@ fn shutdown_waits_for_a_running_handler_and_releases_prefetched_jobs_at_once() {
         testing::drain(&Worker::builder(&env.queue).handler("t", handler.clone())).expect("drain");
     assert_eq!(report.succeeded, 5, "{report:?}");
     assert!(handler.calls()[1..].iter().all(|c| c.attempt == 1));
+    assert_eq!(
+        handler.call_ids()[1..],
+        ids[1..],
+        "the released job runs first again"
+    );
 }
 
 #[test]

@@ -492,7 +492,7 @@ pub(crate) fn write_completion(
             })?;
         }
         Outcome::Snoozed { until } => {
-            return tx.put_back(lease, *until, now);
+            return tx.put_back(lease, Some(*until), now);
         }
         Outcome::Cancelled { reason } => {
             if !tx.cancel_running(lease, reason, now)? {
@@ -511,7 +511,9 @@ pub(crate) fn write_completion(
             return deadline::write_expired(tx, lease, &attempt, expiry, now);
         }
         Outcome::Released => {
-            if !tx.put_back(lease, now, now)? {
+            // Back in its place: its run time as it was, so that it goes before the jobs of
+            // its priority that were due after it.
+            if !tx.put_back(lease, None, now)? {
                 return Ok(false);
             }
             tx.insert_attempt(&attempt_row(

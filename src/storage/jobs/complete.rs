@@ -76,8 +76,8 @@ pub(crate) trait CompleteStore {
     ) -> Result<bool>;
 
     /// Puts the job back without spending its attempt: snoozed until `run_at`, or released
-    /// (shutdown) due at once.
-    fn put_back(&self, lease: Lease<'_>, run_at: i64, now: i64) -> Result<bool>;
+    /// (shutdown; `None`) with the run time it had, so it keeps its place in line.
+    fn put_back(&self, lease: Lease<'_>, run_at: Option<i64>, now: i64) -> Result<bool>;
 
     /// Cancels the job at its handler's request.
     fn cancel_running(&self, lease: Lease<'_>, reason: &str, now: i64) -> Result<bool>;

@@ -111,17 +111,18 @@ impl CompleteStore for PgTx<'_> {
         Ok(n == 1)
     }
 
-    fn put_back(&self, lease: Lease<'_>, run_at: i64, now: i64) -> Result<bool> {
+    fn put_back(&self, lease: Lease<'_>, run_at: Option<i64>, now: i64) -> Result<bool> {
         let n = self.execute(
             query(&format!(
-                "UPDATE jobs SET status = 'queued', attempts = attempts - 1, run_at = $4,
+                "UPDATE jobs SET status = 'queued', attempts = attempts - 1,
+                        run_at = COALESCE($4, run_at),
                         updated_at = $5, locked_by = NULL, locked_until = NULL
                  WHERE {FENCE}"
             ))
             .int(lease.job_id)
             .text(lease.worker_id)
             .int(lease.attempt)
-            .int(clamp_run_at(run_at))
+            .opt_int(run_at.map(clamp_run_at))
             .int(now),
         )?;
         Ok(n == 1)

@@ -156,14 +156,15 @@ impl CompleteStore for SqliteTx<'_> {
         Ok(n == 1)
     }
 
-    fn put_back(&self, lease: Lease<'_>, run_at: i64, now: i64) -> Result<bool> {
+    fn put_back(&self, lease: Lease<'_>, run_at: Option<i64>, now: i64) -> Result<bool> {
         let mut stmt = self.conn.prepare_cached(
-            "UPDATE jobs SET status = 'queued', attempts = attempts - 1, run_at = ?1, updated_at = ?2,
+            "UPDATE jobs SET status = 'queued', attempts = attempts - 1,
+                             run_at = COALESCE(?1, run_at), updated_at = ?2,
                              locked_by = NULL, locked_until = NULL
              WHERE id = ?3 AND status = 'running' AND locked_by = ?4 AND attempts = ?5",
         )?;
         let n = stmt.execute(params![
-            clamp_run_at(run_at),
+            run_at.map(clamp_run_at),
             now,
             lease.job_id,
             lease.worker_id,

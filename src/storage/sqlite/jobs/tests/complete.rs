@@ -168,8 +168,8 @@ const WRITES: &[(&str, Write)] = &[
     ("dead", |c, l, now| {
         c.fail(l, AfterFailure::Dead, "boom", Some(500), now)
     }),
-    ("snooze", |c, l, now| c.put_back(l, now + 60_000, now)),
-    ("release", |c, l, now| c.put_back(l, now, now)),
+    ("snooze", |c, l, now| c.put_back(l, Some(now + 60_000), now)),
+    ("release", |c, l, now| c.put_back(l, None, now)),
     ("cancel", |c, l, now| c.cancel_running(l, "stop", now)),
 ];
 
@@ -315,7 +315,7 @@ fn the_reports_fence_is_the_jobs_lease() {
             worker_id: "A",
         };
         assert!(tx.chunk_fence_holds(a)?, "A's live lease holds");
-        assert!(tx.put_back(a, T0, T0)?, "released");
+        assert!(tx.put_back(a, None, T0)?, "released");
         let again = claim_one(tx, "B", T0);
         assert_eq!(again.attempt, first.attempt, "the attempt was not spent");
         assert!(!tx.chunk_fence_holds(a)?, "A's lease is gone");
