@@ -26,6 +26,7 @@ mod strays;
 mod webhooks;
 mod workers;
 mod workflows;
+mod write_tx;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -40,6 +41,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::error::{Error, ErrorKind, Result};
 use crate::storage::{Backend, ChangeSignal, CommitFiles, DbConfig, Synchronous, Tx};
 pub(crate) use counts::{keep_counts_in_code, with_triggers_off};
+use write_tx::WriteTx;
 
 impl Synchronous {
     fn pragma_value(self) -> &'static str {
@@ -315,7 +317,7 @@ impl SqliteDb {
 
     /// One `BEGIN IMMEDIATE` transaction on `conn` (the caller holds the write gate).
     fn write_on(&self, conn: &Connection, f: &mut dyn FnMut(&dyn Tx) -> Result<()>) -> Result<()> {
-        let tx = WriteTx::begin(conn)?;
+        let tx = WriteTx::begin(conn, self.busy_timeout)?;
         let handle = SqliteTx::new(conn);
         f(&handle)?;
         handle.write_succeeded_counts()?;
@@ -412,38 +414,6 @@ impl Backend for SqliteDb {
         let mut signal = DataVersion { conn, last: 0 };
         signal.changed()?;
         Ok(Box::new(signal))
-    }
-}
-
-/// A `BEGIN IMMEDIATE` transaction through cached statements: rusqlite's `Transaction`
-/// parses `BEGIN` and `COMMIT` anew each time, measured at 4 % of a single-job enqueue.
-/// Dropped without [`WriteTx::commit`] (an error, a panic), it rolls back.
-struct WriteTx<'conn> {
-    conn: &'conn Connection,
-    open: bool,
-}
-
-impl<'conn> WriteTx<'conn> {
-    fn begin(conn: &'conn Connection) -> Result<WriteTx<'conn>> {
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(WriteTx { conn, open: true })
-    }
-
-    fn commit(mut self) -> Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
-        self.open = false;
-        Ok(())
-    }
-}
-
-impl Drop for WriteTx<'_> {
-    fn drop(&mut self) {
-        // SQLite may have rolled back already (some errors end the transaction).
-        if self.open && !self.conn.is_autocommit() {
-            if let Err(e) = self.conn.execute_batch("ROLLBACK") {
-                log::warn!("litejobs: rolling back a failed write: {e}");
-            }
-        }
     }
 }
 
