@@ -581,17 +581,20 @@ fn another_queues_finished_jobs_never_let_a_stuck_queue_claim_past_its_bound() {
     stop(worker);
 }
 
-/// A job of a higher priority goes ahead of the jobs a worker has claimed and holds waiting
-/// for a thread: with the one thread busy and a slow job waiting behind it, an urgent job
-/// starts next, whether this process enqueued it or another program inserted it by plain
-/// SQL. Without that, it would start only after the waiting job (the worker claims again
-/// only once its prefetch runs low).
-#[test]
-fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
-    for elsewhere in [false, true] {
-        let env = setup();
+/// A worker of one thread and a prefetch of 3 whose `slow` and `urgent` jobs wait at a gate,
+/// started on `slow` jobs: its thread is busy in the first, the second waits for it.
+struct OneBusyThread {
+    gate: Latch,
+    started: Arc<Mutex<Vec<i64>>>,
+    slow: Vec<i64>,
+    events: crossbeam_channel::Receiver<litejobs::Event>,
+    worker: Worker,
+    _open_on_failure: crate::support::scripted::OpenOnDrop,
+}
+
+impl OneBusyThread {
+    fn start(env: &TestEnv, slow_jobs: usize) -> OneBusyThread {
         let gate = Latch::new();
-        let _open_on_failure = gate.open_on_drop();
         let started = Arc::new(Mutex::new(Vec::new()));
         let handler = {
             let (gate, started) = (gate.clone(), Arc::clone(&started));
@@ -607,7 +610,7 @@ fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
         let slow = env
             .queue
             .enqueue_batch(
-                (0..4)
+                (0..slow_jobs)
                     .map(|n| NewJob::new("slow", json!({ "n": n })))
                     .collect(),
             )
@@ -622,6 +625,38 @@ fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
             .start()
             .expect("worker starts");
         crate::support::scripted::wait_started(&events, slow[0]);
+        OneBusyThread {
+            _open_on_failure: gate.open_on_drop(),
+            gate,
+            started,
+            slow,
+            events,
+            worker,
+        }
+    }
+
+    /// Opens the gate, waits for `all` to succeed and stops the worker: the jobs in the
+    /// order they started.
+    fn finish(self, all: &[i64]) -> Vec<i64> {
+        self.gate.open();
+        wait_all(&self.events, all, JobStatus::Succeeded);
+        stop(self.worker);
+        let started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        started.clone()
+    }
+}
+
+/// A job of a higher priority goes ahead of the jobs a worker has claimed and holds waiting
+/// for a thread: with the one thread busy and a slow job waiting behind it, an urgent job
+/// starts next, whether this process enqueued it or another program inserted it by plain
+/// SQL. Without that, it would start only after the waiting job (the worker claims again
+/// only once its prefetch runs low).
+#[test]
+fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
+    for elsewhere in [false, true] {
+        let env = setup();
+        let held = OneBusyThread::start(&env, 4);
+        let slow = held.slow.clone();
         // The worker holds the first job running and the second waiting for the thread.
         assert_eq!(
             job(&env.queue, slow[1]).status,
@@ -648,12 +683,9 @@ fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
             );
             std::thread::sleep(Duration::from_millis(2));
         }
-        gate.open();
         let mut all = slow.clone();
         all.push(urgent);
-        wait_all(&events, &all, JobStatus::Succeeded);
-        stop(worker);
-        let started = started.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let started = held.finish(&all);
         assert_eq!(
             started[..3],
             [slow[0], urgent, slow[1]],
@@ -668,38 +700,8 @@ fn a_higher_priority_job_goes_ahead_of_the_jobs_waiting_for_a_thread() {
 #[test]
 fn a_worker_holds_one_job_per_thread_to_go_ahead_and_runs_them_by_priority() {
     let env = setup();
-    let gate = Latch::new();
-    let _open_on_failure = gate.open_on_drop();
-    let started = Arc::new(Mutex::new(Vec::new()));
-    let handler = {
-        let (gate, started) = (gate.clone(), Arc::clone(&started));
-        move |ctx: &litejobs::JobContext| -> Result<(), litejobs::JobError> {
-            started
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(ctx.id());
-            gate.wait(WAIT);
-            Ok(())
-        }
-    };
-    let slow = env
-        .queue
-        .enqueue_batch(
-            (0..2)
-                .map(|n| NewJob::new("slow", json!({ "n": n })))
-                .collect(),
-        )
-        .expect("enqueue");
-    let events = env.queue.subscribe();
-    let worker = Worker::builder(&env.queue)
-        .handler("slow", handler.clone())
-        .handler("urgent", handler)
-        .concurrency(1)
-        .prefetch(3)
-        .poll_interval(Duration::from_secs(3600))
-        .start()
-        .expect("worker starts");
-    crate::support::scripted::wait_started(&events, slow[0]);
+    let held = OneBusyThread::start(&env, 2);
+    let slow = held.slow.clone();
     // Three urgent jobs, each in its own commit: each commit is looked at.
     let fives: Vec<i64> = (0..3)
         .map(|n| {
@@ -727,13 +729,10 @@ fn a_worker_holds_one_job_per_thread_to_go_ahead_and_runs_them_by_priority() {
         .queue
         .enqueue(NewJob::new("urgent", json!({ "n": 10 })).priority(10))
         .expect("enqueue");
-    gate.open();
     let mut all = slow.clone();
     all.extend(&fives);
     all.push(ten);
-    wait_all(&events, &all, JobStatus::Succeeded);
-    stop(worker);
-    let started = started.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let started = held.finish(&all);
     let at = |id: i64| started.iter().position(|&s| s == id).expect("it started");
     assert_eq!(
         at(fives[0]),
