@@ -30,39 +30,46 @@ pub(crate) struct Renewal {
     until: i64,
 }
 
-/// The jobs of one queue sent by one [`Lane`] but not yet taken by a thread, in the order
-/// they were sent.
-#[derive(Debug, Default)]
-struct InLane {
-    waiting: VecDeque<Waiting>,
-    /// How many sent jobs executors had taken when `waiting` was last trimmed.
-    taken_seen: usize,
-}
-
-/// The jobs of one queue claimed and sent to its feed but not yet taken by a thread.
+/// The jobs of one queue claimed and sent to its feed but not yet taken by a thread, per
+/// [`Lane`], each in the order sent.
 #[derive(Debug, Default)]
 pub(crate) struct Prefetched {
-    lanes: [InLane; 2],
+    /// Sent to the channel, which executors take from in the order sent.
+    in_order: VecDeque<Waiting>,
+    /// How many jobs executors had taken from the channel when `in_order` was last trimmed.
+    taken_seen: usize,
+    /// Sent to go first, which executors take from by priority (forgotten by id).
+    first: VecDeque<Waiting>,
 }
 
 impl Prefetched {
+    fn lane(&self, lane: Lane) -> &VecDeque<Waiting> {
+        match lane {
+            Lane::InOrder => &self.in_order,
+            Lane::First => &self.first,
+        }
+    }
+
+    fn lane_mut(&mut self, lane: Lane) -> &mut VecDeque<Waiting> {
+        match lane {
+            Lane::InOrder => &mut self.in_order,
+            Lane::First => &mut self.first,
+        }
+    }
+
     /// How many jobs wait in claim order.
     pub(crate) fn in_order(&self) -> usize {
-        self.lanes[Lane::InOrder as usize].waiting.len()
+        self.in_order.len()
     }
 
     /// The highest priority of the jobs waiting in claim order, if any wait.
     pub(crate) fn highest_in_order(&self) -> Option<i64> {
-        self.lanes[Lane::InOrder as usize]
-            .waiting
-            .iter()
-            .map(|w| w.priority)
-            .max()
+        self.in_order.iter().map(|w| w.priority).max()
     }
 
     /// A job sent by `lane`, whose lease lasts `lease_ms` from each renewal.
     pub(crate) fn sent(&mut self, row: &ClaimedRow, lane: Lane, lease_ms: i64) {
-        self.lanes[lane as usize].waiting.push_back(Waiting {
+        self.lane_mut(lane).push_back(Waiting {
             id: row.id,
             priority: row.priority,
             attempt: row.attempt,
@@ -74,12 +81,11 @@ impl Prefetched {
     /// Forgets the jobs executors have taken from the channel, which they take in the
     /// order sent: `taken` counts every job taken from it so far.
     pub(crate) fn trim_in_order(&mut self, taken: usize) {
-        let lane = &mut self.lanes[Lane::InOrder as usize];
-        while lane.taken_seen < taken {
-            if lane.waiting.pop_front().is_none() {
+        while self.taken_seen < taken {
+            if self.in_order.pop_front().is_none() {
                 break;
             }
-            lane.taken_seen += 1;
+            self.taken_seen += 1;
         }
     }
 
@@ -87,19 +93,17 @@ impl Prefetched {
     /// priority, not in the order sent).
     pub(crate) fn forget_first(&mut self, taken: &[i64]) {
         if !taken.is_empty() {
-            self.lanes[Lane::First as usize]
-                .waiting
-                .retain(|w| !taken.contains(&w.id));
+            self.first.retain(|w| !taken.contains(&w.id));
         }
     }
 
     /// How many jobs wait to go first.
     pub(crate) fn first(&self) -> usize {
-        self.lanes[Lane::First as usize].waiting.len()
+        self.first.len()
     }
 
     fn all(&self) -> impl Iterator<Item = &Waiting> + '_ {
-        self.lanes.iter().flat_map(|lane| lane.waiting.iter())
+        self.in_order.iter().chain(self.first.iter())
     }
 
     /// The ids of the waiting jobs (and of some just taken, until the next trim).
@@ -119,8 +123,7 @@ impl Prefetched {
         [Lane::InOrder, Lane::First]
             .into_iter()
             .flat_map(|lane| {
-                self.lanes[lane as usize]
-                    .waiting
+                self.lane(lane)
                     .iter()
                     .enumerate()
                     .filter(|(_, w)| w.locked_until - grace_ms / 2 <= now)
@@ -143,7 +146,7 @@ impl Prefetched {
         now: i64,
     ) -> Result<()> {
         for r in renewals {
-            let w = &self.lanes[r.lane as usize].waiting[r.index];
+            let w = &self.lane(r.lane)[r.index];
             let lease = Lease {
                 job_id: w.id,
                 attempt: w.attempt,
@@ -157,7 +160,7 @@ impl Prefetched {
     /// After the round committed: the renewed leases now end later.
     pub(crate) fn renewed(&mut self, renewals: &[Renewal]) {
         for r in renewals {
-            self.lanes[r.lane as usize].waiting[r.index].locked_until = r.until;
+            self.lane_mut(r.lane)[r.index].locked_until = r.until;
         }
     }
 }

@@ -155,11 +155,11 @@ impl Dispatcher {
                 self.woken();
             }
             let now = Instant::now();
-            if now >= next_poll {
-                self.poll_due();
-                self.look_ahead();
+            let polling = now >= next_poll;
+            if polling {
                 next_poll = now + self.config.poll_interval;
-            } else if self.changed_elsewhere(now) {
+            }
+            if polling || self.changed_elsewhere(now) {
                 self.poll_due();
                 self.look_ahead();
             }
