@@ -56,6 +56,7 @@ fn drop_schemas(url: &str) -> Res<()> {
     for phase in ['a', 'b', 'd'] {
         let _ = Command::new("psql")
             .args(["-X", "-q", url, "-c"])
+            .env("PGOPTIONS", "-c client_min_messages=warning")
             .arg(format!("DROP SCHEMA IF EXISTS {} CASCADE", schema(phase)))
             .status();
     }

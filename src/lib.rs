@@ -97,7 +97,8 @@
 //!   process wakes it at once; [`Queue::notify`] sends on it too.
 //! - **The change watch** learns of other connections' commits (other processes, plain SQL):
 //!   on Linux a thread (`litejobs-watch`) waits on an inotify watch of the database's files;
-//!   on PostgreSQL a `LISTEN` connection (`litejobs-listen`) hears the insert trigger;
+//!   on PostgreSQL a thread (`litejobs-listen`) sleeps on a `LISTEN` connection's socket
+//!   until the insert trigger's notification arrives, and tells the dispatcher at once;
 //!   elsewhere the dispatcher asks on a timer, every `change_check_interval`.
 //! - **The control channel** carries [`Worker::shutdown`] to the dispatcher: it stops
 //!   claiming, gives back the prefetched jobs, waits for running handlers up to the grace,
@@ -188,7 +189,9 @@
 //! ## Log levels
 //! `info`: schema migrations, worker start and stop. `warn`: retried database errors.
 //! `debug`: per-batch activity. Payloads are never logged.
-#![forbid(unsafe_code)]
+// One module calls C (libpq) itself and allows `unsafe` there: see
+// src/storage/postgres/listen/libpq.rs. Everything else is safe code.
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod builtin;

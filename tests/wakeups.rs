@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::support::scripted::{
     job, stop, wait_all, wait_bound, wait_finished, Latch, ScriptedHandler, Step, WAIT,
 };
-use crate::support::{setup, sqlite_only, TestEnv, START_MS};
+use crate::support::{setup, TestEnv, START_MS};
 
 const HOUR: Duration = Duration::from_secs(3600);
 /// How long each test watches the worker.
@@ -245,12 +245,9 @@ fn insert_elsewhere(env: &TestEnv) -> i64 {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_away() {
-    // TODO(postgres): the wake-up comes from the inotify watch on the database's files. On
-    // PostgreSQL an idle worker reads its LISTEN connection's notifications only on the
-    // change-check timer (`change_check_interval`, an hour here): the row waits for it.
-    if sqlite_only() {
-        return;
-    }
+    // The wake-up comes from the watch on the database's files (SQLite) or from the
+    // insert trigger's notification, which the worker's listening thread waits for
+    // (PostgreSQL).
     let env = setup();
     let gate = Latch::new();
     let _open_on_failure = gate.open_on_drop();

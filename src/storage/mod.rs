@@ -180,6 +180,13 @@ pub(crate) trait ChangeSignal: Send {
     /// True when another connection committed since the previous call (or since the
     /// signal was made). A false `true` costs one due-check; a missed change waits for the poll.
     fn changed(&mut self) -> Result<bool>;
+
+    /// Where the signal hears of commits as they happen (PostgreSQL's notifications): a
+    /// channel that receives a message after each, so the dispatcher sleeps until then
+    /// instead of asking on a timer. `None` where it must be asked.
+    fn news(&self) -> Option<crossbeam_channel::Receiver<()>> {
+        None
+    }
 }
 
 /// A handle on one database, shared by a queue's clones.

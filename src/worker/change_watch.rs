@@ -14,6 +14,10 @@
 //! enqueue's own system call, on the way to the handler; timed checks stand in meanwhile.
 //! When the watch is put back the signal is asked at once, so a commit in between is not
 //! missed.
+//!
+//! A signal that hears of commits itself (PostgreSQL's notifications, read by a thread of
+//! the signal's own) sends news instead: the dispatcher sleeps until news comes and then asks
+//! once; a notification comes after its commit, so no look follows.
 
 use std::time::{Duration, Instant};
 
@@ -58,6 +62,8 @@ const HOT_SPAN: Duration = Duration::from_secs(1);
 pub(crate) struct ChangeWatch {
     signal: Box<dyn ChangeSignal>,
     files: Option<FileWatch>,
+    /// The signal's news of commits, where it hears of them itself.
+    news: Option<Receiver<()>>,
     /// Timed checks, where there is no file watch.
     interval: Duration,
     /// Whether the dispatcher wants to hear of commits (some queue idle with room).
@@ -93,9 +99,11 @@ impl ChangeWatch {
             }
         });
         let now = Instant::now();
+        let news = signal.news();
         ChangeWatch {
             signal,
             files,
+            news,
             interval,
             watching: false,
             busy_since: Some(now),
@@ -107,17 +115,26 @@ impl ChangeWatch {
         }
     }
 
-    /// Reports of writes to the database's files; never ready without a file watch.
+    /// Reports of writes to the database's files, or the signal's news; never ready
+    /// without either.
     pub(crate) fn hints(&self) -> Receiver<()> {
-        match &self.files {
-            Some(files) => files.hints.clone(),
-            None => crossbeam_channel::never(),
+        match (&self.files, &self.news) {
+            (Some(files), _) => files.hints.clone(),
+            (None, Some(news)) => news.clone(),
+            (None, None) => crossbeam_channel::never(),
         }
     }
 
-    /// Whether the file watch is on now (else the watch looks on a timer while watching).
+    /// Whether the signal is told of commits (its news), rather than seeing that something
+    /// was written.
+    pub(crate) fn told(&self) -> bool {
+        self.news.is_some()
+    }
+
+    /// Whether the file watch is on now, or the signal sends news (else the watch looks on
+    /// a timer while watching).
     fn file_watch_on(&self) -> bool {
-        self.files.as_ref().is_some_and(FileWatch::is_active)
+        self.files.as_ref().is_some_and(FileWatch::is_active) || self.news.is_some()
     }
 
     /// This process enqueued (an in-process wake): the file watch goes off for a while.
@@ -164,16 +181,23 @@ impl ChangeWatch {
         self.watching = watching;
     }
 
-    /// The file watch's thread ended (its channel closed): from now on, look on a timer.
+    /// The file watch's thread, or the signal's, ended (its channel closed): from now on,
+    /// look on a timer.
     pub(crate) fn file_watch_ended(&mut self, now: Instant) {
         self.files = None;
+        self.news = None;
         self.next_check = Some(now);
     }
 
-    /// A write to the database's files was reported: look now, and a few times more.
+    /// A write to the database's files was reported: look now, and a few times more. News
+    /// from the signal: look now.
     pub(crate) fn hinted(&mut self, now: Instant) {
         self.hinted_at = now;
-        self.follow_up = 0;
+        self.follow_up = if self.news.is_some() {
+            FOLLOW_UPS_US.len()
+        } else {
+            0
+        };
         self.next_check = Some(now);
     }
 
@@ -204,7 +228,10 @@ impl ChangeWatch {
         if changed {
             self.last_change = Some(now);
         }
-        self.next_check = if !self.file_watch_on() {
+        self.next_check = if self.news.is_some() {
+            // The next news says when to look again.
+            None
+        } else if !self.file_watch_on() {
             let hot = self
                 .last_change
                 .is_some_and(|at| now.duration_since(at) < HOT_SPAN);
@@ -637,6 +664,68 @@ mod tests {
         assert!(!watch.look_if_due(t0));
         assert_eq!(watch.next_check(), Some(t0 + Duration::from_millis(4)));
         assert_eq!(around.asked.load(Ordering::SeqCst), 2);
+    }
+
+    /// A signal that is told of commits: the fake's counters, and news sent by hand.
+    struct Told {
+        inner: FakeSignal,
+        news: crossbeam_channel::Receiver<()>,
+    }
+
+    impl ChangeSignal for Told {
+        fn changed(&mut self) -> crate::error::Result<bool> {
+            self.inner.changed()
+        }
+
+        fn news(&self) -> Option<Receiver<()>> {
+            Some(self.news.clone())
+        }
+    }
+
+    #[test]
+    fn a_signal_with_news_is_asked_once_per_news_and_never_on_a_timer() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let changes = Arc::new(AtomicUsize::new(0));
+        let (send, news) = crossbeam_channel::bounded(1);
+        let signal = Told {
+            inner: FakeSignal {
+                asked: Arc::clone(&asked),
+                changes: Arc::clone(&changes),
+            },
+            news,
+        };
+        let mut watch = ChangeWatch::new(Box::new(signal), None, Duration::from_millis(4));
+        assert!(watch.told());
+        let t0 = Instant::now();
+        watch.set_watching(true, t0);
+        assert_eq!(watch.next_check(), Some(t0), "idle: look once at once");
+        assert!(!watch.look_if_due(t0));
+        assert_eq!(watch.next_check(), None, "then only when news comes");
+        assert!(!watch.look_if_due(t0 + HOT_SPAN * 10));
+        send.send(()).expect("the watch holds the news");
+        watch
+            .hints()
+            .try_recv()
+            .expect("the news wakes the dispatcher");
+        changes.store(1, Ordering::SeqCst);
+        let t1 = t0 + Duration::from_millis(7);
+        watch.hinted(t1);
+        assert_eq!(watch.next_check(), Some(t1));
+        assert!(watch.look_if_due(t1));
+        // A notification comes after its commit: no look follows, hot or not.
+        assert_eq!(watch.next_check(), None);
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        // The news's thread gone, the watch falls back to timed looks.
+        drop(send);
+        assert!(watch.hints().try_recv().is_err());
+        watch.file_watch_ended(t1);
+        assert!(!watch.told());
+        assert!(!watch.look_if_due(t1));
+        assert_eq!(
+            watch.next_check(),
+            Some(t1 + HOT_INTERVAL),
+            "a change was seen just now"
+        );
     }
 
     #[test]

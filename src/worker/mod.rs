@@ -311,10 +311,12 @@ impl WorkerBuilder {
     /// connection of the worker's own, which costs a read of shared memory, not of the file.
     /// On Linux, with the database in a local directory, an inotify watch on its files
     /// tells the worker when to ask instead, and an idle worker does not wake on a timer.
-    /// On PostgreSQL it reads the worker's LISTEN connection. For a second after a check
-    /// has seen a commit, checks come every millisecond instead (jobs come in runs); then
-    /// the interval applies again. Defaults to [`DEFAULT_CHANGE_CHECK_INTERVAL`] (4 ms);
-    /// checks stop while every slot is busy.
+    /// On PostgreSQL the worker is told instead: a thread of its own waits for the insert
+    /// trigger's notifications on a `LISTEN` connection, and this interval applies only on
+    /// platforms without `poll(2)`. For a second after a check has seen a commit, checks
+    /// come every millisecond instead (jobs come in runs); then the interval applies again.
+    /// Defaults to [`DEFAULT_CHANGE_CHECK_INTERVAL`] (4 ms); checks stop while every slot is
+    /// busy.
     pub fn change_check_interval(mut self, interval: Duration) -> Self {
         self.change_check_interval = interval;
         self

@@ -294,7 +294,7 @@ impl Backend for PgDb {
             url: self.url.clone(),
             setup: self.setup.clone(),
             outage: Arc::clone(&self.outage),
-        })))
+        })?))
     }
 
     fn write_watch(&self) -> Result<Box<dyn ChangeSignal>> {

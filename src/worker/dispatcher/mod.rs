@@ -159,8 +159,11 @@ impl Dispatcher {
             if polling {
                 next_poll = now + self.config.poll_interval;
             }
-            if polling || self.changed_elsewhere(now) {
+            if polling {
                 self.poll_due();
+                self.look_ahead();
+            } else if self.changed_elsewhere(now) {
+                self.commit_seen();
                 self.look_ahead();
             }
             if self.completer.may_write(now) && self.has_work(now) {
