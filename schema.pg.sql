@@ -1,4 +1,4 @@
--- litejobs schema for PostgreSQL, version 8: the contract for programs in any language.
+-- litejobs schema for PostgreSQL, version 9: the contract for programs in any language.
 --
 -- litejobs creates it through its migrations in a schema of its own (`litejobs` unless the
 -- queue is opened with another one) and a test proves the two agree. To create it by hand:
@@ -16,8 +16,13 @@
 --     INSERT INTO litejobs.jobs (job_type, payload, idempotency_key)
 --     VALUES ('send_email', '{"to": "a@example.com"}', 'welcome:42') ON CONFLICT DO NOTHING;
 --
--- Workers wake at once on `NOTIFY litejobs_jobs` (the insert trigger below sends it at
--- commit); without it they find the job at their next poll.
+-- Workers wake at once on `NOTIFY litejobs_jobs`: the jobs triggers below send it at the
+-- commit of an insert, or of an update that leaves a job waiting, and the queues trigger at a
+-- pause or a resume, with the schema's name as payload (workers of other schemas pass it
+-- over; an empty payload wakes all). An idle worker with no job waiting at all polls only
+-- every few seconds, so a program that makes a job due some other way should send it too:
+--
+--     NOTIFY litejobs_jobs, 'litejobs';
 --
 -- A job that waits for other jobs goes in with its waits in ONE transaction: the job, then
 -- one job_deps row per job it waits for (here jobs 41 and 42; a program would rather use
@@ -243,8 +248,16 @@ BEGIN
         GROUP BY queue, job_type, status
         ON CONFLICT (queue, job_type, status, shard) DO UPDATE SET n = job_counts.n + excluded.n;
     END IF;
+    -- Workers sleep until told: of new jobs, and of jobs a write leaves waiting (a retry, a
+    -- job given back, a reaped lease, a plain-SQL change of run_at). The payload names this
+    -- schema: workers of other schemas in the database pass it over. (Nested: a DELETE has
+    -- no new_rows to plan a query on.)
     IF TG_OP = 'INSERT' THEN
-        PERFORM pg_notify('litejobs_jobs', '');
+        PERFORM pg_notify('litejobs_jobs', current_schema());
+    ELSIF TG_OP = 'UPDATE' THEN
+        IF EXISTS (SELECT 1 FROM new_rows WHERE status IN ('queued', 'failed')) THEN
+            PERFORM pg_notify('litejobs_jobs', current_schema());
+        END IF;
     END IF;
     RETURN NULL;
 END;
@@ -339,6 +352,18 @@ CREATE TABLE queues (
     paused BIGINT NOT NULL DEFAULT 0,
     updated_at BIGINT NOT NULL DEFAULT (floor(extract(epoch FROM now()) * 1000)::bigint)
 );
+
+-- A paused queue's jobs are not claimed; its resume tells the workers (migration 9).
+CREATE FUNCTION queues_notify() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+BEGIN
+    PERFORM pg_notify('litejobs_jobs', current_schema());
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER queues_changed AFTER INSERT OR UPDATE ON queues
+    FOR EACH STATEMENT EXECUTE FUNCTION queues_notify();
 
 -- Webhook endpoints: where deliveries go and the secret they are signed with. Secrets live
 -- here, never in job payloads or dead-letter rows; a delivery job names its endpoint by id.
@@ -930,4 +955,4 @@ CREATE TABLE job_logs (
 CREATE TABLE schema_version (
     version BIGINT NOT NULL
 );
-INSERT INTO schema_version (version) VALUES (8);
+INSERT INTO schema_version (version) VALUES (9);

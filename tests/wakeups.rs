@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::support::scripted::{
     job, stop, wait_all, wait_bound, wait_finished, Latch, ScriptedHandler, Step, WAIT,
 };
-use crate::support::{setup, TestEnv, START_MS};
+use crate::support::{on_postgres, setup, TestEnv, START_MS};
 
 const HOUR: Duration = Duration::from_secs(3600);
 /// How long each test watches the worker.
@@ -275,6 +275,74 @@ fn a_row_another_program_commits_wakes_an_idle_worker_whose_timers_are_an_hour_a
     let second = insert_elsewhere(&env);
     assert_eq!(handler.wait_started("the next row").id, second);
     assert_eq!(wait_finished(&events, second).status, JobStatus::Succeeded);
+    stop(worker);
+}
+
+#[test]
+fn a_plain_sql_update_that_makes_a_job_due_wakes_an_idle_worker_whose_timers_are_an_hour_away() {
+    // A job for later (its insert is seen, and nothing is due), then a program makes it due
+    // by an UPDATE: the file watch sees the write (SQLite), the update trigger notifies
+    // (PostgreSQL), as it does for a retry or a job another worker gives back.
+    let env = setup();
+    let handler = ScriptedHandler::new();
+    let worker = quiet(&env, &handler, 1)
+        .prefetch(0)
+        .start()
+        .expect("worker starts");
+    let activity = worker.activity();
+    wait_idle(&activity);
+    let later = START_MS + 3_600_000;
+    env.sql_exec(&format!(
+        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{{}}', {later})"
+    ));
+    let id = env.sql_i64("SELECT MAX(id) FROM jobs");
+    wait_idle(&activity);
+    assert_eq!(handler.calls().len(), 0, "not due for an hour");
+    env.sql_exec(&format!(
+        "UPDATE jobs SET run_at = {START_MS} WHERE id = {id}"
+    ));
+    assert_eq!(handler.wait_started("the job made due").id, id);
+    stop(worker);
+}
+
+#[test]
+fn a_worker_told_of_commits_polls_rarely_while_no_job_waits_and_on_time_for_a_later_one() {
+    let env = setup();
+    let handler = ScriptedHandler::new();
+    let worker = quiet(&env, &handler, 1)
+        .poll_interval(Duration::from_millis(20))
+        .start()
+        .expect("worker starts");
+    let activity = worker.activity();
+    let quiet_since = activity.polls();
+    std::thread::sleep(Duration::from_millis(400));
+    let quiet_polls = activity.polls() - quiet_since;
+    if on_postgres() {
+        // Told of every write that leaves a job waiting (notifications), an idle worker
+        // with no job waiting polls every few seconds, not every 20 ms: its start's poll and
+        // the one after its first notification at most.
+        assert!(quiet_polls <= 2, "{quiet_polls} polls with no job waiting");
+    }
+    // A job for later: the worker polls at its interval again, and starts it once due.
+    let later = START_MS + 60_000;
+    env.sql_exec(&format!(
+        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{{}}', {later})"
+    ));
+    let id = env.sql_i64("SELECT MAX(id) FROM jobs");
+    let since = activity.polls();
+    let deadline = Instant::now() + wait_bound();
+    // Ten polls take 200 ms at the interval, and 50 s at the quiet one.
+    while activity.polls() - since < 10 {
+        assert!(
+            Instant::now() < deadline,
+            "{} polls with a job waiting for later",
+            activity.polls() - since
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(handler.calls().len(), 0, "not due yet");
+    env.clock.advance(Duration::from_secs(60));
+    assert_eq!(handler.wait_started("the job once due").id, id);
     stop(worker);
 }
 

@@ -297,7 +297,9 @@ impl WorkerBuilder {
     /// How often an idle worker queries for due jobs that no commit announced: jobs whose
     /// `run_at` has come, and anything the change check missed (in-process enqueues wake it
     /// at once; other processes' commits within [`change_check_interval`]). Defaults to
-    /// [`DEFAULT_POLL_INTERVAL`] (200 ms).
+    /// [`DEFAULT_POLL_INTERVAL`] (200 ms). On PostgreSQL, where the worker is told of every
+    /// write that leaves a job waiting, an idle worker with no job waiting at all polls every
+    /// 5 seconds instead (or this interval, when longer).
     ///
     /// [`change_check_interval`]: WorkerBuilder::change_check_interval
     pub fn poll_interval(mut self, interval: Duration) -> Self {

@@ -102,4 +102,32 @@ pub(crate) trait ClaimStore {
         now: i64,
         above: Option<i64>,
     ) -> Result<bool>;
+
+    /// What an idle worker's poll of one queue finds: a job due now ([`Waiting::Due`], as
+    /// [`any_due`](ClaimStore::any_due) says), jobs that wait for a later time
+    /// ([`Waiting::Later`]), or none at all ([`Waiting::Nothing`], also for a paused queue,
+    /// whose resume is announced). One read.
+    fn waiting(&self, queue: &str, job_types: &[String], now: i64) -> Result<Waiting>;
+}
+
+/// What a poll of one queue found (see [`ClaimStore::waiting`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// A job is due now.
+    Due,
+    /// Jobs wait, none due yet (or due but past their deadline, which the sweep ends).
+    Later,
+    /// No job waits, or the queue is paused.
+    Nothing,
+}
+
+impl Waiting {
+    /// From the one number the statements return: 2 due, 1 later, 0 nothing.
+    pub(crate) fn from_code(code: i64) -> Waiting {
+        match code {
+            2 => Waiting::Due,
+            1 => Waiting::Later,
+            _ => Waiting::Nothing,
+        }
+    }
 }

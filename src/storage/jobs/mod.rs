@@ -18,7 +18,7 @@ pub(crate) mod insert;
 pub(crate) mod reap;
 pub(crate) mod row_rules;
 
-pub(crate) use claim::{ClaimRequest, ClaimStore, Claimed, ClaimedRow, Refused};
+pub(crate) use claim::{ClaimRequest, ClaimStore, Claimed, ClaimedRow, Refused, Waiting};
 pub(crate) use complete::{AfterFailure, AttemptRow, CompleteStore, Lease, Success};
 pub(crate) use deps::{DependencyStore, Edge, Settled};
 pub(crate) use expire::{ExpireStore, Expired, ExpiredAttempt, HeldRows};

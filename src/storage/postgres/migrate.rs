@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_error_groups.sql"),
     include_str!("migrations/0007_workers.sql"),
     include_str!("migrations/0008_job_logs.sql"),
+    include_str!("migrations/0009_due_notifications.sql"),
 ];
 
 /// The schema version this build writes and understands.

@@ -293,6 +293,7 @@ impl Backend for PgDb {
         Ok(Box::new(Notifications::start(Opener {
             url: self.url.clone(),
             setup: self.setup.clone(),
+            schema: self.schema.clone(),
             outage: Arc::clone(&self.outage),
         })?))
     }

@@ -3,11 +3,17 @@
 //! [`ChangeWatch`](crate::worker::change_watch::ChangeWatch)), the poll; and, in queues
 //! holding slow jobs, a due job of a higher priority that goes ahead of them.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::ErrorKind;
+use crate::storage::jobs::Waiting;
 use crate::worker::change_watch::ChangeWatch;
 use crate::worker::dispatcher::Dispatcher;
+
+/// How often an idle worker polls when it is told of every write that leaves a job waiting
+/// (PostgreSQL's notifications) and no job waits: a safety net for a notification lost in
+/// transit, not the way jobs are found.
+pub(super) const QUIET_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 impl Dispatcher {
     /// True when some queue would claim more but does not know of due work, or holds slow
@@ -59,7 +65,8 @@ impl Dispatcher {
     /// work.
     pub(super) fn commit_seen(&mut self) {
         if !self.change.as_ref().is_some_and(ChangeWatch::told) {
-            self.poll_due();
+            // (The poll's own schedule stays as it was.)
+            let _ = self.poll_due(Instant::now());
             return;
         }
         for q in self
@@ -76,19 +83,28 @@ impl Dispatcher {
         }
     }
 
-    /// Rows from other processes are not announced: look for due work in idle queues.
-    pub(super) fn poll_due(&mut self) {
-        let now = self.shared.queue.now_ms();
+    /// Looks for due work in idle queues: jobs whose `run_at` came, and rows whose commit
+    /// went unseen. Returns when the next poll is due: after the poll interval, or, where the
+    /// change watch is told of every write that leaves a job waiting and no job waits at
+    /// all in any queue, after [`QUIET_POLL_INTERVAL`] (nothing can become due unannounced
+    /// but by a lost notification).
+    pub(super) fn poll_due(&mut self, now: Instant) -> Instant {
+        let interval = self.config.poll_interval;
+        let told = self.change.as_ref().is_some_and(ChangeWatch::told);
+        let mut quiet = told;
+        let at_ms = self.shared.queue.now_ms();
         let types = self.claimer.job_types();
         let db = self.shared.queue.db();
-        for q in self
-            .queues
-            .iter_mut()
-            .filter(|q| !q.maybe_more && q.wanted() > 0)
-        {
+        for q in &mut self.queues {
+            if q.maybe_more || q.wanted() == 0 {
+                quiet = false;
+                continue;
+            }
             self.activity.polled();
-            match db.read_statement(|conn| conn.any_due(&q.name, types, now, None)) {
-                Ok(due) => {
+            match db.read_statement(|conn| conn.waiting(&q.name, types, at_ms)) {
+                Ok(waiting) => {
+                    let due = waiting == Waiting::Due;
+                    quiet &= waiting == Waiting::Nothing;
                     q.maybe_more = due;
                     // An idle queue's executor wakes now, so that its wake-up overlaps the
                     // claim's transaction (as for an in-process enqueue).
@@ -99,9 +115,17 @@ impl Dispatcher {
                     }
                 }
                 // Logged once per outage where the connection failed; the next poll retries.
-                Err(e) if e.kind() == ErrorKind::Unavailable => break,
-                Err(e) => log::warn!("litejobs: polling queue {:?} failed: {e}", q.name),
+                Err(e) if e.kind() == ErrorKind::Unavailable => return now + interval,
+                Err(e) => {
+                    quiet = false;
+                    log::warn!("litejobs: polling queue {:?} failed: {e}", q.name);
+                }
             }
+        }
+        now + if quiet {
+            interval.max(QUIET_POLL_INTERVAL)
+        } else {
+            interval
         }
     }
 

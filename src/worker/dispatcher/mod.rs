@@ -155,16 +155,14 @@ impl Dispatcher {
                 self.woken();
             }
             let now = Instant::now();
-            let polling = now >= next_poll;
-            if polling {
-                next_poll = now + self.config.poll_interval;
-            }
-            if polling {
-                self.poll_due();
+            if now >= next_poll {
+                next_poll = self.poll_due(now);
                 self.look_ahead();
             } else if self.changed_elsewhere(now) {
                 self.commit_seen();
                 self.look_ahead();
+                // The commit may have left jobs for later: the next poll tells.
+                next_poll = next_poll.min(now + self.config.poll_interval);
             }
             if self.completer.may_write(now) && self.has_work(now) {
                 self.round(true);

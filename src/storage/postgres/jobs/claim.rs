@@ -3,13 +3,13 @@
 
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
-use super::super::sql::{query, BoolRow};
+use super::super::sql::{query, BoolRow, IntRow};
 use super::super::PgTx;
 use super::row_rules::ClaimRow;
 use super::BIGINT_MAX;
 use crate::error::Result;
 use crate::storage::jobs::claim::{claim_order_key, claim_order_sql};
-use crate::storage::jobs::{ClaimRequest, ClaimStore, Claimed, ClaimedRow};
+use crate::storage::jobs::{ClaimRequest, ClaimStore, Claimed, ClaimedRow, Waiting};
 
 /// How often a claim runs before it leaves group-keyed jobs for the next round (see
 /// [`ClaimStore::claim`]).
@@ -85,6 +85,30 @@ impl ClaimStore for PgTx<'_> {
         }
         let due = self.row::<BoolRow>(q)?;
         Ok(due.is_some_and(|row| row.v))
+    }
+
+    fn waiting(&self, queue: &str, job_types: &[String], now: i64) -> Result<Waiting> {
+        if job_types.is_empty() {
+            return Ok(Waiting::Nothing);
+        }
+        let code = self.row::<IntRow>(
+            query(
+                "SELECT CASE
+                     WHEN EXISTS (SELECT 1 FROM queues WHERE name = $1 AND paused = 1) THEN 0
+                     WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND waiting_for = 0
+                                    AND status IN ('queued', 'failed') AND run_at <= $2
+                                    AND (expires_at IS NULL OR expires_at > $2)
+                                    AND job_type = ANY($3)) THEN 2
+                     WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = $1 AND waiting_for = 0
+                                    AND status IN ('queued', 'failed') AND job_type = ANY($3))
+                          THEN 1
+                     ELSE 0 END::bigint AS v",
+            )
+            .text(queue)
+            .int(now)
+            .texts(job_types),
+        )?;
+        Ok(Waiting::from_code(code.map_or(0, |row| row.v)))
     }
 }
 

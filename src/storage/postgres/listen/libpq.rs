@@ -105,13 +105,14 @@ impl ListenConn {
         }
     }
 
-    /// Blocks until a notification has arrived (taking every one that has), `stop` is
-    /// told to stop, or the connection fails (its error).
+    /// Blocks until a notification for `schema` has arrived (its payload names it, or is
+    /// empty; every notification that arrived is taken), `stop` is told to stop, or the
+    /// connection fails (its error).
     #[cfg(unix)]
-    pub(super) fn wait(&mut self, stop: &StopWatch) -> Result<Woken, String> {
+    pub(super) fn wait(&mut self, schema: &str, stop: &StopWatch) -> Result<Woken, String> {
         use std::os::fd::AsRawFd;
         loop {
-            if self.take_notifications() {
+            if self.take_notifications(schema) {
                 return Ok(Woken::Notified);
             }
             // SAFETY: a live connection.
@@ -155,9 +156,9 @@ impl ListenConn {
 
     /// Where there is no `poll(2)`: reads what arrived every few milliseconds.
     #[cfg(not(unix))]
-    pub(super) fn wait(&mut self, stop: &StopWatch) -> Result<Woken, String> {
+    pub(super) fn wait(&mut self, schema: &str, stop: &StopWatch) -> Result<Woken, String> {
         loop {
-            if self.take_notifications() {
+            if self.take_notifications(schema) {
                 return Ok(Woken::Notified);
             }
             if stop.stopped_within(Duration::from_millis(4)) {
@@ -179,8 +180,9 @@ impl ListenConn {
         Ok(())
     }
 
-    /// True when libpq holds notifications already read; takes them all.
-    fn take_notifications(&mut self) -> bool {
+    /// True when libpq holds notifications already read for `schema` (their payload names
+    /// it, or is empty); takes them all.
+    fn take_notifications(&mut self, schema: &str) -> bool {
         let mut any = false;
         loop {
             // SAFETY: a live connection; a notification returned is ours to free, once.
@@ -188,9 +190,11 @@ impl ListenConn {
             if notification.is_null() {
                 return any;
             }
+            // SAFETY: a live notification; its payload is copied before it is freed.
+            let payload = unsafe { text((*notification).extra) };
             // SAFETY: as above; not used after.
             unsafe { PQfreemem(notification.cast::<c_void>()) };
-            any = true;
+            any |= payload.is_empty() || payload == schema;
         }
     }
 }

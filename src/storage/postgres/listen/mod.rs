@@ -32,6 +32,8 @@ pub(crate) struct Opener {
     /// The settings every connection gets first (the schema on the search path, the lock
     /// timeout).
     pub(crate) setup: String,
+    /// litejobs' schema: the payload of its notifications (others are passed over).
+    pub(crate) schema: String,
     pub(crate) outage: Arc<Outage>,
 }
 
@@ -130,7 +132,7 @@ fn listen(opener: &Opener, changed: &AtomicBool, news: &Sender<()>, stopped: &St
             return;
         }
         loop {
-            match conn.wait(stopped) {
+            match conn.wait(&opener.schema, stopped) {
                 Ok(Woken::Notified) => {
                     if !report() {
                         return;

@@ -67,13 +67,19 @@ fn a_listening_connection_wakes_on_a_notification_and_on_its_stop() {
     other
         .batch_execute(&format!("NOTIFY {channel}"))
         .expect("notifying");
-    assert_eq!(conn.wait(&stopped), Ok(Woken::Notified));
-    // Two in a row are taken together: the next wait sleeps until the stop.
+    assert_eq!(conn.wait("mine", &stopped), Ok(Woken::Notified));
+    // Two in a row are taken together; one for another schema is passed over: the next wait
+    // sleeps until the stop.
     other
-        .batch_execute(&format!("NOTIFY {channel}, 'a'; NOTIFY {channel}, 'b'"))
+        .batch_execute(&format!(
+            "NOTIFY {channel}, 'mine'; NOTIFY {channel}, ''; NOTIFY {channel}, 'theirs'"
+        ))
         .expect("notifying");
-    assert_eq!(conn.wait(&stopped), Ok(Woken::Notified));
-    let waiter = std::thread::spawn(move || conn.wait(&stopped));
+    assert_eq!(conn.wait("mine", &stopped), Ok(Woken::Notified));
+    other
+        .batch_execute(&format!("NOTIFY {channel}, 'theirs'"))
+        .expect("notifying");
+    let waiter = std::thread::spawn(move || conn.wait("mine", &stopped));
     std::thread::sleep(Duration::from_millis(20));
     assert!(!waiter.is_finished(), "nothing to wake on yet");
     drop(stop);
@@ -104,7 +110,7 @@ fn a_listening_connection_reports_its_loss_and_a_bad_statement() {
         .expect("terminating the listening backend");
     // (Other tests' jobs may notify first.)
     let lost = loop {
-        match conn.wait(&stopped) {
+        match conn.wait("mine", &stopped) {
             Ok(Woken::Notified) => continue,
             other => break other,
         }
@@ -120,6 +126,7 @@ fn notifications_tell_their_news_listen_again_after_a_loss_and_stop_when_dropped
     let mut signal = Notifications::start(Opener {
         url: named(&url, &name),
         setup: "SET lock_timeout = 5000".to_string(),
+        schema: "litejobs".to_string(),
         outage,
     })
     .expect("starting");

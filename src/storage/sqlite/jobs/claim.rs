@@ -4,7 +4,7 @@
 use super::row_rules::{read_claimed, CLAIMED_COLUMNS};
 use crate::error::Result;
 use crate::storage::jobs::claim::claim_order_sql;
-use crate::storage::jobs::{ClaimRequest, ClaimStore, Claimed, ClaimedRow};
+use crate::storage::jobs::{ClaimRequest, ClaimStore, Claimed, ClaimedRow, Waiting};
 use crate::storage::sqlite::errors::is_constraint_violation;
 use crate::storage::sqlite::SqliteTx;
 
@@ -60,6 +60,33 @@ impl ClaimStore for SqliteTx<'_> {
         args.push(above.map_or(rusqlite::types::Value::Null, Into::into));
         args.extend(job_types.iter().map(|t| t.clone().into()));
         Ok(stmt.query_row(rusqlite::params_from_iter(args), |row| row.get(0))?)
+    }
+
+    fn waiting(&self, queue: &str, job_types: &[String], now: i64) -> Result<Waiting> {
+        if job_types.is_empty() {
+            return Ok(Waiting::Nothing);
+        }
+        let type_params: Vec<String> = (0..job_types.len())
+            .map(|i| format!("?{}", i + 3))
+            .collect();
+        let types = type_params.join(", ");
+        let sql = format!(
+            "SELECT CASE
+                 WHEN EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND paused = 1) THEN 0
+                 WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND waiting_for = 0
+                                AND status IN ('queued', 'failed') AND run_at <= ?2
+                                AND job_type IN ({types})
+                                AND (expires_at IS NULL OR expires_at > ?2)) THEN 2
+                 WHEN EXISTS (SELECT 1 FROM jobs WHERE queue = ?1 AND waiting_for = 0
+                                AND status IN ('queued', 'failed') AND job_type IN ({types}))
+                      THEN 1
+                 ELSE 0 END"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let mut args: Vec<rusqlite::types::Value> = vec![queue.to_string().into(), now.into()];
+        args.extend(job_types.iter().map(|t| t.clone().into()));
+        let code: i64 = stmt.query_row(rusqlite::params_from_iter(args), |row| row.get(0))?;
+        Ok(Waiting::from_code(code))
     }
 }
 
