@@ -35,7 +35,7 @@ pub use crate::worker::maintenance::pruner::{
 pub use crate::worker::maintenance::reaper::DEFAULT_REAP_INTERVAL;
 pub use crate::worker::{
     DEFAULT_CHANGE_CHECK_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_JOB_TIMEOUT, DEFAULT_LEASE_GRACE,
-    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_POLL_INTERVAL, DEFAULT_PREFETCH, DEFAULT_PREFETCH_ON_SERVER, DEFAULT_SHUTDOWN_GRACE,
 };
 
 // Rate limits and circuit breakers, masking, reports.

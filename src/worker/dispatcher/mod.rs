@@ -36,6 +36,10 @@ mod looks;
 /// no executor woke it (e.g. one of many long jobs finished).
 const COLLECT_INTERVAL: Duration = Duration::from_millis(5);
 
+/// On a server, a round with at least this many outcomes to write writes them while it
+/// claims (see [`Dispatcher::round`]).
+const OVERLAP_OUTCOMES: usize = 32;
+
 /// Sent by [`Worker`](crate::Worker) to its dispatcher.
 pub(crate) enum Control {
     Shutdown(Duration),
@@ -441,29 +445,48 @@ impl Dispatcher {
             Ok(claimed)
         };
         let db = self.shared.queue.db();
-        let written = if db.is_server() {
-            // A server: the outcomes in one transaction, then the claims on their own (on
-            // SQLite one transaction for both measured fastest; on a server the claim's own
-            // statement saves the round trips of a savepoint and a commit).
-            let first = if alone {
-                Ok((Vec::new(), 0))
-            } else {
-                db.write(outcomes)
-            };
-            first.map(|(applied, reaped)| {
-                let claimed = if plan.is_empty() {
-                    Vec::new()
+        let (written, claimed) = if db.is_server() {
+            // A server: the outcomes in one transaction, the claims in statements of their
+            // own (on SQLite one transaction for both measured fastest; on a server the
+            // claim's own statement saves the round trips of a savepoint and a commit). With
+            // a batch of outcomes big enough for the server's time to count, and claims too,
+            // they go at once on two connections: each mostly waits for the server, which
+            // works on both. They touch different rows (the outcomes ours, running; the
+            // claims waiting ones), so neither waits for the other. (Meanwhile the table shows
+            // the finished jobs running beside the new ones: with slow jobs, which come a
+            // few at a time, the two go one after the other and it never holds more running
+            // jobs than threads and prefetch.)
+            let write_outcomes = || {
+                if alone {
+                    Ok((Vec::new(), 0))
                 } else {
-                    db.write_statements(claims).unwrap_or_else(|e| {
-                        // The outcomes are committed; the claim is tried again later.
-                        if e.kind() != ErrorKind::Unavailable {
-                            log::warn!("litejobs: claim failed ({e}); trying again later");
-                        }
-                        plan.iter().map(|_| Claimed::default()).collect()
-                    })
-                };
-                (applied, reaped, claimed)
-            })
+                    db.write(outcomes)
+                }
+            };
+            let write_claims = || {
+                if plan.is_empty() {
+                    return Vec::new();
+                }
+                db.write_statements(claims).unwrap_or_else(|e| {
+                    // The claim is tried again later.
+                    if e.kind() != ErrorKind::Unavailable {
+                        log::warn!("litejobs: claim failed ({e}); trying again later");
+                    }
+                    plan.iter().map(|_| Claimed::default()).collect()
+                })
+            };
+            if completer.len() < OVERLAP_OUTCOMES || plan.is_empty() {
+                (write_outcomes(), write_claims())
+            } else {
+                std::thread::scope(|s| {
+                    let writing = s.spawn(write_outcomes);
+                    let claimed = write_claims();
+                    let written = writing
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (written, claimed)
+                })
+            }
         } else {
             let both = |tx: &dyn crate::storage::Tx| {
                 let (applied, reaped) = outcomes(tx)?;
@@ -472,17 +495,48 @@ impl Dispatcher {
             // Everything written here is litejobs' own (the claim checks each row it takes
             // against the schema's rules in code): the rules' CHECKs are skipped, measured
             // with callgrind at 14 % of the instructions per job.
-            db.write_validated(both)
-        };
-        let (applied, reaped, claimed) = match written {
-            Ok(written) => written,
-            Err(e) => {
-                // Nothing was written: the completer keeps its batch and backs off.
-                self.completer.failed(&e);
-                return;
+            match db.write_validated(both) {
+                Ok((applied, reaped, claimed)) => (Ok((applied, reaped)), claimed),
+                Err(e) => {
+                    // Nothing was written: the completer keeps its batch and backs off.
+                    self.completer.failed(&e);
+                    return;
+                }
             }
         };
-        for (q, due) in self.queues.iter_mut().zip(&renewals) {
+        match written {
+            Ok((applied, reaped)) => self.written(&renewals, applied, reap, reaped),
+            // Nothing of it was written: the completer keeps its batch and backs off (the
+            // claims, made on their own, are handed out all the same).
+            Err(e) => self.completer.failed(&e),
+        }
+        let events = self.shared.queue.events();
+        for ((qi, want, above), claimed) in plan.into_iter().zip(claimed) {
+            let rows = claimed.rows;
+            for refused in &claimed.refused {
+                events.refused(refused);
+            }
+            let q = &mut self.queues[qi];
+            if above.is_none() {
+                q.maybe_more = rows.len() == want || !claimed.refused.is_empty();
+            }
+            let registry = &self.shared.registry;
+            q.hand_out(rows, |row| {
+                duration_to_ms(registry.timeout_for(row)) + grace_ms
+            });
+        }
+    }
+
+    /// After the outcomes, renewals and reap of a round were committed: the completer's
+    /// batch is done, its slots free, the leases renewed.
+    fn written(
+        &mut self,
+        renewals: &[Vec<Renewal>],
+        applied: Vec<bool>,
+        reap: bool,
+        reaped: usize,
+    ) {
+        for (q, due) in self.queues.iter_mut().zip(renewals) {
             q.prefetched.renewed(due);
         }
         let events = self.shared.queue.events();
@@ -502,20 +556,6 @@ impl Dispatcher {
                 log::info!("litejobs: reaped {reaped} jobs whose lease had expired");
                 events.send(Event::Reaped { count: reaped });
             }
-        }
-        for ((qi, want, above), claimed) in plan.into_iter().zip(claimed) {
-            let rows = claimed.rows;
-            for refused in &claimed.refused {
-                events.refused(refused);
-            }
-            let q = &mut self.queues[qi];
-            if above.is_none() {
-                q.maybe_more = rows.len() == want || !claimed.refused.is_empty();
-            }
-            let registry = &self.shared.registry;
-            q.hand_out(rows, |row| {
-                duration_to_ms(registry.timeout_for(row)) + grace_ms
-            });
         }
     }
 
