@@ -235,11 +235,13 @@ impl PgTx<'_> {
             .map(|row| row.v))
     }
 
-    /// Inserts jobs without idempotency keys by one statement; their ids in order. The ids
-    /// are drawn from the table's sequence first and handed out in ascending order, so jobs
-    /// later in the batch get larger ids (the claim's last tie-break), whatever other
-    /// processes draw meanwhile. The sequence is looked up once (a subquery): looked up per
-    /// row, it took a third of the statement's time.
+    /// Inserts jobs without idempotency keys by one statement; their ids in order. The rows
+    /// reach the insert in the batch's order (`ORDER BY` its ordinality) and the sequence
+    /// only grows within a session, so jobs later in the batch get larger ids (the claim's
+    /// last tie-break), whatever other processes draw meanwhile. A column whose value is the
+    /// same for every job (most are: one queue, one type, no group key…) is bound once
+    /// rather than as an array: unnesting thirteen arrays of a thousand took a third of the
+    /// statement's time.
     fn insert_rows(&self, jobs: &[NewJob], payloads: &[String], now: i64) -> Result<Vec<i64>> {
         let mut queues = Vec::with_capacity(jobs.len());
         let mut types = Vec::with_capacity(jobs.len());
@@ -256,56 +258,66 @@ impl PgTx<'_> {
         for job in jobs {
             workflow_ids.push(job.placed.as_ref().map(|(workflow_id, _)| *workflow_id));
             steps.push(job.placed.as_ref().map(|(_, step)| step.clone()));
-            queues.push(job.queue.clone());
-            types.push(job.job_type.clone());
-            priorities.push(job.priority);
-            max_attempts.push(job.max_attempts);
+            queues.push(Some(job.queue.clone()));
+            types.push(Some(job.job_type.clone()));
+            priorities.push(Some(job.priority));
+            max_attempts.push(Some(job.max_attempts));
             let run_at = RunAt::resolve(job.run_at, now)?;
             let (stored, held_run_at) = held_times(job, run_at);
-            run_ats.push(stored);
+            run_ats.push(Some(stored));
             held_run_ats.push(held_run_at);
-            waits.push(waits_asked(job));
+            waits.push(Some(waits_asked(job)));
             timeouts.push(job.timeout_ms);
             group_keys.push(job.group_key.clone());
             expires.push(resolve_expiry(job, run_at, now)?);
         }
+        let columns = [
+            Column::texts("queue", queues),
+            Column::texts("job_type", types),
+            Column::ints("priority", priorities),
+            Column::ints("max_attempts", max_attempts),
+            Column::ints("run_at", run_ats),
+            Column::ints("timeout_ms", timeouts),
+            Column::texts("group_key", group_keys),
+            Column::ints("expires_at", expires),
+            Column::ints("waiting_for", waits),
+            Column::ints("held_run_at", held_run_ats),
+            Column::ints("workflow_id", workflow_ids),
+            Column::texts("step", steps),
+        ];
+        // $1 the time, $2 the payloads, then each column: one value, or one array.
+        let mut names = vec!["payload".to_string()];
+        let mut values = vec!["u.payload".to_string()];
+        let mut arrays = vec!["$2".to_string()];
+        let mut array_names = vec!["payload".to_string()];
+        for (i, column) in columns.iter().enumerate() {
+            let param = format!("${}", i + 3);
+            names.push(column.name.to_string());
+            if column.uniform() {
+                values.push(format!("{param}::{}", column.sql_type()));
+            } else {
+                values.push(format!("u.{}", column.name));
+                arrays.push(param);
+                array_names.push(column.name.to_string());
+            }
+        }
+        let sql = format!(
+            "INSERT INTO jobs ({names}, created_at, updated_at)
+             SELECT {values}, $1, $1
+             FROM unnest({arrays}) WITH ORDINALITY AS u({array_names}, ord)
+             ORDER BY u.ord
+             RETURNING id AS v",
+            names = names.join(", "),
+            values = values.join(", "),
+            arrays = arrays.join(", "),
+            array_names = array_names.join(", "),
+        );
+        let mut q = query(&sql).int(now).texts(payloads);
+        for column in &columns {
+            q = column.bind(q);
+        }
         let mut ids: Vec<i64> = self
-            .rows::<IntRow>(
-                query(
-                    "WITH ids AS (
-                         SELECT nextval((SELECT pg_get_serial_sequence('jobs', 'id')::regclass)) AS id
-                         FROM generate_series(1, $1)),
-                     numbered AS (SELECT id, row_number() OVER (ORDER BY id) AS ord FROM ids)
-                     INSERT INTO jobs (id, queue, job_type, payload, priority, max_attempts,
-                                       run_at, timeout_ms, group_key, expires_at, waiting_for,
-                                       held_run_at, workflow_id, step, created_at, updated_at)
-                     SELECT n.id, u.queue, u.job_type, u.payload, u.priority, u.max_attempts,
-                            u.run_at, u.timeout_ms, u.group_key, u.expires_at, u.waiting_for,
-                            u.held_run_at, u.workflow_id, u.step, $2, $2
-                     FROM unnest($3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                          WITH ORDINALITY
-                          AS u(queue, job_type, payload, priority, max_attempts, run_at,
-                               timeout_ms, group_key, expires_at, waiting_for, held_run_at,
-                               workflow_id, step, ord)
-                     JOIN numbered n ON n.ord = u.ord
-                     RETURNING id AS v",
-                )
-                .int(jobs.len() as i64)
-                .int(now)
-                .texts(&queues)
-                .texts(&types)
-                .texts(payloads)
-                .ints(&priorities)
-                .ints(&max_attempts)
-                .ints(&run_ats)
-                .opt_ints(&timeouts)
-                .opt_texts(&group_keys)
-                .opt_ints(&expires)
-                .ints(&waits)
-                .opt_ints(&held_run_ats)
-                .opt_ints(&workflow_ids)
-                .opt_texts(&steps),
-            )?
+            .rows::<IntRow>(q)?
             .into_iter()
             .map(|row| row.v)
             .collect();
@@ -321,6 +333,59 @@ impl PgTx<'_> {
             ));
         }
         Ok(ids)
+    }
+}
+
+/// One column of a batch insert: its values, bound as one value when they are all equal.
+struct Column {
+    name: &'static str,
+    values: Values,
+}
+
+enum Values {
+    Texts(Vec<Option<String>>),
+    Ints(Vec<Option<i64>>),
+}
+
+impl Column {
+    fn texts(name: &'static str, values: Vec<Option<String>>) -> Column {
+        Column {
+            name,
+            values: Values::Texts(values),
+        }
+    }
+
+    fn ints(name: &'static str, values: Vec<Option<i64>>) -> Column {
+        Column {
+            name,
+            values: Values::Ints(values),
+        }
+    }
+
+    /// True when every job has the same value (bound once).
+    fn uniform(&self) -> bool {
+        match &self.values {
+            Values::Texts(v) => v.windows(2).all(|w| w[0] == w[1]),
+            Values::Ints(v) => v.windows(2).all(|w| w[0] == w[1]),
+        }
+    }
+
+    fn sql_type(&self) -> &'static str {
+        match self.values {
+            Values::Texts(_) => "text",
+            Values::Ints(_) => "bigint",
+        }
+    }
+
+    /// Binds the one value, or the array.
+    fn bind<'a>(&self, q: Query<'a>) -> Query<'a> {
+        let uniform = self.uniform();
+        match &self.values {
+            Values::Texts(v) if uniform => q.opt_text(v.first().and_then(Option::as_deref)),
+            Values::Ints(v) if uniform => q.opt_int(v.first().copied().flatten()),
+            Values::Texts(v) => q.opt_texts(v),
+            Values::Ints(v) => q.opt_ints(v),
+        }
     }
 }
 
