@@ -277,8 +277,8 @@ CREATE TRIGGER jobs_counted_insert AFTER INSERT ON jobs
     EXECUTE FUNCTION jobs_count_inserted();
 
 -- Workers sleep until told of new jobs: one notification per inserting statement, whose
--- payload names this schema.
-CREATE FUNCTION jobs_notify() RETURNS trigger LANGUAGE plpgsql
+-- payload names this schema (and per write to queues, below).
+CREATE FUNCTION notify_workers() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
 BEGIN
     PERFORM pg_notify('litejobs_jobs', current_schema());
@@ -287,7 +287,7 @@ END;
 $$;
 
 CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_workers();
 
 CREATE TRIGGER jobs_counted_update AFTER UPDATE ON jobs
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
@@ -376,16 +376,8 @@ CREATE TABLE queues (
 );
 
 -- A paused queue's jobs are not claimed; its resume tells the workers (migration 9).
-CREATE FUNCTION queues_notify() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT AS $$
-BEGIN
-    PERFORM pg_notify('litejobs_jobs', current_schema());
-    RETURN NULL;
-END;
-$$;
-
 CREATE TRIGGER queues_changed AFTER INSERT OR UPDATE ON queues
-    FOR EACH STATEMENT EXECUTE FUNCTION queues_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_workers();
 
 -- Webhook endpoints: where deliveries go and the secret they are signed with. Secrets live
 -- here, never in job payloads or dead-letter rows; a delivery job names its endpoint by id.

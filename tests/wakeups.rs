@@ -306,6 +306,28 @@ fn a_plain_sql_update_that_makes_a_job_due_wakes_an_idle_worker_whose_timers_are
 }
 
 #[test]
+fn resuming_a_paused_queue_wakes_an_idle_worker_whose_timers_are_an_hour_away() {
+    // The resume is a write the file watch sees (SQLite) or that notifies (PostgreSQL).
+    let env = setup();
+    env.queue.pause_queue("default").expect("pause");
+    let handler = ScriptedHandler::new();
+    let worker = quiet(&env, &handler, 1)
+        .prefetch(0)
+        .start()
+        .expect("worker starts");
+    let activity = worker.activity();
+    wait_idle(&activity);
+    let id = insert_elsewhere(&env);
+    wait_idle(&activity);
+    assert_eq!(handler.calls().len(), 0, "its queue is paused");
+    // From another handle on the database, as `litejobs resume` would.
+    let other = env.open_another();
+    other.resume_queue("default").expect("resume");
+    assert_eq!(handler.wait_started("the job of the resumed queue").id, id);
+    stop(worker);
+}
+
+#[test]
 fn a_worker_told_of_commits_polls_rarely_while_no_job_waits_and_on_time_for_a_later_one() {
     let env = setup();
     let handler = ScriptedHandler::new();

@@ -195,7 +195,8 @@ impl Queue {
     }
 
     /// Resumes a paused queue. This process's workers look at once; workers of other
-    /// processes at their next poll.
+    /// processes as soon as they see the write (the watch on the database's files on Linux,
+    /// the schema's notification on PostgreSQL), else at their next change check or poll.
     ///
     /// # Errors
     /// [`InvalidJob`](crate::ErrorKind::InvalidJob) for an empty name.

@@ -58,8 +58,8 @@ CREATE TRIGGER jobs_counted_insert AFTER INSERT ON jobs
     EXECUTE FUNCTION jobs_count_inserted();
 
 -- Workers sleep until told of new jobs: one notification per inserting statement, whose
--- payload names this schema.
-CREATE FUNCTION jobs_notify() RETURNS trigger LANGUAGE plpgsql
+-- payload names this schema (and per write to queues, below).
+CREATE FUNCTION notify_workers() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
 BEGIN
     PERFORM pg_notify('litejobs_jobs', current_schema());
@@ -68,16 +68,8 @@ END;
 $$;
 
 CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION jobs_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_workers();
 
 -- A paused queue's jobs are not claimed; its resume tells the workers (migration 9).
-CREATE FUNCTION queues_notify() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT AS $$
-BEGIN
-    PERFORM pg_notify('litejobs_jobs', current_schema());
-    RETURN NULL;
-END;
-$$;
-
 CREATE TRIGGER queues_changed AFTER INSERT OR UPDATE ON queues
-    FOR EACH STATEMENT EXECUTE FUNCTION queues_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_workers();
