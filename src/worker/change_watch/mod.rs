@@ -131,9 +131,9 @@ impl ChangeWatch {
         self.news.is_some()
     }
 
-    /// Whether the file watch is on now, or the signal sends news (else the watch looks on
-    /// a timer while watching).
-    fn file_watch_on(&self) -> bool {
+    /// Whether writes are reported now: the file watch is on, or the signal sends news
+    /// (else the watch looks on a timer while watching).
+    fn hears_of_writes(&self) -> bool {
         self.files.as_ref().is_some_and(FileWatch::is_active) || self.news.is_some()
     }
 
@@ -149,7 +149,7 @@ impl ChangeWatch {
     pub(crate) fn set_watching(&mut self, watching: bool, now: Instant) {
         if watching {
             self.busy_since = None;
-            let was_on = self.file_watch_on();
+            let was_on = self.hears_of_writes();
             let quiet = self
                 .local_write
                 .is_none_or(|at| now.duration_since(at) >= LOCAL_QUIET);
@@ -163,11 +163,11 @@ impl ChangeWatch {
                     self.files = None;
                 }
             }
-            if !self.watching || (!was_on && self.file_watch_on()) {
+            if !self.watching || (!was_on && self.hears_of_writes()) {
                 // Commits made while nothing looked for them: look now.
                 self.next_check = Some(now);
                 self.follow_up = FOLLOW_UPS_US.len();
-            } else if !self.file_watch_on() && self.next_check.is_none() {
+            } else if !self.hears_of_writes() && self.next_check.is_none() {
                 self.next_check = Some(now);
             }
         } else {
@@ -183,7 +183,7 @@ impl ChangeWatch {
 
     /// The file watch's thread, or the signal's, ended (its channel closed): from now on,
     /// look on a timer.
-    pub(crate) fn file_watch_ended(&mut self, now: Instant) {
+    pub(crate) fn hints_ended(&mut self, now: Instant) {
         self.files = None;
         self.news = None;
         self.next_check = Some(now);
@@ -231,7 +231,7 @@ impl ChangeWatch {
         self.next_check = if self.news.is_some() {
             // The next news says when to look again.
             None
-        } else if !self.file_watch_on() {
+        } else if !self.hears_of_writes() {
             let hot = self
                 .last_change
                 .is_some_and(|at| now.duration_since(at) < HOT_SPAN);

@@ -168,14 +168,14 @@ fn a_worker_busy_for_a_while_takes_the_watch_off_and_puts_it_back_when_idle() {
     let (mut watch, _around) = watched(Duration::from_millis(4));
     let t0 = Instant::now();
     watch.set_watching(true, t0);
-    assert!(watch.file_watch_on());
+    assert!(watch.hears_of_writes());
     watch.set_watching(false, t0 + Duration::from_millis(1));
     watch.set_watching(false, t0 + Duration::from_millis(40));
-    assert!(watch.file_watch_on(), "busy for a moment: kept");
+    assert!(watch.hears_of_writes(), "busy for a moment: kept");
     watch.set_watching(false, t0 + Duration::from_millis(51));
-    assert!(!watch.file_watch_on(), "busy for 50 ms: taken off");
+    assert!(!watch.hears_of_writes(), "busy for 50 ms: taken off");
     watch.set_watching(true, t0 + Duration::from_millis(60));
-    assert!(watch.file_watch_on(), "idle again: back on");
+    assert!(watch.hears_of_writes(), "idle again: back on");
     assert_eq!(watch.next_check(), Some(t0 + Duration::from_millis(60)));
 }
 
@@ -209,13 +209,13 @@ fn after_an_in_process_enqueue_timed_looks_stand_in_for_the_watch_for_a_second()
     let t0 = Instant::now();
     watch.set_watching(true, t0);
     assert!(!watch.look_if_due(t0));
-    assert!(watch.file_watch_on() && watch.next_check().is_none());
+    assert!(watch.hears_of_writes() && watch.next_check().is_none());
 
     let ms = |n: u64| t0 + Duration::from_millis(n);
     watch.local_write(ms(10));
     watch.set_watching(false, ms(10));
     watch.set_watching(true, ms(11));
-    assert!(!watch.file_watch_on(), "this process writes: no watch");
+    assert!(!watch.hears_of_writes(), "this process writes: no watch");
     assert_eq!(watch.next_check(), Some(ms(11)), "idle again: look now");
     assert!(!watch.look_if_due(ms(11)));
     assert_eq!(watch.next_check(), Some(ms(15)), "then every interval");
@@ -225,7 +225,7 @@ fn after_an_in_process_enqueue_timed_looks_stand_in_for_the_watch_for_a_second()
 
     watch.set_watching(true, ms(1_010));
     assert!(
-        watch.file_watch_on(),
+        watch.hears_of_writes(),
         "a second without an enqueue: the watch is back"
     );
     assert_eq!(watch.next_check(), Some(ms(1_010)), "with a look");
@@ -249,7 +249,7 @@ fn the_watch_goes_back_on_a_second_after_an_enqueue_however_rare_the_timed_check
     let t1 = t0 + LOCAL_QUIET;
     assert!(!watch.look_if_due(t1));
     watch.set_watching(true, t1);
-    assert!(watch.file_watch_on());
+    assert!(watch.hears_of_writes());
 }
 
 #[cfg(target_os = "linux")]
@@ -260,7 +260,7 @@ fn when_the_file_watch_ends_the_watch_looks_on_a_timer() {
     watch.set_watching(true, t0);
     assert!(!watch.look_if_due(t0));
     assert_eq!(watch.next_check(), None, "waiting for a reported write");
-    watch.file_watch_ended(t0);
+    watch.hints_ended(t0);
     assert!(
         matches!(
             watch.hints().recv_timeout(Duration::from_millis(1)),
@@ -325,7 +325,7 @@ fn a_signal_with_news_is_asked_once_per_news_and_never_on_a_timer() {
     // The news's thread gone, the watch falls back to timed looks.
     drop(send);
     assert!(watch.hints().try_recv().is_err());
-    watch.file_watch_ended(t1);
+    watch.hints_ended(t1);
     assert!(!watch.told());
     assert!(!watch.look_if_due(t1));
     assert_eq!(

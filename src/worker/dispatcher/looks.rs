@@ -33,13 +33,8 @@ impl Dispatcher {
         let wakes = self.shared.queue.wake_list();
         for q in &mut self.queues {
             q.maybe_more = true;
-            // The enqueued-into queue's executor, when idle, is woken now, to be awake when
-            // the claim hands it the job: its wake-up (40 µs on a small VM) overlaps the
-            // claim's transaction.
-            if q.outstanding == 0 && wakes.hinted(&q.name) {
-                if let Some(tx) = &q.job_tx {
-                    tx.ready();
-                }
+            if wakes.hinted(&q.name) {
+                q.wake_if_idle();
             }
         }
         self.look_ahead();
@@ -64,7 +59,7 @@ impl Dispatcher {
     /// handler; elsewhere (a write to the database's files) a look tells which queues have
     /// work.
     pub(super) fn commit_seen(&mut self) {
-        if !self.change.as_ref().is_some_and(ChangeWatch::told) {
+        if !self.told() {
             // (The poll's own schedule stays as it was.)
             let _ = self.poll_due(Instant::now());
             return;
@@ -75,12 +70,13 @@ impl Dispatcher {
             .filter(|q| !q.maybe_more && q.wanted() > 0)
         {
             q.maybe_more = true;
-            if q.outstanding == 0 {
-                if let Some(tx) = &q.job_tx {
-                    tx.ready();
-                }
-            }
+            q.wake_if_idle();
         }
+    }
+
+    /// Whether the change watch is told of commits (see [`ChangeWatch::told`]).
+    fn told(&self) -> bool {
+        self.change.as_ref().is_some_and(ChangeWatch::told)
     }
 
     /// Looks for due work in idle queues: jobs whose `run_at` came, and rows whose commit
@@ -90,8 +86,7 @@ impl Dispatcher {
     /// but by a lost notification).
     pub(super) fn poll_due(&mut self, now: Instant) -> Instant {
         let interval = self.config.poll_interval;
-        let told = self.change.as_ref().is_some_and(ChangeWatch::told);
-        let mut quiet = told;
+        let mut quiet = self.told();
         let at_ms = self.shared.queue.now_ms();
         let types = self.claimer.job_types();
         let db = self.shared.queue.db();
@@ -106,12 +101,8 @@ impl Dispatcher {
                     let due = waiting == Waiting::Due;
                     quiet &= waiting == Waiting::Nothing;
                     q.maybe_more = due;
-                    // An idle queue's executor wakes now, so that its wake-up overlaps the
-                    // claim's transaction (as for an in-process enqueue).
-                    if due && q.outstanding == 0 {
-                        if let Some(tx) = &q.job_tx {
-                            tx.ready();
-                        }
+                    if due {
+                        q.wake_if_idle();
                     }
                 }
                 // Logged once per outage where the connection failed; the next poll retries.

@@ -203,7 +203,7 @@ impl Dispatcher {
                     match msg {
                         Ok(()) => change.hinted(Instant::now()),
                         // A closed channel is always ready: stop waiting on it.
-                        Err(_) => change.file_watch_ended(Instant::now()),
+                        Err(_) => change.hints_ended(Instant::now()),
                     }
                 },
                 recv(self.control) -> msg => match msg {
