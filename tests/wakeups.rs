@@ -236,10 +236,27 @@ fn wait_idle(activity: &WorkerActivity) {
 /// Inserts a due `t` job through a plain connection, as another program would.
 /// (Its id is the largest: nothing else inserts meanwhile.)
 fn insert_elsewhere(env: &TestEnv) -> i64 {
+    insert_elsewhere_at(env, START_MS)
+}
+
+/// [`insert_elsewhere`] for a job due at `run_at`.
+fn insert_elsewhere_at(env: &TestEnv, run_at: i64) -> i64 {
     env.sql_exec(&format!(
-        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{{}}', {START_MS})"
+        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{{}}', {run_at})"
     ));
     env.sql_i64("SELECT MAX(id) FROM jobs")
+}
+
+/// A one-thread worker without prefetch whose timers are an hour away, once idle: only a
+/// commit it hears of (or this process's enqueue) can make it look for jobs.
+fn idle_quiet_worker(env: &TestEnv, handler: &ScriptedHandler) -> (Worker, WorkerActivity) {
+    let worker = quiet(env, handler, 1)
+        .prefetch(0)
+        .start()
+        .expect("worker starts");
+    let activity = worker.activity();
+    wait_idle(&activity);
+    (worker, activity)
 }
 
 #[cfg(target_os = "linux")]
@@ -285,17 +302,8 @@ fn a_plain_sql_update_that_makes_a_job_due_wakes_an_idle_worker_whose_timers_are
     // (PostgreSQL), as it does for a retry or a job another worker gives back.
     let env = setup();
     let handler = ScriptedHandler::new();
-    let worker = quiet(&env, &handler, 1)
-        .prefetch(0)
-        .start()
-        .expect("worker starts");
-    let activity = worker.activity();
-    wait_idle(&activity);
-    let later = START_MS + 3_600_000;
-    env.sql_exec(&format!(
-        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{{}}', {later})"
-    ));
-    let id = env.sql_i64("SELECT MAX(id) FROM jobs");
+    let (worker, activity) = idle_quiet_worker(&env, &handler);
+    let id = insert_elsewhere_at(&env, START_MS + 3_600_000);
     wait_idle(&activity);
     assert_eq!(handler.calls().len(), 0, "not due for an hour");
     env.sql_exec(&format!(
@@ -311,12 +319,7 @@ fn resuming_a_paused_queue_wakes_an_idle_worker_whose_timers_are_an_hour_away() 
     let env = setup();
     env.queue.pause_queue("default").expect("pause");
     let handler = ScriptedHandler::new();
-    let worker = quiet(&env, &handler, 1)
-        .prefetch(0)
-        .start()
-        .expect("worker starts");
-    let activity = worker.activity();
-    wait_idle(&activity);
+    let (worker, activity) = idle_quiet_worker(&env, &handler);
     let id = insert_elsewhere(&env);
     wait_idle(&activity);
     assert_eq!(handler.calls().len(), 0, "its queue is paused");
@@ -346,11 +349,7 @@ fn a_worker_told_of_commits_polls_rarely_while_no_job_waits_and_on_time_for_a_la
         assert!(quiet_polls <= 2, "{quiet_polls} polls with no job waiting");
     }
     // A job for later: the worker polls at its interval again, and starts it once due.
-    let later = START_MS + 60_000;
-    env.sql_exec(&format!(
-        "INSERT INTO jobs (job_type, payload, run_at) VALUES ('t', '{{}}', {later})"
-    ));
-    let id = env.sql_i64("SELECT MAX(id) FROM jobs");
+    let id = insert_elsewhere_at(&env, START_MS + 60_000);
     let since = activity.polls();
     let deadline = Instant::now() + wait_bound();
     // Ten polls take 200 ms at the interval, and 50 s at the quiet one.
