@@ -161,3 +161,43 @@ fn the_write_ahead_log_is_checkpointed_in_the_background_and_removed_at_close() 
     );
     drop(dir);
 }
+
+/// A burst of writes can leave a long log behind. Its file is not cut while writes go on (the
+/// commit that cut it paid for it), but once they stop the checkpoint thread empties it, and
+/// every job is still there.
+#[test]
+fn a_long_write_ahead_log_is_emptied_once_writes_stop() {
+    if sqlite_only() {
+        return;
+    }
+    let env = setup();
+    let wal = env.path.with_file_name("jobs.db-wal");
+    let wal_len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+    let text = "x".repeat(50_000);
+    // One commit of 70 MB: the log passes 64 MiB before any checkpoint.
+    let jobs: Vec<NewJob> = (0..1400)
+        .map(|i| NewJob::new("other", json!({ "i": i, "text": text })))
+        .collect();
+    env.queue.enqueue_batch(jobs).expect("enqueue a batch");
+    assert!(
+        wal_len() > 64 << 20,
+        "the log holds the batch: {} bytes",
+        wal_len()
+    );
+    // Bounded wait: the thread empties the file after a second without writes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while wal_len() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log file still holds {} bytes 20 s after the last write",
+            wal_len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = env.queue.stats().expect("stats");
+    assert_eq!(
+        stats.count(JobStatus::Queued),
+        1400,
+        "every job is still there"
+    );
+}

@@ -11,6 +11,12 @@
 //! checkpoint racing a steady stream of commits never achieves: the log would grow without
 //! end. So once it passes [`CATCH_UP_FRAMES`], the thread checkpoints again holding the
 //! process's write gate, and the next commit starts the log over.
+//!
+//! Starting over keeps the log file's length: the writers' connections leave
+//! `journal_size_limit` unset, because the commit that cut a long file back paid for it (20 000
+//! one-job commits in a quarter of a second leave 150 MB of log; cutting it took the next
+//! claim 20–40 ms of the kernel freeing cached pages). This thread cuts a file longer than
+//! [`LOG_KEPT_BYTES`] instead, once writes have stopped for [`QUIET`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +34,13 @@ const GATHER: Duration = Duration::from_millis(250);
 /// A log this long (frames of one page, 16 MiB with 4 KiB pages) is copied out with this
 /// process's writers held back, so that it starts over.
 const CATCH_UP_FRAMES: i64 = 4096;
+
+/// A log file longer than this is emptied once this process has written nothing for
+/// [`QUIET`].
+const LOG_KEPT_BYTES: u64 = 64 << 20;
+
+/// How long writes must have stopped before a long log file is emptied.
+const QUIET: Duration = Duration::from_secs(1);
 
 /// The checkpoint thread of one database file; stops (after a last checkpoint) when dropped.
 #[derive(Debug)]
@@ -87,8 +100,25 @@ fn run(
     due: &AtomicBool,
     write_gate: &Mutex<()>,
 ) {
+    let log_file = log_path(path);
     let mut conn: Option<Connection> = None;
-    while writes.recv().is_ok() {
+    loop {
+        let long_log = conn.is_some() && file_len(&log_file) > LOG_KEPT_BYTES;
+        let wrote = if long_log {
+            writes.recv_timeout(QUIET)
+        } else {
+            writes.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        };
+        match wrote {
+            Ok(()) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                if let Some(conn) = &conn {
+                    empty_log(conn, write_gate);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
         // Nothing is sent while a checkpoint is due, so this waits out the gathering time,
         // or ends early when the database is closed.
         let open = !matches!(
@@ -99,7 +129,11 @@ fn run(
         due.store(false, Ordering::Release);
         if conn.is_none() {
             match Connection::open_with_flags(path, flags) {
-                Ok(opened) => conn = Some(opened),
+                // Never waits: a checkpoint that finds the log busy leaves it for the next.
+                Ok(opened) => match opened.busy_timeout(Duration::ZERO) {
+                    Ok(()) => conn = Some(opened),
+                    Err(e) => log::warn!("litejobs: the checkpoint thread cannot set up: {e}"),
+                },
                 Err(e) => {
                     log::warn!("litejobs: the checkpoint thread cannot open the database: {e}")
                 }
@@ -116,6 +150,32 @@ fn run(
         if !open {
             return;
         }
+    }
+}
+
+/// The database's log file (`-wal`).
+fn log_path(path: &std::path::Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+fn file_len(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |meta| meta.len())
+}
+
+/// A `TRUNCATE` checkpoint with this process's writers held back: copies the whole log and
+/// empties its file. Another process's reader or writer makes it give up at once (busy);
+/// the next quiet moment tries again.
+fn empty_log(conn: &Connection, write_gate: &Mutex<()>) {
+    let _gate = write_gate
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+        row.get::<_, i64>(0)
+    }) {
+        Ok(busy) => log::trace!("litejobs: emptying the WAL file: busy {busy}"),
+        Err(e) => log::warn!("litejobs: emptying the WAL file failed: {e}"),
     }
 }
 

@@ -540,9 +540,8 @@ fn configure(
     if wal {
         // Persistent in the file; set again here so that every connection agrees.
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
-        // Bounds the WAL file a checkpoint leaves behind to 64 MiB, so that a burst of writes
-        // does not keep its disk space.
-        conn.query_row("PRAGMA journal_size_limit = 67108864", [], |_| Ok(()))?;
+        // No `journal_size_limit`: the log file keeps its length when it starts over, and the
+        // checkpoint thread empties a long one once writes stop (see checkpointer.rs).
         // Commits never checkpoint: the checkpoint thread does (see checkpointer.rs).
         conn.query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))?;
     }

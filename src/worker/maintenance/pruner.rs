@@ -30,9 +30,8 @@ pub const DEFAULT_PRUNE_INTERVAL: Duration = Duration::from_secs(3600);
 pub enum CheckpointMode {
     /// No checkpoint.
     Skip,
-    /// `PASSIVE`: copies what it can without waiting for readers or writers. With the
-    /// connection's `journal_size_limit` this keeps the WAL bounded; it never blocks, which
-    /// suits a worker's scheduled pruning. The default.
+    /// `PASSIVE`: copies what it can without waiting for readers or writers; it never
+    /// blocks, which suits a worker's scheduled pruning. The default.
     #[default]
     Passive,
     /// `TRUNCATE`: waits (up to the busy timeout) for readers, copies everything and

@@ -72,7 +72,7 @@ fn outcome_line(event: &Event) -> Option<(log::Level, String)> {
         JobStatus::Cancelled => (log::Level::Info, format!("{job} cancelled{because}")),
         JobStatus::Queued => (
             log::Level::Info,
-            format!("{job} ended without an outcome (snoozed or released): due again"),
+            format!("{job} back in the queue (snoozed, or given back at shutdown): due again"),
         ),
         JobStatus::Running => (log::Level::Info, format!("{job} running{because}")),
     })
