@@ -15,10 +15,11 @@
 //! Starting over keeps the log file's length: the writers' connections leave
 //! `journal_size_limit` unset, because the commit that cut a long file back paid for it (20 000
 //! one-job commits in a quarter of a second leave 150 MB of log; cutting it took the next
-//! claim 20–40 ms of the kernel freeing cached pages). This thread cuts a file longer than
-//! [`LOG_KEPT_BYTES`] instead, once writes have stopped for [`QUIET`].
+//! claim 20–40 ms of the kernel freeing cached pages). This thread empties a file longer than
+//! [`LOG_KEPT_BYTES`] instead: once writes have stopped for [`QUIET`], or, where they never
+//! stop that long, after [`LONG_LOG_PATIENCE`], holding the writers back for that moment.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -35,12 +36,30 @@ const GATHER: Duration = Duration::from_millis(250);
 /// process's writers held back, so that it starts over.
 const CATCH_UP_FRAMES: i64 = 4096;
 
-/// A log file longer than this is emptied once this process has written nothing for
-/// [`QUIET`].
+/// A log file longer than this is emptied (see the module's text).
 const LOG_KEPT_BYTES: u64 = 64 << 20;
 
 /// How long writes must have stopped before a long log file is emptied.
 const QUIET: Duration = Duration::from_secs(1);
+
+/// How long a log file may stay long while writes never stop for [`QUIET`].
+const LONG_LOG_PATIENCE: Duration = Duration::from_secs(30);
+
+/// When the thread acts; constants but in tests.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    gather: Duration,
+    quiet: Duration,
+    patience: Duration,
+    log_kept_bytes: u64,
+}
+
+const TIMING: Timing = Timing {
+    gather: GATHER,
+    quiet: QUIET,
+    patience: LONG_LOG_PATIENCE,
+    log_kept_bytes: LOG_KEPT_BYTES,
+};
 
 /// The checkpoint thread of one database file; stops (after a last checkpoint) when dropped.
 #[derive(Debug)]
@@ -59,12 +78,31 @@ impl Checkpointer {
         flags: OpenFlags,
         write_gate: Arc<Mutex<()>>,
     ) -> std::io::Result<Checkpointer> {
+        Checkpointer::start_with(path, flags, write_gate, TIMING)
+    }
+
+    fn start_with(
+        path: PathBuf,
+        flags: OpenFlags,
+        write_gate: Arc<Mutex<()>>,
+        timing: Timing,
+    ) -> std::io::Result<Checkpointer> {
         let (wrote, writes) = bounded(1);
         let due = Arc::new(AtomicBool::new(false));
         let thread_due = Arc::clone(&due);
         let thread = std::thread::Builder::new()
             .name("litejobs-checkpoint".into())
-            .spawn(move || run(&path, flags, &writes, &thread_due, &write_gate))?;
+            .spawn(move || {
+                let mut thread = Thread {
+                    path: &path,
+                    flags,
+                    write_gate: &write_gate,
+                    timing,
+                    conn: None,
+                    long_since: None,
+                };
+                thread.run(&writes, &thread_due);
+            })?;
         Ok(Checkpointer {
             wrote: Some(wrote),
             due,
@@ -93,90 +131,111 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(
-    path: &std::path::Path,
+/// The thread's state.
+struct Thread<'a> {
+    path: &'a Path,
     flags: OpenFlags,
-    writes: &Receiver<()>,
-    due: &AtomicBool,
-    write_gate: &Mutex<()>,
-) {
-    let log_file = log_path(path);
-    let mut conn: Option<Connection> = None;
-    loop {
-        let long_log = conn.is_some() && file_len(&log_file) > LOG_KEPT_BYTES;
-        let wrote = if long_log {
-            writes.recv_timeout(QUIET)
-        } else {
-            writes.recv().map_err(|_| RecvTimeoutError::Disconnected)
-        };
-        match wrote {
-            Ok(()) => {}
-            Err(RecvTimeoutError::Timeout) => {
-                if let Some(conn) = &conn {
-                    empty_log(conn, write_gate);
+    write_gate: &'a Mutex<()>,
+    timing: Timing,
+    /// Opened at the first write.
+    conn: Option<Connection>,
+    /// Since when the log file has been longer than it should be.
+    long_since: Option<Instant>,
+}
+
+impl Thread<'_> {
+    fn run(&mut self, writes: &Receiver<()>, due: &AtomicBool) {
+        loop {
+            let wrote = if self.long_since.is_some() {
+                writes.recv_timeout(self.timing.quiet)
+            } else {
+                writes.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            };
+            match wrote {
+                Ok(()) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    self.empty_log();
+                    continue;
                 }
-                continue;
+                Err(RecvTimeoutError::Disconnected) => return,
             }
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        // Nothing is sent while a checkpoint is due, so this waits out the gathering time,
-        // or ends early when the database is closed.
-        let open = !matches!(
-            writes.recv_deadline(Instant::now() + GATHER),
-            Err(RecvTimeoutError::Disconnected)
-        );
-        // Commits from here on need a checkpoint after this one.
-        due.store(false, Ordering::Release);
-        if conn.is_none() {
-            match Connection::open_with_flags(path, flags) {
-                // Never waits: a checkpoint that finds the log busy leaves it for the next.
-                Ok(opened) => match opened.busy_timeout(Duration::ZERO) {
-                    Ok(()) => conn = Some(opened),
-                    Err(e) => log::warn!("litejobs: the checkpoint thread cannot set up: {e}"),
-                },
-                Err(e) => {
-                    log::warn!("litejobs: the checkpoint thread cannot open the database: {e}")
-                }
+            // Nothing is sent while a checkpoint is due, so this waits out the gathering
+            // time, or ends early when the database is closed.
+            let open = !matches!(
+                writes.recv_deadline(Instant::now() + self.timing.gather),
+                Err(RecvTimeoutError::Disconnected)
+            );
+            // Commits from here on need a checkpoint after this one.
+            due.store(false, Ordering::Release);
+            self.checkpoint_gathered();
+            if !open {
+                return;
             }
         }
-        if let Some(conn) = &conn {
-            if checkpoint(conn).is_some_and(|frames| frames > CATCH_UP_FRAMES) {
-                let _gate = write_gate
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                checkpoint(conn);
+    }
+
+    fn checkpoint_gathered(&mut self) {
+        if self.conn.is_none() {
+            self.conn = open(self.path, self.flags);
+        }
+        let Some(conn) = &self.conn else { return };
+        if checkpoint(conn).is_some_and(|frames| frames > CATCH_UP_FRAMES) {
+            let _gate = hold(self.write_gate);
+            checkpoint(conn);
+        }
+        let now = Instant::now();
+        match self.long_since {
+            Some(since) if now.duration_since(since) >= self.timing.patience => self.empty_log(),
+            _ => self.note_length(now),
+        }
+    }
+
+    /// A `TRUNCATE` checkpoint with this process's writers held back: copies the whole log
+    /// and empties its file. Another process's reader or writer makes it give up at once
+    /// (busy); the file stays long and the thread tries again later.
+    fn empty_log(&mut self) {
+        if let Some(conn) = &self.conn {
+            let _gate = hold(self.write_gate);
+            match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                row.get::<_, i64>(0)
+            }) {
+                Ok(busy) => log::trace!("litejobs: emptying the WAL file: busy {busy}"),
+                Err(e) => log::warn!("litejobs: emptying the WAL file failed: {e}"),
             }
         }
-        if !open {
-            return;
+        self.long_since = None;
+        self.note_length(Instant::now());
+    }
+
+    fn note_length(&mut self, now: Instant) {
+        let mut log = self.path.as_os_str().to_owned();
+        log.push("-wal");
+        let len = std::fs::metadata(log).map_or(0, |meta| meta.len());
+        if len <= self.timing.log_kept_bytes {
+            self.long_since = None;
+        } else if self.long_since.is_none() {
+            self.long_since = Some(now);
         }
     }
 }
 
-/// The database's log file (`-wal`).
-fn log_path(path: &std::path::Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push("-wal");
-    PathBuf::from(name)
+fn open(path: &Path, flags: OpenFlags) -> Option<Connection> {
+    let opened = Connection::open_with_flags(path, flags)
+        // Never waits: a checkpoint that finds the log busy leaves it for the next.
+        .and_then(|conn| conn.busy_timeout(Duration::ZERO).map(|()| conn));
+    match opened {
+        Ok(conn) => Some(conn),
+        Err(e) => {
+            log::warn!("litejobs: the checkpoint thread cannot open the database: {e}");
+            None
+        }
+    }
 }
 
-fn file_len(path: &std::path::Path) -> u64 {
-    std::fs::metadata(path).map_or(0, |meta| meta.len())
-}
-
-/// A `TRUNCATE` checkpoint with this process's writers held back: copies the whole log and
-/// empties its file. Another process's reader or writer makes it give up at once (busy);
-/// the next quiet moment tries again.
-fn empty_log(conn: &Connection, write_gate: &Mutex<()>) {
-    let _gate = write_gate
+fn hold(write_gate: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
+    write_gate
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-        row.get::<_, i64>(0)
-    }) {
-        Ok(busy) => log::trace!("litejobs: emptying the WAL file: busy {busy}"),
-        Err(e) => log::warn!("litejobs: emptying the WAL file failed: {e}"),
-    }
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One `PASSIVE` checkpoint: copies what it can of the log into the database without
@@ -194,6 +253,113 @@ fn checkpoint(conn: &Connection) -> Option<i64> {
         Err(e) => {
             log::warn!("litejobs: WAL checkpoint failed: {e}");
             None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEPT: u64 = 256 << 10;
+
+    /// A WAL file with autocheckpoints off, as litejobs' writers have it.
+    fn writer(path: &Path) -> Connection {
+        let conn = Connection::open(path).expect("open");
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .expect("wal");
+        conn.query_row("PRAGMA wal_autocheckpoint = 0", [], |_| Ok(()))
+            .expect("no autocheckpoint");
+        conn.execute_batch("CREATE TABLE t (b BLOB)")
+            .expect("table");
+        conn
+    }
+
+    fn write(conn: &Connection, gate: &Mutex<()>, bytes: usize, checkpointer: &Checkpointer) {
+        {
+            let _gate = hold(gate);
+            conn.execute("INSERT INTO t (b) VALUES (zeroblob(?1))", [bytes as i64])
+                .expect("insert");
+        }
+        checkpointer.wrote();
+    }
+
+    fn wal_len(path: &Path) -> u64 {
+        let mut log = path.as_os_str().to_owned();
+        log.push("-wal");
+        std::fs::metadata(log).map_or(0, |meta| meta.len())
+    }
+
+    fn start(
+        path: &Path,
+        gate: &Arc<Mutex<()>>,
+        quiet: Duration,
+        patience: Duration,
+    ) -> Checkpointer {
+        let timing = Timing {
+            gather: Duration::from_millis(10),
+            quiet,
+            patience,
+            log_kept_bytes: KEPT,
+        };
+        Checkpointer::start_with(
+            path.to_path_buf(),
+            OpenFlags::default(),
+            Arc::clone(gate),
+            timing,
+        )
+        .expect("thread")
+    }
+
+    #[test]
+    fn a_long_log_file_is_emptied_once_writes_stop() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("q.db");
+        let conn = writer(&path);
+        let gate = Arc::new(Mutex::new(()));
+        let checkpointer = start(
+            &path,
+            &gate,
+            Duration::from_millis(50),
+            Duration::from_secs(3600),
+        );
+        write(&conn, &gate, 1 << 20, &checkpointer);
+        assert!(wal_len(&path) > KEPT, "the log holds the write");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while wal_len(&path) > 0 {
+            assert!(Instant::now() < deadline, "the log file was not emptied");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM t", [], |row| row.get(0))
+            .expect("count");
+        assert_eq!(rows, 1, "the row was copied into the database");
+    }
+
+    #[test]
+    fn a_long_log_file_is_emptied_after_a_while_when_writes_never_stop() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("q.db");
+        let conn = writer(&path);
+        let gate = Arc::new(Mutex::new(()));
+        // Never quiet for an hour: only the patience can empty the file.
+        let checkpointer = start(
+            &path,
+            &gate,
+            Duration::from_secs(3600),
+            Duration::from_millis(100),
+        );
+        write(&conn, &gate, 1 << 20, &checkpointer);
+        assert!(wal_len(&path) > KEPT, "the log holds the write");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while wal_len(&path) > KEPT {
+            assert!(
+                Instant::now() < deadline,
+                "the log file stayed {} bytes long under steady writes",
+                wal_len(&path)
+            );
+            write(&conn, &gate, 100, &checkpointer);
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
