@@ -139,6 +139,7 @@ fn a_handler_still_running_after_the_grace_is_released_and_shutdown_reports_it()
         .expect("worker starts");
     let _release_on_failure = gate.open_on_drop();
     handler.wait_started("the job");
+    env.clock.advance(Duration::from_secs(7));
 
     let err = worker
         .shutdown(Duration::from_millis(200))
@@ -158,6 +159,12 @@ fn a_handler_still_running_after_the_grace_is_released_and_shutdown_reports_it()
             .unwrap_or_default()
             .contains("shutdown"),
         "{rows:?}"
+    );
+    let attempt = &history(&env.queue, id)[0];
+    assert_eq!(
+        (attempt.started_at, attempt.duration_ms),
+        (Some(START_MS), Some(7_000)),
+        "the released attempt's history says how long it ran: {attempt:?}"
     );
 
     gate.open();

@@ -253,8 +253,15 @@ fn executor_loop(shared: &ExecShared, feed: &QueueFeed, slot: &Slot) {
         feed.busy_micros.fetch_add(micros, Ordering::Relaxed);
         feed.ran.fetch_add(1, Ordering::Relaxed);
         if !slot.finish() {
-            // Timed out (or given up at shutdown) and replaced: the result is discarded.
-            log::warn!(
+            // Timed out (or given up at shutdown) and replaced: the result is discarded. At
+            // shutdown the dispatcher has said the job was released: once is enough.
+            let level = if shared.stopping.load(Ordering::SeqCst) {
+                log::Level::Debug
+            } else {
+                log::Level::Warn
+            };
+            log::log!(
+                level,
                 job_id = row.id,
                 job_type = row.job_type.as_str(),
                 attempt = row.attempt;

@@ -864,3 +864,49 @@ fn a_command_s_stderr_is_kept_as_its_attempt_s_log() {
         ))
     );
 }
+
+/// `--concurrency 0` leaves the default queue to other workers, not the queues named: a
+/// `--queue urgent` without `=N` is worked with the default threads, and the worker says
+/// where the jobs it serves are left. A queue named twice is refused before anything runs.
+#[test]
+fn concurrency_0_leaves_the_default_queue_and_works_the_queues_named() {
+    let dir = temp_dir();
+    let (db, _pg) = initialized_db(&dir);
+    let ok = write_script(dir.path(), "ok.sh", "#!/bin/sh\ncat >/dev/null\n");
+    let exec = format!("t={}", ok.display());
+    run(
+        &db,
+        &[
+            "work", "--exec", &exec, "--queue", "urgent=1", "--queue", "urgent=3",
+        ],
+    )
+    .refused("--queue urgent: given twice");
+    let urgent: i64 = run(&db, &["enqueue", "t", "{}", "--queue", "urgent"])
+        .ok()
+        .stdout
+        .trim()
+        .parse()
+        .expect("enqueue prints the id");
+    let left = enqueue(&db, "t", "{}");
+    let mut work = WorkChild::running(
+        &db,
+        &["--exec", &exec, "--concurrency", "0", "--queue", "urgent"],
+    );
+    wait_status(&db, urgent, "succeeded");
+    assert!(
+        work.wait_for_line(
+            "1 job of type t waits in queue default, which this worker leaves to other \
+             workers (--concurrency 0)"
+        ),
+        "{:?}",
+        work.seen
+    );
+    assert_eq!(
+        job(&db, left)["status"],
+        "queued",
+        "the default queue is left"
+    );
+    sigterm(&work);
+    let (code, lines) = work.exit_code();
+    assert_eq!(code, Some(0), "{lines:?}");
+}

@@ -16,9 +16,9 @@ use crate::duration::{self, schedule_text};
 #[derive(Debug, Args)]
 #[command(after_long_help = env_help())]
 pub struct WorkArgs {
-    /// As N: handler threads for the default queue (and for each --queue given without =N;
-    /// default 4), so per queue, not in all. As TYPE=N (repeatable): at most N processes of an --exec TYPE at once,
-    /// or the N processes an --serve TYPE keeps (default: the default queue's threads).
+    /// As N: handler threads for the default queue (and for each --queue given without =N,
+    /// which gets 4 when N is 0; default 4), so per queue, not in all. As TYPE=N (repeatable): at most N processes of an --exec TYPE at once,
+    /// or the N processes an --serve TYPE keeps (default: the threads of the largest queue).
     #[arg(long = "concurrency", value_parser = parse_concurrency, value_name = "N|TYPE=N")]
     pub concurrency_specs: Vec<Concurrency>,
     /// Run jobs of TYPE with COMMAND, a process per job (repeatable): the payload as JSON
@@ -77,6 +77,35 @@ impl WorkArgs {
                 Concurrency::Type(..) => None,
             })
             .unwrap_or(litejobs::defaults::DEFAULT_CONCURRENCY)
+    }
+
+    /// Every queue this worker is given and its threads, the default queue first: a
+    /// `--queue Q` takes its own `=N`, else `--concurrency N`, else (`--concurrency 0`
+    /// leaves the default queue to other workers, not the queues named) the default. A
+    /// queue given twice is refused, so no count wins silently.
+    pub fn queue_threads(&self) -> Result<Vec<(String, usize)>, String> {
+        let plain = self.concurrency();
+        let inherited = if plain > 0 {
+            plain
+        } else {
+            litejobs::defaults::DEFAULT_CONCURRENCY
+        };
+        let default = litejobs::defaults::DEFAULT_QUEUE;
+        let mut queues = vec![(default.to_string(), plain)];
+        for (i, spec) in self.queues.iter().enumerate() {
+            if self.queues[..i].iter().any(|q| q.name == spec.name) {
+                return Err(format!(
+                    "--queue {}: given twice; give each queue once",
+                    spec.name
+                ));
+            }
+            let threads = spec.threads.unwrap_or(inherited);
+            match queues.iter_mut().find(|(name, _)| *name == spec.name) {
+                Some(given) => given.1 = threads,
+                None => queues.push((spec.name.clone(), threads)),
+            }
+        }
+        Ok(queues)
     }
 
     /// The processes of `job_type` given with `--concurrency TYPE=N`, if any.
@@ -351,6 +380,47 @@ mod tests {
         );
         assert!(parse_queue_spec("=2").is_err());
         assert!(parse_queue_spec("webhooks=two").is_err());
+    }
+
+    #[test]
+    fn a_queue_without_threads_takes_the_plain_concurrency_or_the_default() {
+        let args = |argv: &[&str]| {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                work: WorkArgs,
+            }
+            let argv = std::iter::once("work").chain(argv.iter().copied());
+            <Cli as clap::Parser>::try_parse_from(argv)
+                .expect("valid flags")
+                .work
+        };
+        let threads = |argv: &[&str]| args(argv).queue_threads();
+        let owned = |q: &[(&str, usize)]| -> Result<Vec<(String, usize)>, String> {
+            Ok(q.iter().map(|(n, t)| (n.to_string(), *t)).collect())
+        };
+        assert_eq!(
+            threads(&["--concurrency", "2", "--queue", "urgent"]),
+            owned(&[("default", 2), ("urgent", 2)])
+        );
+        // Leaving the default queue to others does not leave the queues named.
+        assert_eq!(
+            threads(&[
+                "--concurrency",
+                "0",
+                "--queue",
+                "urgent",
+                "--queue",
+                "reports=2"
+            ]),
+            owned(&[("default", 0), ("urgent", 4), ("reports", 2)])
+        );
+        assert_eq!(
+            threads(&["--queue", "default=1", "--queue", "mail=0"]),
+            owned(&[("default", 1), ("mail", 0)])
+        );
+        let twice = threads(&["--queue", "urgent=1", "--queue", "urgent=3"]).unwrap_err();
+        assert!(twice.contains("--queue urgent: given twice"), "{twice}");
     }
 
     #[test]

@@ -42,6 +42,10 @@ const LOG_KEPT_BYTES: u64 = 64 << 20;
 /// How long writes must have stopped before a long log file is emptied.
 const QUIET: Duration = Duration::from_secs(1);
 
+/// How long the thread's connection waits for a lock (to read the schema, say), as
+/// rusqlite's default; never for emptying the log.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a log file may stay long while writes never stop for [`QUIET`].
 const LONG_LOG_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -196,11 +200,19 @@ impl Thread<'_> {
     fn empty_log(&mut self) {
         if let Some(conn) = &self.conn {
             let _gate = hold(self.write_gate);
-            match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-                row.get::<_, i64>(0)
-            }) {
+            // Never waits: waiting for another process's reader would hold every writer.
+            let emptied = conn.busy_timeout(Duration::ZERO).and_then(|()| {
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                    row.get::<_, i64>(0)
+                })
+            });
+            match emptied {
                 Ok(busy) => log::trace!("litejobs: emptying the WAL file: busy {busy}"),
+                Err(e) if is_busy(&e) => log::debug!("litejobs: emptying the WAL file: {e}"),
                 Err(e) => log::warn!("litejobs: emptying the WAL file failed: {e}"),
+            }
+            if let Err(e) = conn.busy_timeout(BUSY_TIMEOUT) {
+                log::warn!("litejobs: the checkpoint thread cannot set its busy timeout: {e}");
             }
         }
         self.long_since = None;
@@ -221,8 +233,7 @@ impl Thread<'_> {
 
 fn open(path: &Path, flags: OpenFlags) -> Option<Connection> {
     let opened = Connection::open_with_flags(path, flags)
-        // Never waits: a checkpoint that finds the log busy leaves it for the next.
-        .and_then(|conn| conn.busy_timeout(Duration::ZERO).map(|()| conn));
+        .and_then(|conn| conn.busy_timeout(BUSY_TIMEOUT).map(|()| conn));
     match opened {
         Ok(conn) => Some(conn),
         Err(e) => {
@@ -250,11 +261,23 @@ fn checkpoint(conn: &Connection) -> Option<i64> {
             log::trace!("litejobs: checkpoint copied {copied} of {frames} WAL frames");
             Some(frames)
         }
+        // Another connection setting the database up, say: the next write brings another try.
+        Err(e) if is_busy(&e) => {
+            log::debug!("litejobs: WAL checkpoint put off: {e}");
+            None
+        }
         Err(e) => {
             log::warn!("litejobs: WAL checkpoint failed: {e}");
             None
         }
     }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 #[cfg(test)]

@@ -606,18 +606,18 @@ impl Dispatcher {
                 default(wait) => {},
             }
         }
-        let abandoned: Vec<Arc<ClaimedRow>> = self
+        let abandoned: Vec<(Arc<ClaimedRow>, i64)> = self
             .queues
             .iter()
             .flat_map(|q| q.slots.iter().map(move |slot| (q, slot)))
             .filter_map(|(q, slot)| {
                 let running = slot.abandon()?;
                 q.feed.in_flight.fetch_sub(1, Ordering::AcqRel);
-                Some(running.row)
+                Some((running.row, running.started_at))
             })
             .collect();
         let still_running = abandoned.len();
-        for row in abandoned {
+        for (row, started_at) in abandoned {
             log::warn!(
                 job_id = row.id,
                 job_type = row.job_type.as_str(),
@@ -629,7 +629,8 @@ impl Dispatcher {
                 row.attempt
             );
             let now = self.shared.queue.now_ms();
-            self.push_pending(release(row, now));
+            // The attempt ran from its start until now: its history says so.
+            self.push_pending(release_as(row, started_at, now, Outcome::Released));
         }
         self.collect();
         for _ in 0..50 {

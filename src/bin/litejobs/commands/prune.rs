@@ -49,6 +49,11 @@ pub fn run(ctx: &Ctx, args: &PruneArgs, out: &mut dyn Write) -> Result<Exit, Cli
         // A server keeps its own log: nothing to checkpoint, nothing to say.
         Some(_) if ctx.is_server() => {}
         Some(cp) if cp.wal_frames < 0 => writeln!(out, "checkpoint: not in WAL mode")?,
+        // SQLite reports an emptied log as 0 of 0 frames: say what happened instead.
+        Some(_) if matches!(args.checkpoint, CheckpointArg::Truncate) => writeln!(
+            out,
+            "checkpoint: the WAL file was copied into the database and emptied"
+        )?,
         Some(cp) => writeln!(
             out,
             "checkpoint: {} of {} WAL frames copied",

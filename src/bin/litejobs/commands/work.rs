@@ -24,16 +24,15 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     // Every flag and program checked before the database is opened: a refusal creates and
     // changes nothing.
     let prepared = commands::prepare(args, ctx)?;
+    let queues = args.queue_threads().map_err(CliError::new)?;
     let served = prepared.served();
     let queue = ctx.open_or_create()?;
-    let threads = args.concurrency();
     // Schedules kept in the database (`litejobs schedule add`) run in every `work`.
     let mut builder = Worker::builder(&queue)
-        .concurrency(threads)
         .stored_schedules()
         .job_logs(!args.no_job_logs);
-    for spec in &args.queues {
-        builder = builder.queue(&spec.name, spec.threads.unwrap_or(threads));
+    for (name, threads) in &queues {
+        builder = builder.queue(name, *threads);
     }
     let builder = builtin::register(builder, &options)?;
     let builder = commands::register(builder, args, prepared);
@@ -70,16 +69,7 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
             );
         }
     }
-    let mut worked: Vec<String> = args
-        .queues
-        .iter()
-        .filter(|q| q.threads != Some(0))
-        .map(|q| q.name.clone())
-        .collect();
-    if threads > 0 {
-        worked.push(litejobs::defaults::DEFAULT_QUEUE.to_string());
-    }
-    if let Err(e) = work_startup::report(&queue, &options, &served, &worked) {
+    if let Err(e) = work_startup::report(&queue, &options, &served, &queues) {
         log::warn!("litejobs work: cannot read which job types wait: {e}");
     }
     let activity = worker.activity();

@@ -71,7 +71,15 @@ pub fn prepare(args: &WorkArgs, ctx: &Ctx) -> Result<Prepared, CliError> {
         handlers: Vec::new(),
         said: Vec::new(),
     };
-    let threads = args.concurrency();
+    // A type's jobs run on the threads of whichever queue they are in: at most as many at
+    // once as the largest queue has.
+    let threads = args
+        .queue_threads()
+        .map_err(CliError::new)?
+        .iter()
+        .map(|(_, threads)| *threads)
+        .max()
+        .unwrap_or(0);
     for (flag, spec) in args
         .exec
         .iter()

@@ -62,7 +62,7 @@ pub fn report(
     queue: &Queue,
     options: &BuiltinOptions,
     served: &[String],
-    worked: &[String],
+    queues: &[(String, usize)],
 ) -> Result<(), CliError> {
     // A built-in type taken over by a command is the command's: its line would be false.
     let builtins = builtin_lines(options)
@@ -88,47 +88,61 @@ pub fn report(
         .iter()
         .map(|c| (c.queue.as_str(), c.job_type.as_str(), c.status, c.count))
         .collect();
-    log_lines(queue_lines(&counts, &serving, worked, &paused));
+    log_lines(queue_lines(&counts, &serving, queues, &paused));
     Ok(())
 }
 
-/// Warnings about jobs this worker could run but will not: of a type it serves, in a queue
-/// it does not work, or in a queue that is paused.
-/// `counts` are `(queue, job type, status, jobs)`, as in [`litejobs::Stats::counts`].
+/// Lines about jobs this worker could run but will not: of a type it serves, in a queue it
+/// does not work (a warning), in a queue it was given no threads for (said, as asked for),
+/// or in a queue that is paused (a warning). `counts` are `(queue, job type, status,
+/// jobs)`, as in [`litejobs::Stats::counts`]; `queues` the worker's queues and their threads.
 pub fn queue_lines(
     counts: &[(&str, &str, JobStatus, i64)],
     serving: &BTreeSet<&str>,
-    worked: &[String],
+    queues: &[(String, usize)],
     paused: &[String],
 ) -> Vec<Line> {
-    let mut elsewhere: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    let mut elsewhere: BTreeMap<(&str, &str), (i64, bool)> = BTreeMap::new();
     let mut held: BTreeMap<&str, i64> = BTreeMap::new();
     for &(queue, job_type, status, n) in counts {
         let waiting = matches!(status, JobStatus::Queued | JobStatus::Failed) && n > 0;
         if !waiting || !serving.contains(job_type) {
             continue;
         }
-        if !worked.iter().any(|q| q == queue) {
-            *elsewhere.entry((queue, job_type)).or_insert(0) += n;
-        } else if paused.iter().any(|q| q == queue) {
-            *held.entry(queue).or_insert(0) += n;
+        match queues.iter().find(|(name, _)| name == queue) {
+            Some((_, 0)) => elsewhere.entry((queue, job_type)).or_insert((0, true)).0 += n,
+            None => elsewhere.entry((queue, job_type)).or_insert((0, false)).0 += n,
+            Some(_) if paused.iter().any(|q| q == queue) => *held.entry(queue).or_insert(0) += n,
+            Some(_) => {}
         }
     }
     let mut lines: Vec<Line> = elsewhere
         .into_iter()
         .take(MAX_UNSERVED_SHOWN)
-        .map(|((queue, job_type), n)| {
+        .map(|((queue, job_type), (n, left))| {
             let (jobs, wait) = if n == 1 {
                 ("job", "waits")
             } else {
                 ("jobs", "wait")
             };
-            Line::warn(format!(
-                "{n} {jobs} of type {} {wait} in queue {}, which this worker does not work; \
-                 add --queue {}",
+            let waiting = format!(
+                "{n} {jobs} of type {} {wait} in queue {}",
                 one_line(job_type),
-                one_line(queue),
                 one_line(queue)
+            );
+            if !left {
+                return Line::warn(format!(
+                    "{waiting}, which this worker does not work; add --queue {}",
+                    one_line(queue)
+                ));
+            }
+            let given = if queue == litejobs::defaults::DEFAULT_QUEUE {
+                "--concurrency 0".to_string()
+            } else {
+                format!("--queue {}=0", one_line(queue))
+            };
+            Line::info(format!(
+                "{waiting}, which this worker leaves to other workers ({given})"
             ))
         })
         .collect();
@@ -459,15 +473,34 @@ mod tests {
             ("images", "resize", JobStatus::Succeeded, 7),
         ];
         let serving: BTreeSet<&str> = ["resize"].into_iter().collect();
-        let worked = vec!["default".to_string(), "hold".to_string()];
-        let lines = queue_lines(&counts, &serving, &worked, &["hold".to_string()]);
+        let queues = vec![
+            ("default".to_string(), 4),
+            ("hold".to_string(), 1),
+            ("mail".to_string(), 0),
+        ];
+        let mut counts = counts;
+        counts.push(("mail", "resize", JobStatus::Queued, 4));
+        let lines = queue_lines(&counts, &serving, &queues, &["hold".to_string()]);
         let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(
             texts,
             vec![
                 "3 jobs of type resize wait in queue images, which this worker does not work; add --queue images",
+                "4 jobs of type resize wait in queue mail, which this worker leaves to other workers (--queue mail=0)",
                 "queue hold is paused with 1 job this worker serves; `litejobs resume hold` starts them",
             ]
+        );
+        assert_eq!(lines[1].level, log::Level::Info, "asked for: not a warning");
+        let idle_default = [("default".to_string(), 0)];
+        let lines = queue_lines(
+            &[("default", "resize", JobStatus::Queued, 1)],
+            &serving,
+            &idle_default,
+            &[],
+        );
+        assert_eq!(
+            lines[0].text,
+            "1 job of type resize waits in queue default, which this worker leaves to other workers (--concurrency 0)"
         );
     }
 }
