@@ -146,6 +146,30 @@ fn a_requeued_dependency_that_succeeds_lets_its_cancelled_dependants_run() {
         *ran.lock().expect("lock"),
         ["fail_charge", "charge", "ship", "receipt"]
     );
+    // Done as if nothing had happened: the requeued job stands for the dead one.
+    let all_succeeded = std::collections::BTreeMap::from([(JobStatus::Succeeded, 3)]);
+    let info = env
+        .queue
+        .workflow(ids.workflow_id)
+        .expect("read")
+        .expect("the workflow");
+    assert!(info.is_finished());
+    assert_eq!((info.ended(), info.total()), (3, 3));
+    assert_eq!(info.counts(), all_succeeded);
+    let dead = info
+        .steps
+        .iter()
+        .find(|s| s.id == charge)
+        .expect("the dead job is still shown");
+    assert_eq!(dead.requeued_as, Some(new_id));
+    assert!(
+        dead.problem()
+            .starts_with(&format!("requeued as job {new_id}; ")),
+        "{}",
+        dead.problem()
+    );
+    let listed = env.queue.workflows(10, None).expect("list");
+    assert_eq!(listed[0].counts, all_succeeded);
 }
 
 #[test]

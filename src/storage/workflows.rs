@@ -41,6 +41,8 @@ pub(crate) struct StepRow {
     pub(crate) cancel_reason: Option<String>,
     pub(crate) created_at: i64,
     pub(crate) finished_at: Option<i64>,
+    /// The job a person requeued this dead one as.
+    pub(crate) requeued_as: Option<i64>,
     /// The jobs it waits for: (job id, any outcome will do, `pending`/`done`/`failed`).
     pub(crate) depends_on: Vec<(i64, bool, String)>,
 }
@@ -49,7 +51,7 @@ pub(crate) struct StepRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WorkflowSummary {
     pub(crate) row: WorkflowRow,
-    /// Jobs by status word.
+    /// Jobs by status word, but dead ones a person requeued (their new jobs count instead).
     pub(crate) counts: Vec<(String, i64)>,
 }
 

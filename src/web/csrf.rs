@@ -11,6 +11,11 @@
 //!    pages, so it cannot know the token.
 //! 2. A POST whose `Origin` header names another origin is refused ([`origin_allowed`]).
 //! 3. A POST the browser marks as cross-site (`Sec-Fetch-Site`) is refused ([`same_origin`]).
+//!
+//! A POST with the right `Authorization: Bearer` token needs no form token (line 1): a
+//! browser never sends that header unless a page's script sets it, and a page on another
+//! origin can neither know the token nor send the header here without a CORS grant, which
+//! the dashboard never gives. Lines 2 and 3 still apply.
 
 use crate::error::Result;
 

@@ -181,6 +181,7 @@ mod tests {
             cancel_reason: None,
             created_at: 0,
             finished_at: None,
+            requeued_as: None,
             waits_for: waits
                 .iter()
                 .map(|&(job_id, state)| WaitInfo {

@@ -20,8 +20,15 @@ impl WorkflowStep {
 
     /// What `workflow show` and the dashboard say went wrong: why a cancelled job was
     /// cancelled (`cancelled: …`), else the last error of one that has not succeeded; empty
-    /// for a success or a job without an error.
+    /// for a success or a job without an error. A dead job a person requeued says so first
+    /// (`requeued as job N; …`).
     pub fn problem(&self) -> String {
+        if let Some(new) = self.requeued_as {
+            let error = self.last_error.as_deref().unwrap_or_default();
+            return format!("requeued as job {new}; {error}")
+                .trim_end_matches("; ")
+                .to_string();
+        }
         match self.status {
             JobStatus::Succeeded => String::new(),
             JobStatus::Cancelled => self
@@ -177,6 +184,7 @@ mod tests {
             cancel_reason: None,
             created_at: 0,
             finished_at: None,
+            requeued_as: None,
             waits_for: waits
                 .iter()
                 .map(|&job_id| WaitInfo {

@@ -88,6 +88,9 @@ pub struct WorkflowStep {
     pub created_at: i64,
     /// When it ended (ms).
     pub finished_at: Option<i64>,
+    /// The job a person requeued this dead one as: that job took its place, and the
+    /// workflow's counts and progress count it instead of this one.
+    pub requeued_as: Option<i64>,
     /// What it waits for.
     pub waits_for: Vec<WaitInfo>,
 }
@@ -127,20 +130,30 @@ pub struct WorkflowInfo {
 }
 
 impl WorkflowInfo {
-    /// Jobs that have ended (succeeded, dead or cancelled), of [`WorkflowInfo::steps`].
+    /// Its jobs but the dead ones a person requeued (their new jobs stand for them).
+    pub fn current(&self) -> impl Iterator<Item = &WorkflowStep> {
+        self.steps.iter().filter(|s| s.requeued_as.is_none())
+    }
+
+    /// Its jobs, counted as [`WorkflowInfo::current`].
+    pub fn total(&self) -> usize {
+        self.current().count()
+    }
+
+    /// Jobs that have ended (succeeded, dead or cancelled), of [`WorkflowInfo::current`].
     pub fn ended(&self) -> usize {
-        self.steps.iter().filter(|s| ended(s.status)).count()
+        self.current().filter(|s| ended(s.status)).count()
     }
 
     /// True when every job has ended and (a batch) it is closed.
     pub fn is_finished(&self) -> bool {
-        !self.open && self.ended() == self.steps.len()
+        !self.open && self.ended() == self.total()
     }
 
-    /// Jobs by status.
+    /// Jobs by status, of [`WorkflowInfo::current`].
     pub fn counts(&self) -> BTreeMap<JobStatus, usize> {
         let mut counts = BTreeMap::new();
-        for step in &self.steps {
+        for step in self.current() {
             *counts.entry(step.status).or_insert(0) += 1;
         }
         counts
@@ -162,7 +175,7 @@ pub struct WorkflowListing {
     pub open: bool,
     /// When it was created (ms).
     pub created_at: i64,
-    /// Its jobs by status.
+    /// Its jobs by status (a dead job a person requeued is counted as its new job).
     pub counts: BTreeMap<JobStatus, usize>,
 }
 
@@ -227,6 +240,7 @@ pub(crate) fn info_of(row: WorkflowRow, steps: Vec<StepRow>) -> WorkflowInfo {
                 cancel_reason: s.cancel_reason,
                 created_at: s.created_at,
                 finished_at: s.finished_at,
+                requeued_as: s.requeued_as,
                 waits_for: s
                     .depends_on
                     .into_iter()

@@ -133,6 +133,18 @@ fn with_a_token_every_request_needs_it() {
     script.bearer = Some(TOKEN.into());
     script.get("/api/stats").expect(200);
     script.get(&format!("/jobs/{}", s.dead)).expect(200);
+    // A script's action needs no CSRF token: no browser sends the bearer header by itself.
+    let done = script.post_raw(
+        &format!("/jobs/{}/requeue", s.dead),
+        &[("reason", "from a script")],
+    );
+    assert_eq!(done.status, 303, "{}", done.body);
+    let requeued = web
+        .queue()
+        .job(s.dead)
+        .expect("read")
+        .expect("the dead job");
+    assert!(requeued.requeued_as.is_some(), "{requeued:?}");
 
     // A POST without the token is refused before anything else, even with a good form.
     let csrf = anon.get("/login").expect(200).csrf();

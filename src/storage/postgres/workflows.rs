@@ -68,6 +68,8 @@ struct Step {
     created_at: i64,
     #[diesel(sql_type = Nullable<BigInt>)]
     finished_at: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    requeued_as: Option<i64>,
 }
 
 #[derive(QueryableByName)]
@@ -185,7 +187,7 @@ impl WorkflowStore for PgTx<'_> {
             .rows::<Step>(
                 query(
                     "SELECT id, step, job_type, queue, status, attempts, waiting_for, last_error,
-                            cancel_reason, created_at, finished_at
+                            cancel_reason, created_at, finished_at, requeued_as
                      FROM jobs WHERE workflow_id = $1 ORDER BY id",
                 )
                 .int(id),
@@ -203,6 +205,7 @@ impl WorkflowStore for PgTx<'_> {
                 cancel_reason: s.cancel_reason,
                 created_at: s.created_at,
                 finished_at: s.finished_at,
+                requeued_as: s.requeued_as,
                 depends_on: Vec::new(),
             })
             .collect();
@@ -239,7 +242,8 @@ impl WorkflowStore for PgTx<'_> {
             self.rows::<StatusCount>(
                 query(
                     "SELECT workflow_id, status, COUNT(*) AS n FROM jobs
-                     WHERE workflow_id = ANY($1) GROUP BY workflow_id, status",
+                     WHERE workflow_id = ANY($1) AND requeued_as IS NULL
+                     GROUP BY workflow_id, status",
                 )
                 .ints(&ids),
             )?

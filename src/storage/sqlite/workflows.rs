@@ -76,7 +76,7 @@ impl WorkflowStore for SqliteTx<'_> {
             .prepare_cached(
                 "SELECT id, step, CAST(job_type AS TEXT), CAST(queue AS TEXT), status,
                         CAST(attempts AS INTEGER), waiting_for, last_error, cancel_reason,
-                        created_at, finished_at
+                        created_at, finished_at, requeued_as
                  FROM jobs WHERE workflow_id = ?1 ORDER BY id",
             )?
             .query_map([id], |row| {
@@ -92,6 +92,7 @@ impl WorkflowStore for SqliteTx<'_> {
                     cancel_reason: row.get(8)?,
                     created_at: row.get(9)?,
                     finished_at: row.get(10)?,
+                    requeued_as: row.get(11)?,
                     depends_on: Vec::new(),
                 })
             })?
@@ -133,7 +134,8 @@ impl WorkflowStore for SqliteTx<'_> {
             )?
             .collect::<rusqlite::Result<_>>()?;
         let mut counts = self.conn.prepare_cached(
-            "SELECT status, COUNT(*) FROM jobs WHERE workflow_id = ?1 GROUP BY status ORDER BY status",
+            "SELECT status, COUNT(*) FROM jobs WHERE workflow_id = ?1 AND requeued_as IS NULL
+             GROUP BY status ORDER BY status",
         )?;
         rows.into_iter()
             .map(|row| {

@@ -49,7 +49,7 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
     let _ = write!(
         body,
         "<section class=\"wf-progress\">{} {}",
-        progress(info.ended(), info.steps.len()),
+        progress(info.ended(), info.total()),
         count_badges(&counts)
     );
     if held > 0 {

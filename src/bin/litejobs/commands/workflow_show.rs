@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, id: i64, out: &mut dyn Write) -> Result<Exit, CliError> {
                 "{}: {} of {} jobs ended ({}{held})",
                 info.state(),
                 info.ended(),
-                info.steps.len(),
+                info.total(),
                 counts_text(&info.counts())
             ),
         ),
