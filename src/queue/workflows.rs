@@ -370,7 +370,7 @@ impl Queue {
 
     /// Cancels, in one transaction, every job of a workflow or batch that has not ended
     /// (waiting, held or running, as [`Queue::cancel_as`] cancels one), and closes a batch.
-    /// Returns the ids cancelled, in ascending order.
+    /// Returns the ids cancelled, in the order they were (held jobs first).
     ///
     /// # Errors
     /// [`NotFound`](crate::ErrorKind::NotFound) for an unknown workflow.
@@ -411,9 +411,7 @@ impl Queue {
             }
             Ok(cancelled)
         })?;
-        let mut ids: Vec<i64> = cancelled.iter().map(|c| c.id).collect();
-        // Cancelled held steps first (see above); told in id order.
-        ids.sort_unstable();
+        let ids = cancelled.iter().map(|c| c.id).collect();
         self.after_cancel(&cancelled, by, reason);
         Ok(ids)
     }

@@ -220,6 +220,19 @@ fn every_response_carries_the_security_headers() {
     let mut anon = web.client();
     let mut c = web.client();
     c.bearer = Some("t0ken-t0ken-t0ken".into());
+    // A signed-in browser whose POST lacks the form's CSRF token gets a 403.
+    let mut browser = web.client();
+    let csrf = browser.get("/").expect(401).csrf();
+    browser
+        .post_raw(
+            "/login",
+            &[
+                ("csrf", &csrf),
+                ("token", "t0ken-t0ken-t0ken"),
+                ("next", "/"),
+            ],
+        )
+        .redirect();
     let pages = vec![
         c.get("/"),
         c.get(&format!("/jobs/{}", s.dead)),
@@ -228,7 +241,7 @@ fn every_response_carries_the_security_headers() {
         c.get("/assets/app.js"),
         anon.get("/"),
         c.post_from("/", &format!("/jobs/{}/retry", s.failed), &[]),
-        c.post_raw(&format!("/jobs/{}/retry", s.failed), &[]),
+        browser.post_raw(&format!("/jobs/{}/retry", s.failed), &[]),
     ];
     let statuses: Vec<u16> = pages.iter().map(|p| p.status).collect();
     assert_eq!(statuses, vec![200, 200, 200, 404, 200, 401, 303, 403]);

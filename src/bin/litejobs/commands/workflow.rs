@@ -120,7 +120,9 @@ pub fn cancel(ctx: &Ctx, args: &WorkflowCancelArgs, out: &mut dyn Write) -> Resu
     let id = args.workflow.id;
     let by = args.who();
     let reason = args.reason.as_deref().unwrap_or_default();
-    let cancelled = queue.cancel_workflow(id, &by, reason)?;
+    let mut cancelled = queue.cancel_workflow(id, &by, reason)?;
+    // Told in id order, as `workflow show` lists them.
+    cancelled.sort_unstable();
     if ctx.json {
         write_json(
             out,
