@@ -789,6 +789,33 @@ fn an_empty_plan_goes_straight_to_ready_and_a_bad_request_fails_the_run() {
     assert_eq!(err.as_deref(), Some("report kind must not be empty"));
 }
 
+/// A request written by hand without its `params` wrapper goes dead saying so, instead of
+/// planning with no parameters and ending an empty report as ready.
+#[test]
+fn a_request_without_its_params_wrapper_goes_dead_and_makes_no_run() {
+    let env = setup();
+    let (kind, _done) = Numbers::new(10);
+    let builder = Worker::builder(&env.queue).report("numbers", kind);
+    let job_id = env
+        .queue
+        .enqueue(
+            NewJob::new(report::request_job_type("numbers"), json!({"n": 12})).queue("reports"),
+        )
+        .expect("enqueue");
+    drain(&builder);
+    let job = env.queue.job(job_id).expect("job").expect("some");
+    assert_eq!(job.status, JobStatus::Dead);
+    let error = job.last_error.unwrap_or_default();
+    assert!(error.contains("has field(s) n"), "{error}");
+    assert!(
+        env.queue
+            .report_runs(Some("numbers"), 10)
+            .expect("list")
+            .is_empty(),
+        "no run was made"
+    );
+}
+
 #[test]
 fn a_request_job_from_a_schedule_creates_its_own_run() {
     let env = setup();

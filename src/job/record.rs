@@ -177,6 +177,24 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// True when a value of this job is stored encrypted and the queue that read it could
+    /// not open it (no key of that name, or another key under that name): the value shows as
+    /// the text `encrypted (key NAME)…`.
+    pub fn shows_sealed(&self) -> bool {
+        let Some(key) = &self.encryption_key else {
+            return false;
+        };
+        let mark = crate::encryption::sealed_text(key);
+        [
+            Some(&self.payload),
+            self.result.as_ref(),
+            self.progress.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|value| value.as_str().is_some_and(|text| text.starts_with(&mark)))
+    }
+
     /// The moment that matters for a person looking at the job in its status, with its word:
     /// `("due", run_at)` while waiting (`("waiting", ..)` while held for the jobs it waits
     /// for), `("started", ..)` while running, `("finished", ..)`

@@ -87,6 +87,12 @@ fn an_envelope_that_cannot_be_opened_makes_only_its_job_dead() {
         assert!(error.ends_with("dead without running"), "{error}");
         assert!(!error.contains(SECRET), "{error}");
     }
+    // Views say so too: a key of that name is held, but it does not open the job's values.
+    let read = |id: i64| queue.job(id).expect("read").expect("the job");
+    assert!(read(other_bytes).shows_sealed(), "another key under k1");
+    assert!(read(unknown).shows_sealed(), "a key not held");
+    assert!(!read(good).shows_sealed(), "opened");
+    assert!(!read(plain).shows_sealed(), "stored in clear");
     let (_, moved) = outcome(&queue, moved_row);
     assert!(
         moved.contains("moved from another job's column, type or queue"),

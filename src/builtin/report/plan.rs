@@ -86,6 +86,7 @@ impl Handler for RequestHandler {
     fn run(&self, ctx: &JobContext) -> std::result::Result<(), JobError> {
         let kind = &self.0;
         let queue = &kind.queue;
+        check_request_payload(ctx.payload())?;
         // The run: named by the payload (Queue::request_report), or the one this job created
         // on an earlier attempt, or none yet (a request from a schedule or another program).
         let run_id = match run_id_of(ctx)? {
@@ -215,4 +216,28 @@ impl Kind {
         .max_attempts(self.report.chunk_max_attempts())
         .idempotency_key(format!("report:{run_id}:chunk:{index}"))
     }
+}
+
+/// A request's payload holds `params` (and `run_id`, from `Queue::request_report`) only: a
+/// payload with other fields is a request written by hand without its `params` wrapper,
+/// which would otherwise plan with no parameters and end an empty report as ready.
+fn check_request_payload(payload: &Value) -> std::result::Result<(), JobError> {
+    let Some(fields) = payload.as_object() else {
+        return Err(JobError::permanent(format!(
+            "a report request's payload is {{\"params\": {{…}}}}, got {payload}"
+        )));
+    };
+    let unknown: Vec<&str> = fields
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !matches!(*k, "params" | "run_id"))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(JobError::permanent(format!(
+        "a report request's payload is {{\"params\": {{…}}}}; this one has field(s) {} \
+         (put the report's parameters inside \"params\")",
+        unknown.join(", ")
+    )))
 }

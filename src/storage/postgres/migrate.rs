@@ -126,7 +126,10 @@ pub(crate) fn check_current(conn: &mut PgConnection, schema: &str) -> Result<()>
             Some(_) => Ok(()),
             None => Err(Error::new(
                 ErrorKind::Uninitialized,
-                format!("PostgreSQL schema {schema:?} has no litejobs tables"),
+                format!(
+                    "PostgreSQL schema {schema:?} has no litejobs tables; create them with \
+                     `litejobs init`"
+                ),
             )),
         }
     })

@@ -140,6 +140,27 @@ impl std::fmt::Debug for PgDb {
     }
 }
 
+/// Refuses a URL whose path holds an `@`: what a password with an unescaped `@` or `/`
+/// leaves behind. libpq would end the password at its first `@` or `/`, take the rest for
+/// the host or the database, and print that part of the password in its error. The error
+/// names no part of the URL.
+fn check_unescaped_password(url: &str) -> Result<()> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let before_query = rest.split(['?', '#']).next().unwrap_or_default();
+    let path = before_query.split_once('/').map_or("", |(_, path)| path);
+    if path.contains('@') {
+        return Err(Error::new(
+            ErrorKind::InvalidConfig,
+            "the PostgreSQL URL's database name holds '@': a password (or user name) with '@' \
+             or '/' must be percent-encoded ('@' as %40, '/' as %2F); the URL is not shown, \
+             as it may hold the password",
+        ));
+    }
+    Ok(())
+}
+
 impl PgDb {
     /// Connects, creates or migrates the schema (refusing a newer one), and builds the pool.
     pub(crate) fn open(url: &str, config: &DbConfig) -> Result<PgDb> {
@@ -152,6 +173,7 @@ impl PgDb {
     }
 
     fn connect(url: &str, config: &DbConfig, read_only: bool) -> Result<PgDb> {
+        check_unescaped_password(url)?;
         let (url, in_url) = split_schema(url);
         let url = url.as_str();
         let schema = match (config.pg_schema.as_deref(), in_url.as_deref()) {
@@ -409,6 +431,23 @@ pub(crate) fn in_callers_transaction<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_password_with_an_unescaped_at_sign_is_refused_without_showing_it() {
+        let err = check_unescaped_password("postgres://app:s3c@ret/pw@127.0.0.1:1/app")
+            .expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig);
+        let text = err.to_string();
+        assert!(!text.contains("ret") && !text.contains("s3c"), "{text}");
+        for fine in [
+            "postgres://app:s3c%40ret%2Fpw@127.0.0.1:1/app",
+            "postgres://app@127.0.0.1/app?options=-c%20x@y",
+            "postgres:///app",
+            "host=127.0.0.1 user=app",
+        ] {
+            assert!(check_unescaped_password(fine).is_ok(), "{fine}");
+        }
+    }
 
     #[test]
     fn schema_names_are_plain_identifiers() {

@@ -120,10 +120,12 @@ pub(crate) fn render(app: &App, ctx: &Ctx, id: i64) -> Response {
         fields.push(("Last status code", code.to_string()));
     }
     if let Some(key) = &job.encryption_key {
-        let shown = if app.queue.keyring().contains(key) {
-            "shown decrypted"
-        } else {
+        let shown = if !app.queue.keyring().contains(key) {
             "not held by this dashboard"
+        } else if job.shows_sealed() {
+            "a key of that name is held here, but it does not open this job's values"
+        } else {
+            "shown decrypted"
         };
         fields.push((
             "Encrypted",

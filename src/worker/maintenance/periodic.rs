@@ -114,7 +114,18 @@ impl Periodic {
     pub fn parse(schedule: &str, job: NewJob) -> Result<Periodic> {
         let text = schedule.trim();
         let Some(interval) = text.strip_prefix("every ") else {
-            return Periodic::cron(text, job);
+            // The cron crate's own words ("Pattern must consist of five or six fields") say
+            // nothing of the other form, nor of UTC.
+            return Periodic::cron(text, job).map_err(|e| {
+                if e.kind() != crate::ErrorKind::InvalidConfig {
+                    return e;
+                }
+                Error::invalid_config(format!(
+                    "{}; a schedule is a cron expression in UTC (five fields, or six with \
+                     seconds first; no time zone) or `every <duration>` such as `every 15m`",
+                    e.to_string().trim_end_matches('.')
+                ))
+            });
         };
         let interval = interval.trim();
         let parsed = match interval

@@ -145,10 +145,12 @@ pub fn run(ctx: &Ctx, args: &IdArgs, out: &mut dyn Write) -> Result<Exit, CliErr
         ));
     }
     if let Some(key) = &job.encryption_key {
-        let shown = if queue.keyring().contains(key) {
-            "shown decrypted"
-        } else {
+        let shown = if !queue.keyring().contains(key) {
             "not held here: give it with LITEJOBS_ENCRYPTION_KEYS or --keys-file"
+        } else if job.shows_sealed() {
+            "a key of that name is held here, but it does not open this job's values"
+        } else {
+            "shown decrypted"
         };
         fields.push(("encrypted", format!("at rest, with key {key} ({shown})")));
     }
