@@ -334,22 +334,39 @@ mod tests {
         .expect("thread")
     }
 
-    #[test]
-    fn a_long_log_file_is_emptied_once_writes_stop() {
+    /// A database whose log holds a 1 MiB write, and a checkpoint thread with these timings
+    /// (fields drop in order: the thread before the directory).
+    struct LongLog {
+        checkpointer: Checkpointer,
+        conn: Connection,
+        gate: Arc<Mutex<()>>,
+        path: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    fn long_log(quiet: Duration, patience: Duration) -> LongLog {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("q.db");
         let conn = writer(&path);
         let gate = Arc::new(Mutex::new(()));
-        let checkpointer = start(
-            &path,
-            &gate,
-            Duration::from_millis(50),
-            Duration::from_secs(3600),
-        );
+        let checkpointer = start(&path, &gate, quiet, patience);
         write(&conn, &gate, 1 << 20, &checkpointer);
         assert!(wal_len(&path) > KEPT, "the log holds the write");
+        LongLog {
+            checkpointer,
+            conn,
+            gate,
+            path,
+            _dir: dir,
+        }
+    }
+
+    #[test]
+    fn a_long_log_file_is_emptied_once_writes_stop() {
+        let LongLog { conn, path, .. } =
+            &long_log(Duration::from_millis(50), Duration::from_secs(3600));
         let deadline = Instant::now() + Duration::from_secs(20);
-        while wal_len(&path) > 0 {
+        while wal_len(path) > 0 {
             assert!(Instant::now() < deadline, "the log file was not emptied");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -361,27 +378,22 @@ mod tests {
 
     #[test]
     fn a_long_log_file_is_emptied_after_a_while_when_writes_never_stop() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("q.db");
-        let conn = writer(&path);
-        let gate = Arc::new(Mutex::new(()));
         // Never quiet for an hour: only the patience can empty the file.
-        let checkpointer = start(
-            &path,
-            &gate,
-            Duration::from_secs(3600),
-            Duration::from_millis(100),
-        );
-        write(&conn, &gate, 1 << 20, &checkpointer);
-        assert!(wal_len(&path) > KEPT, "the log holds the write");
+        let LongLog {
+            checkpointer,
+            conn,
+            gate,
+            path,
+            ..
+        } = &long_log(Duration::from_secs(3600), Duration::from_millis(100));
         let deadline = Instant::now() + Duration::from_secs(20);
-        while wal_len(&path) > KEPT {
+        while wal_len(path) > KEPT {
             assert!(
                 Instant::now() < deadline,
                 "the log file stayed {} bytes long under steady writes",
-                wal_len(&path)
+                wal_len(path)
             );
-            write(&conn, &gate, 100, &checkpointer);
+            write(conn, gate, 100, checkpointer);
             std::thread::sleep(Duration::from_millis(5));
         }
     }
