@@ -346,14 +346,18 @@ fn schedules_are_checked_when_built() {
     let not_object = Periodic::every(Duration::from_secs(60), NewJob::new("x", json!([1])))
         .expect("valid")
         .slot_field("slot");
-    let s = Scheduler::new(&env.queue, vec![not_object]).expect("scheduler");
-    tick(&s);
-    env.clock.advance(Duration::from_secs(60));
-    // Refused every time (the payload is not an object): logged, and the slot is handled.
-    assert!(tick(&s).enqueued.is_empty());
-    assert_eq!(
-        env.queue.periodic_schedules().expect("states")[0].last_job_id,
-        None
+    // Its slot could never go into the payload: refused at the start, not at every slot.
+    let refused = Scheduler::new(&env.queue, vec![not_object.clone()]).err();
+    assert_eq!(refused.map(|e| e.kind()), Some(ErrorKind::InvalidJob));
+    let worker = Worker::builder(&env.queue)
+        .handler("x", |_: &JobContext| -> Result<(), JobError> { Ok(()) })
+        .periodic(not_object)
+        .start();
+    let err = worker.err().expect("refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidJob);
+    assert!(
+        err.to_string().contains("needs a JSON object payload"),
+        "{err}"
     );
     let worker = Worker::builder(&env.queue)
         .handler("x", |_: &JobContext| -> Result<(), JobError> { Ok(()) })

@@ -189,7 +189,8 @@ impl Periodic {
     /// Writes the slot time (ms since the Unix epoch) into the payload under `field`, so the
     /// job knows which slot it runs for (e.g. which night to report on). A dotted field
     /// (`params.night_ms`) goes into nested objects, created when missing. The payload must be
-    /// a JSON object. Off by default.
+    /// a JSON object: a worker given a schedule whose payload is not refuses to start
+    /// ([`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob)). Off by default.
     pub fn slot_field(mut self, field: impl Into<String>) -> Periodic {
         self.slot_field = Some(field.into());
         self

@@ -101,7 +101,9 @@ impl Scheduler {
     /// A scheduler for `periodics` on `queue`.
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidConfig`] when two schedules share a name.
+    /// [`ErrorKind::InvalidConfig`] when two schedules share a name;
+    /// [`ErrorKind::InvalidJob`](crate::ErrorKind::InvalidJob) when a schedule's slot field
+    /// cannot go into its payload (not a JSON object).
     pub fn new(queue: &Queue, periodics: Vec<Periodic>) -> Result<Scheduler> {
         let mut seen = HashSet::new();
         for p in &periodics {
@@ -114,6 +116,9 @@ impl Scheduler {
                     p.name
                 )));
             }
+            // A template its slot field cannot go into would fail at every slot: refused at
+            // the start instead (the payload never changes).
+            let _template_checked = p.job_for(0)?;
         }
         Ok(Scheduler {
             queue: queue.clone(),

@@ -89,6 +89,15 @@ pub fn report(
         .map(|c| (c.queue.as_str(), c.job_type.as_str(), c.status, c.count))
         .collect();
     log_lines(queue_lines(&counts, &serving, queues, &paused));
+    let schedules = queue.periodic_schedules()?;
+    let stored: Vec<(&str, &str, &str)> = schedules
+        .iter()
+        .filter_map(|s| {
+            let job = s.job.as_ref()?;
+            Some((s.name.as_str(), job.job_type.as_str(), job.queue.as_str()))
+        })
+        .collect();
+    log_lines(schedule_lines(&stored, &serving, queues));
     Ok(())
 }
 
@@ -155,6 +164,36 @@ pub fn queue_lines(
         ))
     }));
     lines
+}
+
+/// Warnings about schedules kept in the database whose jobs this worker would enqueue but
+/// not run: of a type it does not serve, or in a queue it does not work. Said at the start,
+/// before their first jobs wait. `schedules` are `(name, job type, queue)`.
+pub fn schedule_lines(
+    schedules: &[(&str, &str, &str)],
+    serving: &BTreeSet<&str>,
+    queues: &[(String, usize)],
+) -> Vec<Line> {
+    schedules
+        .iter()
+        .filter_map(|&(name, job_type, queue)| {
+            let (name, shown_type, shown_queue) =
+                (one_line(name), one_line(job_type), one_line(queue));
+            if !serving.contains(job_type) {
+                return Some(Line::warn(format!(
+                    "schedule {name} enqueues {shown_type}, which this worker does not run; \
+                     add --exec {shown_type}=COMMAND (or --serve), or run it elsewhere"
+                )));
+            }
+            let worked = queues.iter().any(|(q, threads)| q == queue && *threads > 0);
+            (!worked).then(|| {
+                Line::warn(format!(
+                    "schedule {name} enqueues {shown_type} in queue {shown_queue}, which this \
+                     worker does not work; add --queue {shown_queue}"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn log_lines(lines: Vec<Line>) {
@@ -461,6 +500,31 @@ mod tests {
         let waiting: BTreeMap<String, i64> = [("evil\ntype".to_string(), 2)].into();
         let lines = unserved_lines(&waiting, &BTreeSet::new());
         assert!(!lines[0].text.contains('\n'), "{}", lines[0].text);
+    }
+
+    #[test]
+    fn schedules_whose_jobs_this_worker_would_not_run_are_named() {
+        let serving: BTreeSet<&str> = ["resize"].into_iter().collect();
+        let queues = vec![("default".to_string(), 4), ("mail".to_string(), 0)];
+        let lines = schedule_lines(
+            &[
+                ("nightly", "resize", "default"),
+                ("quick", "ping", "pings"),
+                ("thumbs", "resize", "images"),
+                ("letters", "resize", "mail"),
+            ],
+            &serving,
+            &queues,
+        );
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                "schedule quick enqueues ping, which this worker does not run; add --exec ping=COMMAND (or --serve), or run it elsewhere",
+                "schedule thumbs enqueues resize in queue images, which this worker does not work; add --queue images",
+                "schedule letters enqueues resize in queue mail, which this worker does not work; add --queue mail",
+            ]
+        );
     }
 
     #[test]
