@@ -353,7 +353,9 @@ fn schedules_are_checked_when_built() {
         .handler("x", |_: &JobContext| -> Result<(), JobError> { Ok(()) })
         .periodic(not_object)
         .start();
-    let err = worker.err().expect("refused");
+    let Err(err) = worker else {
+        panic!("a worker with that schedule started")
+    };
     assert_eq!(err.kind(), ErrorKind::InvalidJob);
     assert!(
         err.to_string().contains("needs a JSON object payload"),
