@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use rusqlite::{Connection, OpenFlags};
 
+use super::errors::is_busy;
+
 /// How long the thread gathers commits before one checkpoint: under a steady load at most
 /// one checkpoint per this much time, each copying the pages of many commits once.
 const GATHER: Duration = Duration::from_millis(250);
@@ -98,6 +100,7 @@ impl Checkpointer {
             .name("litejobs-checkpoint".into())
             .spawn(move || {
                 let mut thread = Thread {
+                    log: log_path(&path),
                     path: &path,
                     flags,
                     write_gate: &write_gate,
@@ -138,6 +141,8 @@ impl Drop for Checkpointer {
 /// The thread's state.
 struct Thread<'a> {
     path: &'a Path,
+    /// Its log file.
+    log: PathBuf,
     flags: OpenFlags,
     write_gate: &'a Mutex<()>,
     timing: Timing,
@@ -220,10 +225,7 @@ impl Thread<'_> {
     }
 
     fn note_length(&mut self, now: Instant) {
-        let mut log = self.path.as_os_str().to_owned();
-        log.push("-wal");
-        let len = std::fs::metadata(log).map_or(0, |meta| meta.len());
-        if len <= self.timing.log_kept_bytes {
+        if file_len(&self.log) <= self.timing.log_kept_bytes {
             self.long_since = None;
         } else if self.long_since.is_none() {
             self.long_since = Some(now);
@@ -273,11 +275,16 @@ fn checkpoint(conn: &Connection) -> Option<i64> {
     }
 }
 
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
+/// The write-ahead log file of the database at `path` (`-wal` after its name).
+pub(super) fn log_path(path: &Path) -> PathBuf {
+    let mut log = path.as_os_str().to_owned();
+    log.push("-wal");
+    PathBuf::from(log)
+}
+
+/// A file's length; 0 for none.
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |meta| meta.len())
 }
 
 #[cfg(test)]
@@ -308,9 +315,7 @@ mod tests {
     }
 
     fn wal_len(path: &Path) -> u64 {
-        let mut log = path.as_os_str().to_owned();
-        log.push("-wal");
-        std::fs::metadata(log).map_or(0, |meta| meta.len())
+        file_len(&log_path(path))
     }
 
     fn start(

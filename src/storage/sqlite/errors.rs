@@ -3,11 +3,19 @@
 
 use crate::error::{Error, ErrorKind};
 
+/// True for SQLite's busy and locked errors: another connection holds what was asked for.
+pub(crate) fn is_busy(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Error {
         use rusqlite::ErrorCode;
         let (kind, message) = match err.sqlite_error_code() {
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => (
+            _ if is_busy(&err) => (
                 ErrorKind::Busy,
                 "database is locked by another connection (busy timeout reached)".to_string(),
             ),

@@ -212,9 +212,7 @@ impl SqliteDb {
             Err(e) if e.kind() == ErrorKind::ReadOnly || e.kind() == ErrorKind::Database => {
                 let immutable = file_uri(path, "mode=ro&immutable=1");
                 open(&immutable).map_err(|_| context(e))?;
-                let mut wal = path.as_os_str().to_owned();
-                wal.push("-wal");
-                if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+                if std::fs::metadata(checkpointer::log_path(path)).is_ok_and(|m| m.len() > 0) {
                     log::warn!(
                         "litejobs: {} is on a read-only file system and its write-ahead log \
                          cannot be read without its -shm file; showing the database as of its \
