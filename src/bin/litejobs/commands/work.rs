@@ -23,8 +23,8 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
     let options = BuiltinOptions::from_env()?;
     // Every flag and program checked before the database is opened: a refusal creates and
     // changes nothing.
-    let prepared = commands::prepare(args, ctx)?;
     let queues = args.queue_threads().map_err(CliError::new)?;
+    let prepared = commands::prepare(args, ctx, &queues)?;
     let served = prepared.served();
     let queue = ctx.open_or_create()?;
     // Schedules kept in the database (`litejobs schedule add`) run in every `work`.
@@ -54,22 +54,21 @@ pub fn run(ctx: &Ctx, args: &WorkArgs, _out: &mut dyn Write) -> Result<Exit, Cli
         ctx.shown_db()?
     );
     // Which periodic jobs kept in the database this worker enqueues (it also sees those
-    // added later); a read that fails here only costs this line.
-    if let Ok(schedules) = queue.periodic_schedules() {
-        let stored: Vec<&str> = schedules
-            .iter()
-            .filter(|s| s.job.is_some())
-            .map(|s| s.name.as_str())
-            .collect();
-        if !stored.is_empty() {
-            log::info!(
-                "litejobs work: enqueues the schedules kept in the database ({}); \
-                 `litejobs schedule list` shows them",
-                stored.join(", ")
-            );
-        }
+    // added later); a read that fails here only costs these lines.
+    let schedules = queue.periodic_schedules().unwrap_or_default();
+    let stored: Vec<&str> = schedules
+        .iter()
+        .filter(|s| s.job.is_some())
+        .map(|s| s.name.as_str())
+        .collect();
+    if !stored.is_empty() {
+        log::info!(
+            "litejobs work: enqueues the schedules kept in the database ({}); \
+             `litejobs schedule list` shows them",
+            stored.join(", ")
+        );
     }
-    if let Err(e) = work_startup::report(&queue, &options, &served, &queues) {
+    if let Err(e) = work_startup::report(&queue, &options, &served, &queues, &schedules) {
         log::warn!("litejobs work: cannot read which job types wait: {e}");
     }
     let activity = worker.activity();

@@ -35,8 +35,13 @@ impl Prepared {
 }
 
 /// Checks every `--exec`, `--serve`, `--concurrency TYPE=N` and `--retry` and builds the
-/// handlers, without opening the database.
-pub fn prepare(args: &WorkArgs, ctx: &Ctx) -> Result<Prepared, CliError> {
+/// handlers, without opening the database. `queues` are the worker's queues and their
+/// threads ([`WorkArgs::queue_threads`]).
+pub fn prepare(
+    args: &WorkArgs,
+    ctx: &Ctx,
+    queues: &[(String, usize)],
+) -> Result<Prepared, CliError> {
     let commanded = |job_type: &str| {
         args.exec
             .iter()
@@ -73,9 +78,7 @@ pub fn prepare(args: &WorkArgs, ctx: &Ctx) -> Result<Prepared, CliError> {
     };
     // A type's jobs run on the threads of whichever queue they are in: at most as many at
     // once as the largest queue has.
-    let threads = args
-        .queue_threads()
-        .map_err(CliError::new)?
+    let threads = queues
         .iter()
         .map(|(_, threads)| *threads)
         .max()

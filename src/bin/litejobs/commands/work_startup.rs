@@ -12,6 +12,7 @@ use litejobs::builtin::email::{self, EmailOptions, MailerConfig, SmtpTls};
 use litejobs::builtin::webhook::{self, WebhookOptions};
 use litejobs::builtin::BuiltinOptions;
 use litejobs::defaults::DEFAULT_MAX_ATTEMPTS;
+use litejobs::maintenance::ScheduleState;
 use litejobs::{JobStatus, Queue, RetryPolicy, StatusCount};
 
 use super::CliError;
@@ -48,8 +49,9 @@ impl Line {
 
 /// Logs the report: one line per built-in kind, then a warning per job type that waits
 /// (queued or failed rows) in the database and is in neither the built-in kinds `options`
-/// enables nor `served` (the job types of the command handlers registered). Called once the
-/// worker has started.
+/// enables nor `served` (the job types of the command handlers registered), then the jobs
+/// waiting in queues it does not work and the `schedules` kept in the database whose jobs it
+/// would not run. Called once the worker has started.
 ///
 /// The waiting jobs are counted with [`Queue::stats`], the read behind `litejobs stats`: a
 /// few hundred rows of kept counts and the small due index, on SQLite and PostgreSQL, at a
@@ -63,6 +65,7 @@ pub fn report(
     options: &BuiltinOptions,
     served: &[String],
     queues: &[(String, usize)],
+    schedules: &[ScheduleState],
 ) -> Result<(), CliError> {
     // A built-in type taken over by a command is the command's: its line would be false.
     let builtins = builtin_lines(options)
@@ -89,7 +92,6 @@ pub fn report(
         .map(|c| (c.queue.as_str(), c.job_type.as_str(), c.status, c.count))
         .collect();
     log_lines(queue_lines(&counts, &serving, queues, &paused));
-    let schedules = queue.periodic_schedules()?;
     let stored: Vec<(&str, &str, &str)> = schedules
         .iter()
         .filter_map(|s| {
