@@ -167,7 +167,6 @@ impl QueueRuntime {
         self.prefetched.forget_first(&self.feed.taken_first());
     }
 
-    /// Resizes the prefetch from the run times of the attempts finished since the last look.
     /// Wakes the queue's executor, when none of its jobs is out, ahead of a claim that will
     /// hand it one: its wake-up (40 µs on a small VM) overlaps the claim's round.
     pub(super) fn wake_if_idle(&self) {
@@ -178,6 +177,7 @@ impl QueueRuntime {
         }
     }
 
+    /// Resizes the prefetch from the run times of the attempts finished since the last look.
     pub(super) fn resize_prefetch(&mut self) {
         let ran = self.feed.ran.load(Ordering::Relaxed);
         let busy = self.feed.busy_micros.load(Ordering::Relaxed);

@@ -24,10 +24,10 @@ impl WorkflowStep {
     /// (`requeued as job N; …`).
     pub fn problem(&self) -> String {
         if let Some(new) = self.requeued_as {
-            let error = self.last_error.as_deref().unwrap_or_default();
-            return format!("requeued as job {new}; {error}")
-                .trim_end_matches("; ")
-                .to_string();
+            return match self.last_error.as_deref() {
+                Some(error) if !error.is_empty() => format!("requeued as job {new}; {error}"),
+                _ => format!("requeued as job {new}"),
+            };
         }
         match self.status {
             JobStatus::Succeeded => String::new(),

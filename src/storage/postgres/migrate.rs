@@ -72,6 +72,16 @@ fn newer(schema: &str, v: i64) -> Error {
     )
 }
 
+fn no_tables(schema: &str) -> Error {
+    Error::new(
+        ErrorKind::Uninitialized,
+        format!(
+            "PostgreSQL schema {schema:?} has no litejobs tables; create them with \
+             `litejobs init`"
+        ),
+    )
+}
+
 /// Creates the schema or brings it to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut PgConnection, schema: &str, create: bool) -> Result<()> {
     let quoted = quoted_schema(schema)?;
@@ -90,15 +100,7 @@ pub(crate) fn migrate(conn: &mut PgConnection, schema: &str, create: bool) -> Re
         let from = match current {
             Some(v) if v > SCHEMA_VERSION => return Err(newer(schema, v)),
             Some(v) => v,
-            None if !create => {
-                return Err(Error::new(
-                    ErrorKind::Uninitialized,
-                    format!(
-                        "PostgreSQL schema {schema:?} has no litejobs tables; create them with \
-                         `litejobs init`"
-                    ),
-                ))
-            }
+            None if !create => return Err(no_tables(schema)),
             None => {
                 c.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}"))?;
                 0
@@ -124,13 +126,7 @@ pub(crate) fn check_current(conn: &mut PgConnection, schema: &str) -> Result<()>
         match version(&PgTx::new(c), schema)? {
             Some(v) if v > SCHEMA_VERSION => Err(newer(schema, v)),
             Some(_) => Ok(()),
-            None => Err(Error::new(
-                ErrorKind::Uninitialized,
-                format!(
-                    "PostgreSQL schema {schema:?} has no litejobs tables; create them with \
-                     `litejobs init`"
-                ),
-            )),
+            None => Err(no_tables(schema)),
         }
     })
 }

@@ -118,7 +118,7 @@ impl Scheduler {
             }
             // A template its slot field cannot go into would fail at every slot: refused at
             // the start instead (the payload never changes).
-            let _template_checked = p.job_for(0)?;
+            p.job_for(0).map(drop)?;
         }
         Ok(Scheduler {
             queue: queue.clone(),

@@ -293,7 +293,7 @@ impl PgTx<'_> {
         for (i, column) in columns.iter().enumerate() {
             let param = format!("${}", i + 3);
             names.push(column.name.to_string());
-            if column.uniform() {
+            if column.uniform {
                 values.push(format!("{param}::{}", column.sql_type()));
             } else {
                 values.push(format!("u.{}", column.name));
@@ -340,6 +340,8 @@ impl PgTx<'_> {
 struct Column {
     name: &'static str,
     values: Values,
+    /// Every job has the same value: bound once.
+    uniform: bool,
 }
 
 enum Values {
@@ -349,24 +351,20 @@ enum Values {
 
 impl Column {
     fn texts(name: &'static str, values: Vec<Option<String>>) -> Column {
+        let uniform = values.windows(2).all(|w| w[0] == w[1]);
         Column {
             name,
             values: Values::Texts(values),
+            uniform,
         }
     }
 
     fn ints(name: &'static str, values: Vec<Option<i64>>) -> Column {
+        let uniform = values.windows(2).all(|w| w[0] == w[1]);
         Column {
             name,
             values: Values::Ints(values),
-        }
-    }
-
-    /// True when every job has the same value (bound once).
-    fn uniform(&self) -> bool {
-        match &self.values {
-            Values::Texts(v) => v.windows(2).all(|w| w[0] == w[1]),
-            Values::Ints(v) => v.windows(2).all(|w| w[0] == w[1]),
+            uniform,
         }
     }
 
@@ -379,10 +377,9 @@ impl Column {
 
     /// Binds the one value, or the array.
     fn bind<'a>(&self, q: Query<'a>) -> Query<'a> {
-        let uniform = self.uniform();
         match &self.values {
-            Values::Texts(v) if uniform => q.opt_text(v.first().and_then(Option::as_deref)),
-            Values::Ints(v) if uniform => q.opt_int(v.first().copied().flatten()),
+            Values::Texts(v) if self.uniform => q.opt_text(v.first().and_then(Option::as_deref)),
+            Values::Ints(v) if self.uniform => q.opt_int(v.first().copied().flatten()),
             Values::Texts(v) => q.opt_texts(v),
             Values::Ints(v) => q.opt_ints(v),
         }
